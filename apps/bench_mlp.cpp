@@ -1,0 +1,238 @@
+// `colrow bench mlp`. The verification runs first: the same MLP unsharded (a
+// group of one, built from the same TP-invariant initialization) on a few
+// tokens must give the same output, input gradient and weight-gradient shards.
+// Timing: per-iteration time is the slowest rank's; figures are medians.
+#include "bench_mlp.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/local_communicator.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/dist/recording_communicator.h"
+#include "colrow/runtime/blas_kernels.h"
+#include "colrow/runtime/threads.h"
+#include "kernels/cpu/gemm.h"
+
+namespace colrow::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kernels::cpu::Trans;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Relative max error: max |a - b| / max |b|.
+double relative_error(const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
+  double err = 0.0, scale = 0.0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    err = std::max(err, std::fabs(static_cast<double>(va[i]) - vb[i]));
+    scale = std::max(scale, std::fabs(static_cast<double>(vb[i])));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed, const std::string& name) {
+  Tensor t = Tensor::empty(shape);
+  fill_shard(t, ShardSpec::replicated(shape), Init::normal(1.0f), seed, name);
+  return t;
+}
+
+// Runs `step` repeatedly until every rank has done min_iterations and
+// min_seconds have passed (decided jointly, so ranks stay in lock-step);
+// returns per-iteration seconds, each the maximum over ranks.
+template <typename Step>
+std::vector<double> time_iterations(Communicator& world, const MlpBenchOptions& o, Step step) {
+  std::vector<double> times;
+  const auto start = Clock::now();
+  for (bool more = true; more;) {
+    const auto t0 = Clock::now();
+    step(times.size());
+    times.push_back(seconds_since(t0));
+    Tensor go = Tensor::full({1}, (static_cast<int>(times.size()) < o.min_iterations ||
+                                   seconds_since(start) < o.min_seconds) &&
+                                          times.size() < 1000
+                                      ? 1.0f
+                                      : 0.0f);
+    world.all_reduce_max(go);  // continue while any rank wants to
+    more = go.data()[0] > 0.0f;
+  }
+  Tensor t = Tensor::empty({static_cast<int64_t>(times.size())});
+  for (size_t i = 0; i < times.size(); ++i) t.data()[i] = static_cast<float>(times[i]);
+  world.all_reduce_max(t);
+  for (size_t i = 0; i < times.size(); ++i) times[i] = t.data()[i];
+  return times;
+}
+
+// The largest relative error between the sharded MLP and the unsharded one on
+// the first `tokens` tokens of x and dy: output, input gradient, and every
+// parameter gradient's shard.
+double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy) {
+  ParallelMLP sharded(tp, config);
+  LocalCommunicator alone("unsharded");
+  ParallelMLP reference(alone, config);
+  const Tensor y = sharded.forward(x).clone();
+  const Tensor dx = sharded.backward(dy).clone();
+  const Tensor y_ref = reference.forward(x).clone();
+  const Tensor dx_ref = reference.backward(dy).clone();
+  double err = std::max(relative_error(y, y_ref), relative_error(dx, dx_ref));
+  std::vector<Parameter*> mine = sharded.parameters(), full = reference.parameters();
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const ShardSpec& s = mine[i]->shard;
+    err = std::max(err, relative_error(mine[i]->grad, full[i]->grad.shard(s.dim, s.index, s.count)));
+  }
+  return err;
+}
+
+// The GEMMs one rank's MLP runs per forward+backward, as plain sgemm calls.
+struct PlainGemms {
+  std::vector<Tensor> a, b, c;
+  std::vector<Trans> ta, tb;
+  std::vector<float> beta;
+  double flops = 0.0;
+
+  void add(Trans trans_a, Trans trans_b, Tensor a_, Tensor b_, Tensor c_, float beta_) {
+    const int64_t m = trans_a == Trans::kNo ? a_.size(0) : a_.size(1);
+    const int64_t k = trans_a == Trans::kNo ? a_.size(1) : a_.size(0);
+    flops += kernels::cpu::gemm_flops(m, c_.size(1), k);
+    ta.push_back(trans_a), tb.push_back(trans_b), beta.push_back(beta_);
+    a.push_back(a_), b.push_back(b_), c.push_back(c_);
+  }
+  void run() {
+    for (size_t i = 0; i < a.size(); ++i) kernels::cpu::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
+  }
+};
+
+PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp) {
+  const int64_t d = config.d_model, h = config.ffn_hidden_size / tp;
+  const Tensor x = Tensor::full({tokens, d}, 0.5f), w_up = Tensor::full({h, d}, 0.01f);
+  const Tensor w_down = Tensor::full({d, h}, 0.01f), hid = Tensor::full({tokens, h}, 0.5f);
+  PlainGemms g;
+  const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
+  for (int i = 0; i < up_projections; ++i) {
+    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}), 0.0f);       // y = x W^T
+    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}), 1.0f);             // dW += dy^T x
+    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}), i ? 1.0f : 0.0f);  // dx
+  }
+  g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}), 0.0f);
+  g.add(Trans::kYes, Trans::kNo, x, hid, Tensor::zeros({d, h}), 1.0f);
+  g.add(Trans::kNo, Trans::kNo, x, w_down, Tensor::empty({tokens, h}), 0.0f);
+  return g;
+}
+
+}  // namespace
+
+int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
+  Communicator& world = mpi.world();
+  // Everything is checked before anything is allocated, identically on every rank.
+  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
+  ProcessMesh::validate(tp_size, o.dp, world.size());
+  MlpConfig config;
+  config.d_model = o.d_model;
+  config.ffn_hidden_size = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * o.d_model;
+  config.activation = parse_activation(o.activation);
+  config.bias = o.bias;
+  config.seed = o.seed;
+  validate(config, tp_size);
+  if (o.tokens < 1) {
+    throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be positive.");
+  }
+  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks());
+  set_threads(threads);
+
+  ProcessMesh mesh(world, tp_size, o.dp);
+  const Tensor x = random_tensor({o.tokens, o.d_model}, o.seed, "bench.x");
+  const Tensor dy = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
+
+  const int64_t verify_tokens = std::min<int64_t>(o.tokens, o.verify_tokens);
+  const double verify_error = verify(mesh.tp(), config, x.slice(0, 0, verify_tokens),
+                                     dy.slice(0, 0, verify_tokens));
+  // fp32 sums of up to a few thousand terms in different orders: ~1e-6
+  // relative typically; 1e-4 would only be crossed by a wrong shard or sum.
+  constexpr double kVerifyTolerance = 1e-4;
+  if (!(verify_error <= kVerifyTolerance)) {
+    throw InternalError("[bench] the sharded MLP differs from the unsharded one: relative error " +
+                        std::to_string(verify_error) + " > " + std::to_string(kVerifyTolerance));
+  }
+
+  RecordingCommunicator tp(mesh.tp());
+  ParallelMLP mlp(tp, config);
+  for (int warmup = 0; warmup < 2; ++warmup) {
+    mlp.forward(x);
+    mlp.backward(dy);
+  }
+  std::vector<double> comm_share;
+  const std::vector<double> fwd = time_iterations(world, o, [&](size_t) { mlp.forward(x); });
+  const std::vector<double> fwdbwd = time_iterations(world, o, [&](size_t) {
+    tp.clear();
+    const auto t0 = Clock::now();
+    mlp.forward(x);
+    mlp.backward(dy);
+    comm_share.push_back(tp.total_seconds() / seconds_since(t0));
+  });
+  PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size);
+  plain.run();
+  const std::vector<double> sgemm = time_iterations(world, o, [&](size_t) { plain.run(); });
+
+  Tensor share = Tensor::full({1}, static_cast<float>(median(comm_share)));
+  world.all_reduce_max(share);  // the most communication-bound rank
+  const double fwd_ms = median(fwd) * 1e3, fwdbwd_ms = median(fwdbwd) * 1e3;
+  const double flops_fwd = mlp.forward_flops(o.tokens) / tp_size;
+  const double gflops_fwd = flops_fwd / (fwd_ms * 1e-3) / 1e9;
+  const double gflops = 3.0 * flops_fwd / (fwdbwd_ms * 1e-3) / 1e9;
+  const double sgemm_gflops = plain.flops / median(sgemm) / 1e9;
+  if (world.rank() != 0) return 0;
+
+  if (o.json) {
+    nlohmann::json j = {{"benchmark", "mlp"},
+                        {"tp", tp_size},
+                        {"dp", o.dp},
+                        {"d_model", o.d_model},
+                        {"ffn_hidden_size", config.ffn_hidden_size},
+                        {"tokens", o.tokens},
+                        {"activation", to_string(config.activation)},
+                        {"threads_per_rank", threads},
+                        {"blas_core", blas_core_name()},
+                        {"verify_relative_error", verify_error},
+                        {"fwd_ms", fwd_ms},
+                        {"fwdbwd_ms", fwdbwd_ms},
+                        {"fwd_gflops_per_rank", gflops_fwd},
+                        {"gflops_per_rank", gflops},
+                        {"comm_fraction", share.data()[0]},
+                        {"sgemm_gflops_per_rank", sgemm_gflops},
+                        {"efficiency", gflops / sgemm_gflops},
+                        {"iterations", fwdbwd.size()}};
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::printf("colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, "
+              "%d thread(s)/rank, OpenBLAS %s kernels\n",
+              tp_size, o.dp, static_cast<long>(o.d_model), static_cast<long>(config.ffn_hidden_size),
+              to_string(config.activation), static_cast<long>(o.tokens), threads,
+              blas_core_name().c_str());
+  std::printf("  verified against the unsharded MLP on %ld tokens: relative error %.2e (limit %.0e)\n",
+              static_cast<long>(verify_tokens), verify_error, kVerifyTolerance);
+  std::printf("  forward           %9.2f ms  %7.1f GFLOP/s per rank\n", fwd_ms, gflops_fwd);
+  std::printf("  forward+backward  %9.2f ms  %7.1f GFLOP/s per rank  (%.1f%% in communication)\n",
+              fwdbwd_ms, gflops, 100.0 * share.data()[0]);
+  std::printf("  plain sgemm, same shapes       %7.1f GFLOP/s per rank  -> efficiency %.2f\n",
+              sgemm_gflops, gflops / sgemm_gflops);
+  return 0;
+}
+
+}  // namespace colrow::apps

@@ -1,0 +1,33 @@
+// `colrow bench mlp`: verify the tensor-parallel MLP against the unsharded one,
+// then time forward and forward+backward and compare the achieved rate with
+// plain cblas_sgemm calls of the same shapes on the same rank.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "colrow/dist/mpi_communicator.h"
+#include "colrow/nn/parallel_mlp.h"
+
+namespace colrow::apps {
+
+struct MlpBenchOptions {
+  int64_t d_model = 1024;
+  int64_t tokens = 2048;
+  int64_t ffn_hidden_size = 0;  // 0: 4 * d_model
+  std::string activation = "gelu";
+  bool bias = true;
+  int tp = 0;       // 0: world size / dp
+  int dp = 1;
+  int threads = 0;  // per rank; 0: cores / ranks on the node
+  double min_seconds = 2.0;
+  int min_iterations = 5;
+  int verify_tokens = 64;
+  uint64_t seed = 1234;
+  bool json = false;
+};
+
+// Returns the process exit status.
+int run_mlp_bench(const MlpBenchOptions& options, MpiSession& mpi);
+
+}  // namespace colrow::apps

@@ -1,0 +1,78 @@
+// colrow: the command-line tool. Verbs so far: bench mlp. Run under mpirun;
+// every rank parses the same flags and validates the same configuration, so a
+// bad flag or size fails on every rank alike with one clear line each.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "bench_mlp.h"
+#include "colrow/core/error.h"
+#include "colrow/dist/mpi_communicator.h"
+#include "colrow/runtime/blas_kernels.h"
+
+namespace {
+
+constexpr double kFailureAgreementSeconds = 5.0;
+
+// Prints the error on this rank, then ends the job: cleanly when every rank
+// failed alike (a configuration error), by abort when some rank is elsewhere
+// (possibly waiting in a collective), so no rank is ever left hanging.
+int fail(colrow::MpiSession& mpi, const std::string& message) {
+  colrow::Communicator& world = mpi.world();
+  std::cerr << "[rank " << world.rank() << "/" << world.size() << "] " << message << std::endl;
+  if (world.all_ranks_failing(kFailureAgreementSeconds)) return 1;
+  world.abort(1);
+  return 1;  // not reached: abort ends the process
+}
+
+void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
+  CLI::App* mlp = bench.add_subcommand(
+      "mlp", "Verify, then time the tensor-parallel MLP (tp = world size / dp) against plain sgemm");
+  mlp->add_option("--d-model", o.d_model, "Model width d_model")->capture_default_str();
+  mlp->add_option("--tokens", o.tokens, "Tokens per step (batch x sequence)")->capture_default_str();
+  mlp->add_option("--ffn-hidden", o.ffn_hidden_size, "Hidden units (0 = 4 x d_model)")
+      ->capture_default_str();
+  mlp->add_option("--activation", o.activation, "gelu (GPT-2) or swiglu (LLaMA)")
+      ->capture_default_str();
+  mlp->add_flag("!--no-bias", o.bias, "Projections without bias");
+  mlp->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+      ->capture_default_str();
+  mlp->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
+  mlp->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  mlp->add_option("--min-seconds", o.min_seconds, "Minimum timed seconds per measurement")
+      ->capture_default_str();
+  mlp->add_option("--min-iterations", o.min_iterations, "Minimum timed iterations")
+      ->capture_default_str();
+  mlp->add_option("--seed", o.seed, "Seed of weights and inputs")->capture_default_str();
+  mlp->add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  colrow::select_blas_kernels(argv);  // may restart the program once, before MPI starts
+  colrow::MpiSession mpi(&argc, &argv);
+  CLI::App app{"colrow: Megatron-style tensor-parallel Transformers in C++ (run under mpirun)"};
+  app.require_subcommand(1);
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks that verify, then time");
+  bench->require_subcommand(1);
+  colrow::apps::MlpBenchOptions mlp_options;
+  add_bench_mlp(*bench, mlp_options);
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) {  // --help: printed once, by rank 0
+        if (mpi.world().rank() == 0) app.exit(e);
+        return 0;
+      }
+      throw colrow::ConfigError("[cli] " + std::string(e.what()) + ". Run 'colrow --help'.");
+    }
+    if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, mpi);
+    return 0;
+  } catch (const std::exception& e) {
+    return fail(mpi, e.what());
+  }
+}

@@ -1,0 +1,31 @@
+# colrow_add_test(name source [NP n1 n2 ...])
+# Builds one GoogleTest binary and registers it once per process count: NP 1
+# runs it as a plain process, larger counts under mpirun. Every run has a
+# timeout, so a deadlock fails the test instead of hanging CI.
+set(COLROW_MPI_TEST_ENV
+  "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+set(COLROW_TEST_TIMEOUT 120 CACHE STRING "Seconds before a test run counts as hung")
+
+function(colrow_add_test name source)
+  cmake_parse_arguments(ARG "" "" "NP" ${ARGN})
+  if(NOT ARG_NP)
+    set(ARG_NP 1)
+  endif()
+  add_executable(${name} ${source})
+  target_link_libraries(${name} PRIVATE colrow_test_support)
+  foreach(np IN LISTS ARG_NP)
+    if(np EQUAL 1)
+      add_test(NAME ${name} COMMAND $<TARGET_FILE:${name}>)
+    else()
+      add_test(NAME ${name}_np${np}
+               COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
+                       --bind-to none ${MPIEXEC_PREFLAGS} $<TARGET_FILE:${name}> ${MPIEXEC_POSTFLAGS})
+      set(test_name ${name}_np${np})
+    endif()
+    if(np EQUAL 1)
+      set(test_name ${name})
+    endif()
+    set_tests_properties(${test_name} PROPERTIES TIMEOUT ${COLROW_TEST_TIMEOUT}
+                         ENVIRONMENT "${COLROW_MPI_TEST_ENV}" PROCESSORS ${np})
+  endforeach()
+endfunction()

@@ -1,0 +1,92 @@
+// Tensor: an fp32 n-d array with a shape and strides over shared storage.
+// Copies are shallow (like torch.Tensor): a slice or view shares the storage
+// and keeps it alive; Tensor::wrap() views memory colrow does not own (an mmap,
+// a caller's buffer). Shards are slices along one dimension, so a rank's
+// column block of a row-major matrix is a strided view that BLAS reads through
+// its leading dimension, never a copy.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace colrow {
+
+using Shape = std::vector<int64_t>;
+
+// fp32 now; bf16 arrives behind the same type.
+enum class DType { kF32 };
+// Where the storage lives; a CUDA backend adds kCuda.
+enum class Device { kCpu };
+
+std::string shape_to_string(const Shape& shape);
+int64_t shape_numel(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Owning, 64-byte aligned, uninitialized.
+  static Tensor empty(const Shape& shape);
+  static Tensor zeros(const Shape& shape);
+  static Tensor full(const Shape& shape, float value);
+  static Tensor from_vector(const Shape& shape, const std::vector<float>& values);
+  // Non-owning view of `data` (contiguous); the caller keeps the memory alive.
+  static Tensor wrap(float* data, const Shape& shape);
+
+  DType dtype() const { return DType::kF32; }
+  Device device() const { return Device::kCpu; }
+  bool defined() const { return data_ != nullptr || numel() == 0; }
+  bool owns_storage() const { return storage_ != nullptr; }
+
+  const Shape& shape() const { return shape_; }
+  const std::vector<int64_t>& strides() const { return strides_; }
+  int ndim() const { return static_cast<int>(shape_.size()); }
+  // Negative dims count from the end (-1 = last).
+  int64_t size(int dim) const { return shape_[normalize_dim(dim)]; }
+  int64_t stride(int dim) const { return strides_[normalize_dim(dim)]; }
+  int64_t numel() const { return shape_numel(shape_); }
+  int64_t bytes() const { return numel() * static_cast<int64_t>(sizeof(float)); }
+  bool is_contiguous() const;
+  // For 2-d views: the distance between rows (BLAS's leading dimension).
+  int64_t row_stride() const { return stride(0); }
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+
+  // 2-d element access (tests, references, small loops; kernels use raw pointers).
+  float& operator()(int64_t i, int64_t j) { return data_[i * strides_[0] + j * strides_[1]]; }
+  float operator()(int64_t i, int64_t j) const { return data_[i * strides_[0] + j * strides_[1]]; }
+
+  // View of [start, start + length) along `dim`; shares storage.
+  Tensor slice(int dim, int64_t start, int64_t length) const;
+  // Part `index` of `count` equal parts along `dim` (size must divide).
+  Tensor shard(int dim, int index, int count) const;
+  // Same storage, new shape; requires contiguity.
+  Tensor view(const Shape& shape) const;
+  // A contiguous owning copy.
+  Tensor clone() const;
+  std::vector<float> to_vector() const;
+
+  // Element-wise copy from a tensor of the same shape (either may be strided).
+  void copy_from(const Tensor& src);
+  void fill(float value);
+  void zero() { fill(0.0f); }
+
+ private:
+  int normalize_dim(int dim) const;
+
+  std::shared_ptr<float> storage_;  // null for wrapped memory
+  float* data_ = nullptr;
+  Shape shape_;
+  std::vector<int64_t> strides_;
+};
+
+// Ensures `t` is an owning contiguous tensor of `shape`, reallocating only when
+// the shape changes: layers keep their activation buffers across steps so the
+// step loop does not allocate.
+void ensure_shape(Tensor& t, const Shape& shape);
+
+}  // namespace colrow

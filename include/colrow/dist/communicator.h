@@ -1,0 +1,46 @@
+// Communicator: the one interface every collective in colrow goes through (MPI
+// now, NCCL later; tests wrap it in a recording one). Collectives act on whole
+// tensors, so element counts are derived, never typed by hand. Gathers and
+// reduce-scatters concatenate along dim 0 (the flat, contiguous order MPI
+// uses); rearranging along another dim is the mappings' job (mappings.h).
+// A group of size 1 returns at once, so layer code is the same at every tp.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "colrow/core/tensor.h"
+
+namespace colrow {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Short name for messages and traces ("tp", "dp", "world").
+  virtual const std::string& name() const = 0;
+
+  // In place: every rank ends with the element-wise sum / max. x contiguous.
+  virtual void all_reduce_sum(Tensor& x) = 0;
+  virtual void all_reduce_max(Tensor& x) = 0;
+  // out[r*n:(r+1)*n] = in of rank r, along dim 0. in: [n, ...] -> out: [size*n, ...]
+  virtual void all_gather(const Tensor& in, Tensor& out) = 0;
+  // out = rank's dim-0 block of the sum over ranks. in: [size*n, ...] -> out: [n, ...]
+  virtual void reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
+  virtual void broadcast(Tensor& x, int root) = 0;
+  virtual void barrier() = 0;
+
+  // Ranks with the same color form a new group, ordered by key.
+  virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
+
+  // Waits up to timeout_seconds for every rank of the group to call this too,
+  // on a channel of its own that cannot match any other collective. True when
+  // all arrived: the failure was seen everywhere and the job may end cleanly.
+  virtual bool all_ranks_failing(double timeout_seconds) = 0;
+  // Ends every process of the job; never returns.
+  [[noreturn]] virtual void abort(int exit_code) = 0;
+};
+
+}  // namespace colrow

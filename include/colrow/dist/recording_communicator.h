@@ -1,0 +1,56 @@
+// RecordingCommunicator: wraps another communicator and records every
+// collective it forwards (kind, element count, seconds spent). Tests assert a
+// layer's exact collective sequence with it (torchtitan's comm-debug mode);
+// the benchmark reads the time spent communicating from it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "colrow/dist/communicator.h"
+
+namespace colrow {
+
+struct CollectiveEvent {
+  std::string op;   // "all_reduce_sum", "all_gather", ...
+  int64_t count;    // elements this rank contributes
+  double seconds;   // wall time inside the call, waiting for other ranks included
+
+  bool operator==(const CollectiveEvent& other) const {
+    return op == other.op && count == other.count;  // time is not part of identity
+  }
+};
+
+class RecordingCommunicator final : public Communicator {
+ public:
+  explicit RecordingCommunicator(Communicator& inner) : inner_(inner) {}
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+
+  void all_reduce_sum(Tensor& x) override;
+  void all_reduce_max(Tensor& x) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  void broadcast(Tensor& x, int root) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+  bool all_ranks_failing(double timeout_seconds) override;
+  [[noreturn]] void abort(int exit_code) override;
+
+  const std::vector<CollectiveEvent>& events() const { return events_; }
+  double total_seconds() const;
+  void clear() { events_.clear(); }
+
+ private:
+  template <typename Fn>
+  void record(const char* op, int64_t count, Fn&& fn);
+
+  Communicator& inner_;
+  std::unique_ptr<Communicator> owned_;  // set when this wraps a split of another
+  std::vector<CollectiveEvent> events_;
+};
+
+}  // namespace colrow

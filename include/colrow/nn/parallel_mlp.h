@@ -1,0 +1,65 @@
+// ParallelMLP (Megatron's ParallelMLP): column-parallel up-projection ->
+// activation on the local hidden units -> row-parallel down-projection.
+//   gelu:   c_fc [ffn, d] -> GELU-tanh -> c_proj [d, ffn]             (GPT-2)
+//   swiglu: gate_proj, up_proj [ffn, d] -> silu(gate) * up -> down_proj (LLaMA)
+// gate and up are split over the same hidden units, so the product is local.
+//   x: [tokens, d_model] (replicated) -> y: [tokens, d_model] (replicated)
+// Collectives: one all-reduce forward (in down/c_proj, [g fwd]) and one
+// backward (of dx, [f bwd]) whatever the activation.
+#pragma once
+
+#include <string>
+
+#include "colrow/dist/communicator.h"
+#include "colrow/nn/column_parallel_linear.h"
+#include "colrow/nn/row_parallel_linear.h"
+
+namespace colrow {
+
+enum class Activation { kGelu, kSwiGlu };
+
+const char* to_string(Activation activation);
+// "gelu" or "swiglu"; anything else is a ConfigError listing both.
+Activation parse_activation(const std::string& text);
+
+struct MlpConfig {
+  std::string name = "mlp";  // parameter-name prefix
+  int64_t d_model = 0;
+  int64_t ffn_hidden_size = 0;
+  Activation activation = Activation::kGelu;
+  bool bias = true;
+  uint64_t seed = 0;
+};
+
+// Pure, identical on every rank, before any allocation: sizes positive and
+// ffn_hidden_size divisible by tp (ConfigError naming the field and valid tp).
+void validate(const MlpConfig& config, int tp);
+
+class ParallelMLP {
+ public:
+  ParallelMLP(Communicator& tp, const MlpConfig& config);
+
+  // x must stay unchanged until backward.
+  const Tensor& forward(const Tensor& x);
+  // Accumulates every parameter gradient; returns dx (whole on every rank).
+  const Tensor& backward(const Tensor& dy);
+
+  std::vector<Parameter*> parameters();
+  const MlpConfig& config() const { return config_; }
+  // 2 * tokens * d_model * ffn_hidden_size per projection, unsharded.
+  double forward_flops(int64_t tokens) const;
+
+ private:
+  Communicator& tp_;
+  MlpConfig config_;
+  // gelu: up_ = c_fc, down_ = c_proj. swiglu: gate_, up_ = up_proj, down_ = down_proj.
+  std::optional<ColumnParallelLinear> gate_;
+  ColumnParallelLinear up_;
+  RowParallelLinear down_;
+  Tensor hidden_;   // [tokens, ffn/tp]: activation output, input of down_
+  Tensor d_gate_;   // [tokens, ffn/tp]
+  Tensor d_up_;     // [tokens, ffn/tp]
+  Tensor dx_;       // [tokens, d_model]
+};
+
+}  // namespace colrow

@@ -1,0 +1,167 @@
+// Communicator over MPI. Large tensors are sent in chunks because MPI counts
+// are int; every call is checked, and errors return to us (MPI_ERRORS_RETURN)
+// so they become exceptions with a message instead of an abort inside MPI.
+#include "colrow/dist/mpi_communicator.h"
+
+#include <chrono>
+#include <climits>
+#include <thread>
+
+#include "colrow/core/error.h"
+
+namespace colrow {
+namespace {
+
+constexpr int64_t kMaxChunk = INT_MAX / 2;  // elements per MPI call
+
+void require_contiguous(const Tensor& t, const char* what, const std::string& group) {
+  if (!t.is_contiguous()) {
+    throw InternalError("[dist] " + std::string(what) + " over " + group +
+                        " needs a contiguous tensor, got strides of shape " +
+                        shape_to_string(t.shape()));
+  }
+}
+
+int world_rank() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int r = 0;
+  if (initialized) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+}  // namespace
+
+void throw_mpi_error(int code, const char* statement, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) length = 0;
+  throw BackendError("[mpi] " + std::string(statement) + " failed: " + std::string(text, length) +
+                     " (" + file + ":" + std::to_string(line) + ", world rank " +
+                     std::to_string(world_rank()) + ")");
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
+    : comm_(comm), name_(std::move(name)) {
+  COLROW_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  COLROW_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  COLROW_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  COLROW_MPI_CHECK(MPI_Comm_dup(comm_, &control_));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  MPI_Comm_free(&control_);
+  if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
+  if (size_ == 1) return;
+  require_contiguous(x, what, name_);
+  float* p = x.data();
+  for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
+    const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+    COLROW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done, count, MPI_FLOAT, op, comm_));
+  }
+}
+
+void MpiCommunicator::all_reduce_sum(Tensor& x) { all_reduce(x, MPI_SUM, "all_reduce_sum"); }
+
+void MpiCommunicator::all_reduce_max(Tensor& x) { all_reduce(x, MPI_MAX, "all_reduce_max"); }
+
+void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  require_contiguous(in, "all_gather", name_);
+  require_contiguous(out, "all_gather", name_);
+  if (out.numel() != in.numel() * size_) {
+    throw InternalError("[dist] all_gather over " + name_ + ": output " +
+                        shape_to_string(out.shape()) + " must hold " + std::to_string(size_) +
+                        " x input " + shape_to_string(in.shape()));
+  }
+  if (size_ == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  if (in.numel() > kMaxChunk) {
+    throw InternalError("[dist] all_gather over " + name_ + " of " +
+                        std::to_string(in.numel()) + " elements per rank exceeds one MPI call");
+  }
+  COLROW_MPI_CHECK(MPI_Allgather(in.data(), static_cast<int>(in.numel()), MPI_FLOAT, out.data(),
+                                 static_cast<int>(in.numel()), MPI_FLOAT, comm_));
+}
+
+void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  require_contiguous(in, "reduce_scatter_sum", name_);
+  require_contiguous(out, "reduce_scatter_sum", name_);
+  if (in.numel() != out.numel() * size_) {
+    throw InternalError("[dist] reduce_scatter_sum over " + name_ + ": input " +
+                        shape_to_string(in.shape()) + " must hold " + std::to_string(size_) +
+                        " x output " + shape_to_string(out.shape()));
+  }
+  if (size_ == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  if (out.numel() > kMaxChunk) {
+    throw InternalError("[dist] reduce_scatter_sum over " + name_ + " of " +
+                        std::to_string(out.numel()) + " elements per rank exceeds one MPI call");
+  }
+  COLROW_MPI_CHECK(MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(out.numel()),
+                                            MPI_FLOAT, MPI_SUM, comm_));
+}
+
+void MpiCommunicator::broadcast(Tensor& x, int root) {
+  if (size_ == 1) return;
+  require_contiguous(x, "broadcast", name_);
+  float* p = x.data();
+  for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
+    const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+    COLROW_MPI_CHECK(MPI_Bcast(p + done, count, MPI_FLOAT, root, comm_));
+  }
+}
+
+void MpiCommunicator::barrier() { COLROW_MPI_CHECK(MPI_Barrier(comm_)); }
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
+  MPI_Comm sub;
+  COLROW_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  return std::make_unique<MpiCommunicator>(sub, name);
+}
+
+bool MpiCommunicator::all_ranks_failing(double timeout_seconds) {
+  MPI_Request request;
+  if (MPI_Ibarrier(control_, &request) != MPI_SUCCESS) return false;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration<double>(timeout_seconds);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int done = 0;
+    if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;  // someone is elsewhere (in a collective): only abort frees them
+}
+
+void MpiCommunicator::abort(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort should not return; make sure
+}
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int provided = 0;
+  COLROW_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  world_ = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, "world");
+  MPI_Comm node;
+  COLROW_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  COLROW_MPI_CHECK(MPI_Comm_size(node, &local_ranks_));
+  COLROW_MPI_CHECK(MPI_Comm_free(&node));
+}
+
+MpiSession::~MpiSession() {
+  world_.reset();
+  MPI_Finalize();
+}
+
+}  // namespace colrow

@@ -1,0 +1,115 @@
+// Activation kernels. This file is compiled with -ffast-math (see
+// src/CMakeLists.txt) so that glibc's vector tanhf/expf (libmvec) are used in
+// the simd loops: a scalar tanhf would cost more than the GEMMs around it.
+// The vector versions are accurate to a few ulp, well inside the tests' bounds.
+#include "kernels/cpu/activation.h"
+
+#include <cmath>
+
+#include "colrow/core/error.h"
+
+namespace colrow::kernels::cpu {
+namespace {
+
+constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluC = 0.044715f;
+constexpr int64_t kParallelElements = 1 << 15;
+
+void require_same(const Tensor& a, const Tensor& b, const char* what) {
+  if (!a.is_contiguous() || !b.is_contiguous() || a.shape() != b.shape()) {
+    throw InternalError(std::string("[activation] ") + what +
+                        ": operands must be contiguous and of one shape, got " +
+                        shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
+  }
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+void gelu_forward(const Tensor& x, Tensor& y) {
+  require_same(x, y, "gelu_forward");
+  const int64_t n = x.numel();
+  const float* in = x.data();
+  float* out = y.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
+    out[i] = 0.5f * v * (1.0f + t);
+  }
+}
+
+void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  require_same(x, dy, "gelu_backward");
+  require_same(x, dx, "gelu_backward");
+  const int64_t n = x.numel();
+  const float* in = x.data();
+  const float* g = dy.data();
+  float* out = dx.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = in[i];
+    const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
+    const float local = 0.5f * (1.0f + t) +
+                        0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
+    out[i] = g[i] * local;
+  }
+}
+
+void silu_forward(const Tensor& x, Tensor& y) {
+  require_same(x, y, "silu_forward");
+  const int64_t n = x.numel();
+  const float* in = x.data();
+  float* out = y.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * sigmoid(in[i]);
+}
+
+void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  require_same(x, dy, "silu_backward");
+  require_same(x, dx, "silu_backward");
+  const int64_t n = x.numel();
+  const float* in = x.data();
+  const float* g = dy.data();
+  float* out = dx.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = sigmoid(in[i]);
+    out[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
+  }
+}
+
+void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
+  require_same(gate, up, "swiglu_forward");
+  require_same(gate, h, "swiglu_forward");
+  const int64_t n = gate.numel();
+  const float* a = gate.data();
+  const float* b = up.data();
+  float* out = h.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * sigmoid(a[i]) * b[i];
+}
+
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
+                     Tensor& dup) {
+  require_same(gate, up, "swiglu_backward");
+  require_same(gate, dh, "swiglu_backward");
+  require_same(gate, dgate, "swiglu_backward");
+  require_same(gate, dup, "swiglu_backward");
+  const int64_t n = gate.numel();
+  const float* a = gate.data();
+  const float* b = up.data();
+  const float* g = dh.data();
+  float* da = dgate.data();
+  float* db = dup.data();
+#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float s = sigmoid(a[i]);
+    const float silu = a[i] * s;
+    da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
+    db[i] = g[i] * silu;
+  }
+}
+
+}  // namespace colrow::kernels::cpu

@@ -1,0 +1,25 @@
+// GEMM through OpenBLAS's cblas_sgemm, row-major. Weights are stored [out, in]
+// (nn.Linear's layout), so every linear-layer product is one call with the
+// right transpose flags and nothing is ever transposed by copying:
+//   forward      y  = x  W^T   gemm(kNo,  kYes, x,  W)
+//   input grad   dx = dy W     gemm(kNo,  kNo,  dy, W)
+//   weight grad  dW += dy^T x  gemm(kYes, kNo,  dy, x, beta = 1)
+// Operands are 2-d views whose last dim is contiguous; the row stride is BLAS's
+// leading dimension, so a rank's column block of a matrix is used in place.
+#pragma once
+
+#include "colrow/core/tensor.h"
+
+namespace colrow::kernels::cpu {
+
+enum class Trans { kNo, kYes };
+
+// c = alpha * op(a) op(b) + beta * c.
+// op(a): [m, k], op(b): [k, n], c: [m, n].
+void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+          Tensor& c);
+
+// 2 m n k: the floating-point operations of one such product.
+inline double gemm_flops(int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k; }
+
+}  // namespace colrow::kernels::cpu

@@ -1,0 +1,79 @@
+// ColumnParallelLinear: output features split over tp.
+// Collectives: forward none (all-gather with gather_output); backward one
+// all-reduce of dx over tp ([f bwd]).
+#include "colrow/nn/column_parallel_linear.h"
+
+#include "colrow/core/error.h"
+#include "colrow/dist/mappings.h"
+#include "kernels/cpu/bias.h"
+#include "kernels/cpu/gemm.h"
+
+namespace colrow {
+namespace {
+
+using kernels::cpu::Trans;
+
+ShardSpec rows_of(const Shape& full, int tp_rank, int tp_size) {
+  return {full, /*dim=*/0, tp_rank, tp_size};
+}
+
+const LinearSpec& validated(const LinearSpec& spec, int tp) {
+  require_divisible("column_parallel_linear", spec.name + ".out_features", spec.out_features, tp);
+  return spec;
+}
+
+}  // namespace
+
+ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& spec,
+                                           bool gather_output)
+    : tp_(tp),
+      spec_(validated(spec, tp.size())),
+      gather_output_(gather_output),
+      out_features_local_(spec.out_features / tp.size()),
+      weight_(spec.name + ".weight",
+              rows_of({spec.out_features, spec.in_features}, tp.rank(), tp.size()),
+              spec.resolved_weight_init(), spec.seed) {
+  if (spec.bias) {
+    bias_.emplace(spec.name + ".bias", rows_of({spec.out_features}, tp.rank(), tp.size()),
+                  spec.resolved_bias_init(), spec.seed);
+  }
+}
+
+const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
+  // x: [tokens, in] -> y_local: [tokens, out/tp]
+  // [f fwd] identity: x is replicated over tp
+  x_ = x;
+  const int64_t tokens = x.size(0);
+  ensure_shape(y_local_, {tokens, out_features_local_});
+  kernels::cpu::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
+  if (bias_) kernels::cpu::add_bias(y_local_, bias_->value);
+  if (!gather_output_) return y_local_;
+  ensure_shape(y_full_, {tokens, spec_.out_features});
+  gather_from_tp_forward(y_local_, y_full_, tp_);  // all-gather of the last dim over tp
+  return y_full_;
+}
+
+void ColumnParallelLinear::backward_partial(const Tensor& dy, Tensor& dx, bool accumulate) {
+  const Tensor* dy_local = &dy;
+  if (gather_output_) {
+    // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)
+    ensure_shape(dy_local_, {dy.size(0), out_features_local_});
+    gather_from_tp_backward(dy, dy_local_, tp_);
+    dy_local = &dy_local_;
+  }
+  // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in])
+  kernels::cpu::gemm(Trans::kYes, Trans::kNo, 1.0f, *dy_local, x_, 1.0f, weight_.grad);
+  if (bias_) kernels::cpu::accumulate_bias_grad(*dy_local, bias_->grad);
+  // dx (partial over tp) = dy_local W_local  ([tokens, out/tp] x [out/tp, in])
+  kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value,
+                     accumulate ? 1.0f : 0.0f, dx);
+}
+
+const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {
+  ensure_shape(dx_, x_.shape());
+  backward_partial(dy, dx_, /*accumulate=*/false);
+  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
+  return dx_;
+}
+
+}  // namespace colrow

@@ -1,0 +1,107 @@
+// ParallelMLP: column -> activation -> row, one all-reduce each way.
+#include "colrow/nn/parallel_mlp.h"
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/activation.h"
+
+namespace colrow {
+namespace {
+
+LinearSpec projection(const MlpConfig& c, const std::string& suffix, int64_t in, int64_t out) {
+  LinearSpec spec;
+  spec.name = c.name + "." + suffix;
+  spec.in_features = in;
+  spec.out_features = out;
+  spec.bias = c.bias;
+  spec.seed = c.seed;
+  return spec;
+}
+
+const MlpConfig& validated(const MlpConfig& config, int tp) {
+  validate(config, tp);
+  return config;
+}
+
+bool gated(const MlpConfig& c) { return c.activation == Activation::kSwiGlu; }
+
+}  // namespace
+
+const char* to_string(Activation activation) {
+  return activation == Activation::kGelu ? "gelu" : "swiglu";
+}
+
+Activation parse_activation(const std::string& text) {
+  if (text == "gelu") return Activation::kGelu;
+  if (text == "swiglu") return Activation::kSwiGlu;
+  throw ConfigError("[mlp] activation (" + text + ") must be one of {gelu, swiglu}.");
+}
+
+void validate(const MlpConfig& config, int tp) {
+  if (config.d_model < 1 || config.ffn_hidden_size < 1) {
+    throw ConfigError("[mlp] d_model (" + std::to_string(config.d_model) +
+                      ") and ffn_hidden_size (" + std::to_string(config.ffn_hidden_size) +
+                      ") must be positive.");
+  }
+  require_divisible("mlp", "ffn_hidden_size", config.ffn_hidden_size, tp);
+}
+
+ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
+    : tp_(tp),
+      config_(validated(config, tp.size())),
+      up_(tp, projection(config, gated(config) ? "up_proj" : "c_fc", config.d_model,
+                         config.ffn_hidden_size)),
+      down_(tp, projection(config, gated(config) ? "down_proj" : "c_proj",
+                           config.ffn_hidden_size, config.d_model)) {
+  if (gated(config)) {
+    gate_.emplace(tp, projection(config, "gate_proj", config.d_model, config.ffn_hidden_size));
+  }
+}
+
+const Tensor& ParallelMLP::forward(const Tensor& x) {
+  // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
+  const Tensor& up = up_.forward(x);  // no communication
+  ensure_shape(hidden_, up.shape());
+  if (gate_) {
+    kernels::cpu::swiglu_forward(gate_->forward(x), up, hidden_);
+  } else {
+    kernels::cpu::gelu_forward(up, hidden_);
+  }
+  return down_.forward(hidden_);  // one all-reduce over tp ([g fwd])
+}
+
+const Tensor& ParallelMLP::backward(const Tensor& dy) {
+  const Tensor& d_hidden = down_.backward(dy);  // [tokens, ffn/tp], no communication
+  ensure_shape(d_up_, d_hidden.shape());
+  if (!gate_) {
+    // c_fc's output is still in up_'s buffer: GELU backward reads its input.
+    kernels::cpu::gelu_backward(up_.output(), d_hidden, d_up_);
+    return up_.backward(d_up_);  // one all-reduce over tp ([f bwd])
+  }
+  ensure_shape(d_gate_, d_hidden.shape());
+  kernels::cpu::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
+  // Both branches read the same x: sum their partial dx, then reduce once.
+  ensure_shape(dx_, {dy.size(0), config_.d_model});
+  gate_->backward_partial(d_gate_, dx_, /*accumulate=*/false);
+  up_.backward_partial(d_up_, dx_, /*accumulate=*/true);
+  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
+  return dx_;
+}
+
+std::vector<Parameter*> ParallelMLP::parameters() {
+  std::vector<Parameter*> params;
+  for (ColumnParallelLinear* layer : {gate_ ? &*gate_ : nullptr, &up_}) {
+    if (layer == nullptr) continue;
+    params.push_back(&layer->weight());
+    if (layer->bias()) params.push_back(layer->bias());
+  }
+  params.push_back(&down_.weight());
+  if (down_.bias()) params.push_back(down_.bias());
+  return params;
+}
+
+double ParallelMLP::forward_flops(int64_t tokens) const {
+  const int projections = gate_ ? 3 : 2;
+  return projections * 2.0 * tokens * config_.d_model * config_.ffn_hidden_size;
+}
+
+}  // namespace colrow

@@ -1,0 +1,33 @@
+// One main for every test binary: MPI up before the tests, down after. Under
+// mpirun every rank runs every test; only rank 0 prints progress, every rank
+// prints its failures, and the exit status is non-zero if any rank failed.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "colrow/dist/mpi_communicator.h"
+#include "support/test_world.h"
+
+namespace colrow::testing {
+namespace {
+MpiSession* g_session = nullptr;
+}
+Communicator& world() { return g_session->world(); }
+}  // namespace colrow::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  colrow::MpiSession session(&argc, &argv);
+  colrow::testing::g_session = &session;
+  if (session.world().rank() != 0) {
+    // Keep failures visible on every rank, drop the per-test chatter.
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int failed = RUN_ALL_TESTS();
+  // Agree on the outcome so every rank exits with the same status.
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (failed && session.world().rank() != 0) {
+    std::fprintf(stderr, "[rank %d] some tests failed\n", session.world().rank());
+  }
+  return failed;
+}
