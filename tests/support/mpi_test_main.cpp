@@ -4,13 +4,30 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdio>
+
 #include "colrow/dist/mpi_communicator.h"
 #include "support/test_world.h"
 
 namespace colrow::testing {
 namespace {
 MpiSession* g_session = nullptr;
-}
+
+// On ranks other than 0: print failed assertions only, tagged with the rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
+  }
+
+ private:
+  int rank_;
+};
+}  // namespace
 Communicator& world() { return g_session->world(); }
 }  // namespace colrow::testing
 
@@ -22,6 +39,7 @@ int main(int argc, char** argv) {
     // Keep failures visible on every rank, drop the per-test chatter.
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new colrow::testing::FailurePrinter(session.world().rank()));
   }
   int failed = RUN_ALL_TESTS();
   // Agree on the outcome so every rank exits with the same status.
