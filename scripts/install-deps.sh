@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libopenmpi-dev openmpi-bin
-  libopenblas-dev
+  libopenblas-dev libopenblas-openmp-dev
   libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev

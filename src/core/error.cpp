@@ -35,7 +35,7 @@ void require_divisible(const std::string& component, const std::string& field, i
   if (value >= 1) {
     msg << " Choose tp in {";
     const std::vector<int64_t> valid = divisors(value);
-    // Long lists (e.g. 4096 has 13 divisors) stay readable: the small ones matter.
+    // Long lists (a highly composite size) stay readable: the small ones matter.
     const size_t shown = valid.size() > 16 ? 16 : valid.size();
     for (size_t i = 0; i < shown; ++i) msg << (i ? ", " : "") << valid[i];
     if (shown < valid.size()) msg << ", ...";

@@ -1,2 +1,117 @@
 #!/bin/sh
-exit 0
+# The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
+# ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation and
+# a non-positive --tokens each exit non-zero, print exactly one line
+# "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
+# Usage: error_paths_test.sh <path-to-colrow> <mpiexec>
+set -u
+
+if [ "$#" -ne 2 ]; then
+  echo "usage: $0 <path-to-colrow> <mpiexec>" >&2
+  exit 2
+fi
+colrow=$1
+mpiexec=$2
+np=3
+limit_s=60  # per run; a hang fails here, well before ctest's timeout
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT INT TERM
+failures=0
+case_name=""
+message=""
+
+fail() {
+  echo "FAIL [$case_name]: $*" >&2
+  failures=$((failures + 1))
+}
+
+show_output() {
+  echo "---- stderr of [$case_name] ----" >&2
+  cat "$work/err" >&2
+  echo "---- stdout of [$case_name] ----" >&2
+  cat "$work/out" >&2
+  echo "----" >&2
+}
+
+# run_case NAME ARGS...: runs `colrow bench mlp ARGS` on $np ranks and checks the
+# shape of the failure; sets $message to the one message every rank printed.
+run_case() {
+  case_name=$1
+  shift
+  message=""
+  failures_before=$failures
+  start=$(date +%s)
+  # --quiet keeps mpiexec's own "job aborted" banner out of stderr.
+  timeout "$limit_s" "$mpiexec" -np "$np" --quiet --oversubscribe --bind-to none \
+    "$colrow" bench mlp "$@" >"$work/out" 2>"$work/err"
+  status=$?
+  elapsed=$(($(date +%s) - start))
+  echo "[$case_name] exit status $status after ${elapsed}s: colrow bench mlp $*"
+
+  if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+    fail "did not finish within ${limit_s}s (a rank hangs)"
+    show_output
+    echo "error_paths_test: giving up after a hang" >&2
+    exit 1
+  fi
+  [ "$status" -ne 0 ] || fail "exit status is 0, expected non-zero"
+  [ "$elapsed" -le 20 ] || fail "took ${elapsed}s; a configuration error should end in about a second"
+  [ ! -s "$work/out" ] || fail "printed to stdout; errors belong on stderr"
+
+  # Exactly one line per rank, each "[rank r/3] message".
+  lines=$(awk 'END { print NR }' "$work/err")
+  [ "$lines" -eq "$np" ] || fail "stderr has $lines lines, expected $np (one per rank)"
+  if grep -v -E "^\[rank [0-9]+/$np\] \[[a-z]+\] [^ ]" "$work/err" | grep -q .; then
+    fail "some stderr lines are not of the form '[rank r/$np] [component] message'"
+  fi
+  r=0
+  while [ "$r" -lt "$np" ]; do
+    count=$(grep -c "^\[rank $r/$np\] " "$work/err")
+    [ "$count" -eq 1 ] || fail "rank $r printed $count lines, expected 1"
+    r=$((r + 1))
+  done
+  distinct=$(sed -E "s/^\[rank [0-9]+\/$np\] //" "$work/err" | sort -u | awk 'END { print NR }')
+  [ "$distinct" -eq 1 ] || fail "the ranks printed $distinct different messages, expected 1"
+  message=$(sed -n -E "s/^\[rank 0\/$np\] //p" "$work/err" | head -n 1)
+  [ -n "$message" ] || fail "rank 0 printed no message"
+
+  if [ "$failures" -ne "$failures_before" ]; then show_output; fi
+}
+
+# expect_in_message TEXT: the message names TEXT literally.
+expect_in_message() {
+  case "$message" in
+    *"$1"*) ;;
+    *) fail "message does not contain '$1': $message" ;;
+  esac
+}
+
+# (a) 2048 hidden units cannot be split 3 ways; the fix lists the tp that can.
+run_case indivisible --d-model 512 --ffn-hidden 2048 --tokens 8 --tp 3 --dp 1
+expect_in_message "[mlp] ffn_hidden_size (2048) must be divisible by tp (3)."
+expect_in_message "Choose tp in {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048}"
+
+# (b) a 2 x 1 mesh on 3 ranks.
+run_case mesh --d-model 48 --tokens 8 --tp 2 --dp 1
+expect_in_message "[mesh] tp (2) x dp (1) = 2 must equal the world size (3)"
+expect_in_message "--tp 3 --dp 1"
+
+# (c) unknown flags are errors, not ignored.
+run_case unknown-flag --d-model 48 --tokens 8 --no-such-flag 7
+expect_in_message "[cli] "
+expect_in_message "--no-such-flag"
+
+# (d) an activation colrow does not have.
+run_case activation --d-model 48 --tokens 8 --activation relu
+expect_in_message "[mlp] activation (relu) must be one of {gelu, swiglu}"
+
+# (e) no tokens to run.
+run_case tokens --d-model 48 --tokens 0
+expect_in_message "tokens (0) must be positive"
+
+if [ "$failures" -ne 0 ]; then
+  echo "error_paths_test: $failures check(s) failed" >&2
+  exit 1
+fi
+echo "error_paths_test: all checks passed"

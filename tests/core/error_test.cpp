@@ -14,8 +14,8 @@ namespace colrow {
 namespace {
 
 // The message require_divisible throws, or "" when it does not throw.
-std::string divisible_message(const std::string& component, const std::string& field,
-                              int64_t value, int tp) {
+std::string divisible_message(const std::string& component, const std::string& field, int64_t value,
+                              int tp) {
   try {
     require_divisible(component, field, value, tp);
   } catch (const ConfigError& e) {
@@ -95,9 +95,10 @@ TEST(ErrorTest, RequireDivisibleMessageTruncatesLongLists) {
             "[mlp] ffn_hidden_size (3000) must be divisible by tp (7). Choose tp in {1, 2, 3, 4, "
             "5, 6, 8, 10, 12, 15, 20, 24, 25, 30, 40, 50, ...}.");
   // 120 has exactly 16 divisors: all shown, no "...".
-  EXPECT_EQ(divisible_message("mlp", "hidden", 120, 7),
-            "[mlp] hidden (120) must be divisible by tp (7). Choose tp in {1, 2, 3, 4, 5, 6, 8, 10, "
-            "12, 15, 20, 24, 30, 40, 60, 120}.");
+  EXPECT_EQ(
+      divisible_message("mlp", "hidden", 120, 7),
+      "[mlp] hidden (120) must be divisible by tp (7). Choose tp in {1, 2, 3, 4, 5, 6, 8, 10, "
+      "12, 15, 20, 24, 30, 40, 60, 120}.");
 }
 
 TEST(ErrorTest, RequireDivisibleBadTpOrValue) {

@@ -22,8 +22,8 @@ TEST(PhiloxTest, KnownAnswerZeros) {
 }
 
 TEST(PhiloxTest, KnownAnswerAllOnes) {
-  const PhiloxCounter out =
-      philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, {0xffffffffu, 0xffffffffu});
+  const PhiloxCounter out = philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                                          {0xffffffffu, 0xffffffffu});
   const PhiloxCounter expected = {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu};
   EXPECT_EQ(out, expected);
 }
@@ -111,10 +111,10 @@ TEST(PhiloxTest, NamesSeedsAndIndicesGiveDifferentStreams) {
   const uint64_t proj = name_stream("h.0.mlp.proj.weight");
   const std::vector<double> base = uniform_draws(1, fc, 0, kN);
   const std::vector<std::vector<double>> others = {
-      uniform_draws(1, proj, 0, kN),                    // another name
-      uniform_draws(2, fc, 0, kN),                      // another seed
-      uniform_draws(1, fc, 1, kN),                      // the next index
-      uniform_draws(1, fc, uint64_t{1} << 32, kN),      // index's high word matters
+      uniform_draws(1, proj, 0, kN),                      // another name
+      uniform_draws(2, fc, 0, kN),                        // another seed
+      uniform_draws(1, fc, 1, kN),                        // the next index
+      uniform_draws(1, fc, uint64_t{1} << 32, kN),        // index's high word matters
       uniform_draws(1, fc ^ (uint64_t{1} << 40), 0, kN),  // stream's high word matters
       uniform_draws(1 + (uint64_t{1} << 32), fc, 0, kN),  // seed's high word matters
   };

@@ -212,7 +212,7 @@ TEST(TensorTest, ShardsTileTheParent) {
 
 TEST(TensorTest, BadShardsThrow) {
   Tensor t = Tensor::zeros({6, 8});
-  EXPECT_THROW(t.shard(0, 0, 4), InternalError);  // 6 % 4 != 0
+  EXPECT_THROW(t.shard(0, 0, 4), InternalError);   // 6 % 4 != 0
   EXPECT_THROW(t.shard(-1, 0, 3), InternalError);  // 8 % 3 != 0
   EXPECT_THROW(t.shard(0, 2, 2), InternalError);
   EXPECT_THROW(t.shard(0, -1, 2), InternalError);
@@ -277,9 +277,9 @@ TEST(TensorTest, CopyFromContiguousIntoStrided) {
   Tensor src = Tensor::from_vector({3, 2}, {-1, -2, -3, -4, -5, -6});
   Tensor block = t.slice(-1, 1, 2);
   block.copy_from(src);
-  const std::vector<float> expected = {0,   -1,  -2,  3,   4,    //
-                                       100, -3,  -4,  103, 104,  //
-                                       200, -5,  -6,  203, 204};
+  const std::vector<float> expected = {0,   -1, -2, 3,   4,    //
+                                       100, -3, -4, 103, 104,  //
+                                       200, -5, -6, 203, 204};
   EXPECT_EQ(t.to_vector(), expected);
 }
 

@@ -41,8 +41,7 @@ void expect_values(const Tensor& t, const std::function<float(int64_t)>& expecte
   for (int64_t k = 0; k < static_cast<int64_t>(v.size()); ++k) {
     if (v[k] == expected(k)) continue;
     if (++mismatches <= 5) {
-      ADD_FAILURE() << what << ": element " << k << " is " << v[k] << ", expected "
-                    << expected(k);
+      ADD_FAILURE() << what << ": element " << k << " is " << v[k] << ", expected " << expected(k);
     }
   }
   EXPECT_EQ(mismatches, 0) << what << ": mismatching elements";
@@ -58,11 +57,14 @@ void check_all_reduce_sum(Communicator& c) {
   Tensor x = make({2, 3}, [&](int64_t k) { return input(rank, k); });
   c.all_reduce_sum(x);
   EXPECT_EQ(x.shape(), (Shape{2, 3}));
-  expect_values(x, [&](int64_t k) {
-    float sum = 0.0f;
-    for (int q = 0; q < size; ++q) sum += input(q, k);
-    return sum;
-  }, "all_reduce_sum over " + c.name());
+  expect_values(
+      x,
+      [&](int64_t k) {
+        float sum = 0.0f;
+        for (int q = 0; q < size; ++q) sum += input(q, k);
+        return sum;
+      },
+      "all_reduce_sum over " + c.name());
 }
 
 void check_all_reduce_max(Communicator& c) {
@@ -74,34 +76,41 @@ void check_all_reduce_max(Communicator& c) {
   };
   Tensor x = make({7}, [&](int64_t k) { return input(rank, k); });
   c.all_reduce_max(x);
-  expect_values(x, [&](int64_t k) { return input(k % 2 == 0 ? size - 1 : 0, k); },
-                "all_reduce_max over " + c.name());
+  expect_values(
+      x, [&](int64_t k) { return input(k % 2 == 0 ? size - 1 : 0, k); },
+      "all_reduce_max over " + c.name());
 }
 
 void check_all_gather(Communicator& c) {
   const int size = c.size(), rank = c.rank();
   // in: [2, 3] holding 100 * rank + 10 * a + b at (a, b) -> out: [2 * size, 3].
-  Tensor in = make({2, 3}, [&](int64_t k) { return static_cast<float>(100 * rank + 10 * (k / 3) + k % 3); });
+  Tensor in = make(
+      {2, 3}, [&](int64_t k) { return static_cast<float>(100 * rank + 10 * (k / 3) + k % 3); });
   Tensor out = Tensor::full({2 * size, 3}, -1.0f);
   c.all_gather(in, out);
-  expect_values(out, [&](int64_t k) {
-    const int64_t row = k / 3, col = k % 3;
-    return static_cast<float>(100 * (row / 2) + 10 * (row % 2) + col);
-  }, "all_gather [2, 3] over " + c.name());
-  expect_values(in, [&](int64_t k) { return static_cast<float>(100 * rank + 10 * (k / 3) + k % 3); },
-                "all_gather leaves its input alone over " + c.name());
+  expect_values(
+      out,
+      [&](int64_t k) {
+        const int64_t row = k / 3, col = k % 3;
+        return static_cast<float>(100 * (row / 2) + 10 * (row % 2) + col);
+      },
+      "all_gather [2, 3] over " + c.name());
+  expect_values(
+      in, [&](int64_t k) { return static_cast<float>(100 * rank + 10 * (k / 3) + k % 3); },
+      "all_gather leaves its input alone over " + c.name());
 
   // One element per rank, and a 3-d block: still a plain dim-0 concatenation.
   Tensor one = Tensor::full({1}, static_cast<float>(rank));
   Tensor ranks = Tensor::full({size}, -1.0f);
   c.all_gather(one, ranks);
-  expect_values(ranks, [](int64_t k) { return static_cast<float>(k); },
-                "all_gather [1] over " + c.name());
+  expect_values(
+      ranks, [](int64_t k) { return static_cast<float>(k); }, "all_gather [1] over " + c.name());
   Tensor cube = make({2, 2, 2}, [&](int64_t k) { return static_cast<float>(8 * rank + k); });
   Tensor cubes = Tensor::full({2 * size, 2, 2}, -1.0f);
   c.all_gather(cube, cubes);
-  expect_values(cubes, [](int64_t k) { return static_cast<float>(k); },
-                "all_gather [2, 2, 2] over " + c.name());
+  expect_values(
+      cubes, [](int64_t k) { return static_cast<float>(k); },
+      "all_gather [2, 2, 2] over " + c.name());
 }
 
 void check_reduce_scatter_sum(Communicator& c) {
@@ -114,11 +123,14 @@ void check_reduce_scatter_sum(Communicator& c) {
   Tensor in = make({2 * size, 3}, [&](int64_t k) { return input(rank, k / 3, k % 3); });
   Tensor out = Tensor::full({2, 3}, -1.0f);
   c.reduce_scatter_sum(in, out);
-  expect_values(out, [&](int64_t k) {
-    float sum = 0.0f;
-    for (int q = 0; q < size; ++q) sum += input(q, 2 * rank + k / 3, k % 3);
-    return sum;
-  }, "reduce_scatter_sum over " + c.name());
+  expect_values(
+      out,
+      [&](int64_t k) {
+        float sum = 0.0f;
+        for (int q = 0; q < size; ++q) sum += input(q, 2 * rank + k / 3, k % 3);
+        return sum;
+      },
+      "reduce_scatter_sum over " + c.name());
 }
 
 void check_broadcast_from_every_root(Communicator& c) {
@@ -126,8 +138,9 @@ void check_broadcast_from_every_root(Communicator& c) {
   for (int root = 0; root < size; ++root) {
     Tensor x = make({2, 5}, [&](int64_t k) { return static_cast<float>(100 * rank + k); });
     c.broadcast(x, root);
-    expect_values(x, [&](int64_t k) { return static_cast<float>(100 * root + k); },
-                  "broadcast from root " + std::to_string(root) + " over " + c.name());
+    expect_values(
+        x, [&](int64_t k) { return static_cast<float>(100 * root + k); },
+        "broadcast from root " + std::to_string(root) + " over " + c.name());
   }
 }
 
@@ -153,9 +166,15 @@ TEST(MpiCommunicatorTest, WorldIsMpiCommWorld) {
   EXPECT_EQ(world.name(), "world");
 }
 
-TEST(MpiCommunicatorTest, AllReduceSum) { check_all_reduce_sum(testing::world()); }
-TEST(MpiCommunicatorTest, AllReduceMax) { check_all_reduce_max(testing::world()); }
-TEST(MpiCommunicatorTest, AllGatherConcatenatesAlongDim0) { check_all_gather(testing::world()); }
+TEST(MpiCommunicatorTest, AllReduceSum) {
+  check_all_reduce_sum(testing::world());
+}
+TEST(MpiCommunicatorTest, AllReduceMax) {
+  check_all_reduce_max(testing::world());
+}
+TEST(MpiCommunicatorTest, AllGatherConcatenatesAlongDim0) {
+  check_all_gather(testing::world());
+}
 TEST(MpiCommunicatorTest, ReduceScatterSumKeepsMyDim0Block) {
   check_reduce_scatter_sum(testing::world());
 }
@@ -218,9 +237,9 @@ TEST(MpiCommunicatorTest, SplitEvenAndOddRanks) {
   Tensor mine = Tensor::full({1}, static_cast<float>(world_rank));
   Tensor members_world_ranks = Tensor::full({members}, -1.0f);
   parity->all_gather(mine, members_world_ranks);
-  expect_values(members_world_ranks,
-                [&](int64_t k) { return static_cast<float>(world_rank % 2 + 2 * k); },
-                "world ranks of my parity group");
+  expect_values(
+      members_world_ranks, [&](int64_t k) { return static_cast<float>(world_rank % 2 + 2 * k); },
+      "world ranks of my parity group");
   check_collectives(*parity);
 }
 
@@ -235,8 +254,9 @@ TEST(MpiCommunicatorTest, SplitOrdersByKey) {
   Tensor mine = Tensor::full({1}, static_cast<float>(world.rank()));
   Tensor order = Tensor::full({world_size}, -1.0f);
   reversed->all_gather(mine, order);
-  expect_values(order, [&](int64_t k) { return static_cast<float>(world_size - 1 - k); },
-                "world ranks in key order");
+  expect_values(
+      order, [&](int64_t k) { return static_cast<float>(world_size - 1 - k); },
+      "world ranks in key order");
   check_collectives(*reversed);
 }
 
@@ -328,11 +348,11 @@ TEST(RecordingCommunicatorTest, ForwardsAndRecordsEveryCollective) {
 
   // Counts are the elements this rank contributes.
   std::vector<CollectiveEvent> expected = {
-      {"all_reduce_sum", 6, 0.0},  // [2, 3]
-      {"all_reduce_max", 7, 0.0},  // [7]
-      {"all_gather", 6, 0.0},      // [2, 3] -> [2 * size, 3]
-      {"all_gather", 1, 0.0},      // [1] -> [size]
-      {"all_gather", 8, 0.0},      // [2, 2, 2] -> [2 * size, 2, 2]
+      {"all_reduce_sum", 6, 0.0},             // [2, 3]
+      {"all_reduce_max", 7, 0.0},             // [7]
+      {"all_gather", 6, 0.0},                 // [2, 3] -> [2 * size, 3]
+      {"all_gather", 1, 0.0},                 // [1] -> [size]
+      {"all_gather", 8, 0.0},                 // [2, 2, 2] -> [2 * size, 2, 2]
       {"reduce_scatter_sum", 6 * size, 0.0},  // [2 * size, 3] -> [2, 3]
   };
   for (int root = 0; root < size; ++root) expected.push_back({"broadcast", 10, 0.0});
@@ -385,7 +405,8 @@ TEST(RecordingCommunicatorTest, WrapsALocalCommunicator) {
   RecordingCommunicator recording(alone);
   Tensor x = Tensor::full({3, 4}, 2.0f);
   recording.all_reduce_sum(x);  // recorded even though a group of one does nothing
-  expect_values(x, [](int64_t) { return 2.0f; }, "all_reduce_sum over one rank");
+  expect_values(
+      x, [](int64_t) { return 2.0f; }, "all_reduce_sum over one rank");
   EXPECT_EQ(recording.events(), (std::vector<CollectiveEvent>{{"all_reduce_sum", 12, 0.0}}));
 }
 

@@ -13,6 +13,8 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
+// Below this many elements one thread is faster. The if applies to the
+// parallel part only: small loops stay vectorized.
 constexpr int64_t kParallelElements = 1 << 15;
 
 void require_same(const Tensor& a, const Tensor& b, const char* what) {
@@ -23,7 +25,14 @@ void require_same(const Tensor& a, const Tensor& b, const char* what) {
   }
 }
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// Stable sigmoid: e = exp(-|x|) lies in (0, 1], so nothing overflows and the
+// divisor 1 + e stays in [1, 2]. (1 / (1 + exp(-x)) becomes rcp(inf) times a
+// Newton step = NaN under -ffast-math once exp(-x) overflows, x < -88; and
+// (1 + tanh(x/2)) / 2 cancels for negative x.)
+inline float sigmoid(float x) {
+  const float e = std::exp(-std::fabs(x));
+  return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
 
 }  // namespace
 
@@ -32,7 +41,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
@@ -47,7 +56,7 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* in = x.data();
   const float* g = dy.data();
   float* out = dx.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
@@ -62,7 +71,7 @@ void silu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * sigmoid(in[i]);
 }
 
@@ -73,7 +82,7 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* in = x.data();
   const float* g = dy.data();
   float* out = dx.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float s = sigmoid(in[i]);
     out[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
@@ -87,7 +96,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   const float* a = gate.data();
   const float* b = up.data();
   float* out = h.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * sigmoid(a[i]) * b[i];
 }
 
@@ -103,7 +112,7 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
   const float* g = dh.data();
   float* da = dgate.data();
   float* db = dup.data();
-#pragma omp parallel for simd schedule(static) if (n > kParallelElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float s = sigmoid(a[i]);
     const float silu = a[i] * s;

@@ -9,7 +9,12 @@ namespace colrow::kernels::cpu {
 namespace {
 
 void require_matrix(const Tensor& t, const char* what) {
-  if (t.ndim() != 2 || t.stride(1) != 1 || t.stride(0) < std::max<int64_t>(1, t.size(1))) {
+  if (t.ndim() != 2) {
+    throw InternalError(std::string("[gemm] ") + what + " must be 2-d, got shape " +
+                        shape_to_string(t.shape()));
+  }
+  if (t.numel() == 0) return;  // empty: strides are meaningless
+  if (t.stride(1) != 1 || t.stride(0) < t.size(1)) {
     throw InternalError(std::string("[gemm] ") + what +
                         " must be a 2-d view with a contiguous last dim, got shape " +
                         shape_to_string(t.shape()));
@@ -33,6 +38,12 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
                         std::to_string(n) + "], c " + shape_to_string(c.shape()));
   }
   if (m == 0 || n == 0) return;
+  if (k == 0) {  // c = beta c: an empty sum (BLAS would want lda >= 1)
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) c(i, j) = beta == 0.0f ? 0.0f : beta * c(i, j);
+    }
+    return;
+  }
   cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
               trans_b == Trans::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), alpha, a.data(),

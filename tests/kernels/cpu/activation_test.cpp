@@ -1,1 +1,395 @@
-// placeholder: being written
+// GELU (tanh form), SiLU and SwiGLU kernels against the same formulas in double:
+// forward values, and backward against both the analytic double derivative and
+// central finite differences of the double formula. Shapes up to 2^15 elements
+// (the serial path) and past it (the OpenMP + simd path); inputs over [-8, 8]
+// plus saturating values out to +-1000; inputs past expf's overflow
+// (x < -88.72); shape and contiguity errors.
+#include "kernels/cpu/activation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/core/philox.h"
+
+namespace colrow {
+namespace {
+
+namespace cpu = kernels::cpu;
+
+// Error model. u = 2^-24 is fp32's unit roundoff. The kernel file is built with
+// -ffast-math and calls glibc's tanhf/expf (the vector versions on the simd
+// path), documented to a few ulp; we allow 4 ulp, i.e. a relative error of 8u (an ulp is at most 2u
+// relative). Every bound below is the first-order propagation of those errors plus one u per fp32
+// operation, derived in the comment above its function, and the tests accept twice that (kMargin):
+// enough slack for the constants being estimates, while a wrong formula (e.g. erf-GELU, a missing
+// term) misses by far more.
+constexpr double kU = 1.0 / (1 << 24);
+constexpr double kMargin = 2.0;
+// Below fp32's normal range (2^-126) there is no relative precision: a sigmoid
+// that underflows (or whose exp overflows to inf, x < -88.7) is off by up to
+// this much absolutely.
+constexpr double kTiny = 1.1754943508222875e-38;  // 2^-126
+
+constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluC = 0.044715;
+
+double gelu(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
+}
+double gelu_grad(double x) {
+  const double t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
+}
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double silu(double x) {
+  return x * sigmoid(x);
+}
+double silu_grad(double x) {
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+// GELU's fp32 error. z = k (x + c x^3) has ~5 roundings plus k and c rounded to
+// fp32 (no cancellation: x and c x^3 share a sign): |dz| <= 7u |z|. Then
+// |dt| <= (1 - t^2)|dz| + 8u <= 0.45 * 7u + 8u < 12u, as z sech^2 z <= 0.448.
+constexpr double kGeluDt = 12 * kU;
+// y = x (1 + t) / 2: |dy| <= |x| |dt| / 2 + 3u |y|.
+double gelu_bound(double x) {
+  return 0.5 * std::fabs(x) * kGeluDt + 3 * kU * std::fabs(gelu(x));
+}
+// gelu' = (1 + t)/2 + a (1 - t^2) / 2, a = x k (1 + 3 c x^2). The error in t
+// reaches (1 - t^2) as 2|dt| + u, amplified by |a|/2 (this dominates for
+// |x| > 2: the bound there is loose, the cancellation in 1 - t^2 being inherent
+// to any few-ulp tanhf); about 8 further roundings on the result.
+double gelu_grad_bound(double x) {
+  const double a = std::fabs(x) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
+  return 0.5 * kGeluDt + 0.5 * a * (2 * kGeluDt + kU) + 8 * kU * std::fabs(gelu_grad(x));
+}
+
+// sigmoid = 1 / (1 + e), e = exp(-x) to 8u relative; the add costs u and the
+// divide up to 2u (on the simd path -ffast-math makes it a reciprocal estimate
+// refined by one Newton step): |ds| <= 11u s (+ kTiny where s leaves the
+// normal range).
+double sigmoid_bound(double x) {
+  return 11 * kU * sigmoid(x) + kTiny;
+}
+// silu = x s: |d silu| <= |x| |ds| + u |silu|.
+double silu_bound(double x) {
+  return std::fabs(x) * sigmoid_bound(x) + kU * std::fabs(silu(x));
+}
+// silu' = s (1 + x (1 - s)): the error of s enters through the factor s and
+// through x (1 - s), |d| <= |ds| (1 + |x| (1 - s)) + s |x| (|ds| + u (1 - s)),
+// and ~4 further roundings: + 4u |silu'|.
+double silu_grad_bound(double x) {
+  const double s = sigmoid(x), ds = sigmoid_bound(x), ax = std::fabs(x);
+  return ds * (1.0 + ax * (1.0 - s)) + s * ax * (ds + kU * (1.0 - s)) +
+         4 * kU * std::fabs(silu_grad(x));
+}
+
+// Central differences of the double formula with h = 1e-5: truncation
+// h^2/6 max|f'''| <= 1.7e-11 * 0.78 (GELU; 0.31 for SiLU), rounding about
+// 10 eps |f| / h = 1.1e-10 |f| with eps = 2^-53. fd_bound() is at least 9x
+// above both.
+constexpr double kFdStep = 1e-5;
+double central_difference(const std::function<double(double)>& f, double x) {
+  return (f(x + kFdStep) - f(x - kFdStep)) / (2 * kFdStep);
+}
+double fd_bound(double f_value) {
+  return 1e-9 * (1.0 + std::fabs(f_value));
+}
+
+// Deterministic inputs: [-8, 8] evenly, then values where tanh and the sigmoid
+// saturate written over scattered entries of large tensors (down to -88, where
+// expf(-x) is still finite; past that see SaturatedInputsGiveZeroNotNaN).
+Tensor spread_inputs(const Shape& shape, const std::vector<float>& extremes = {
+                                             0.0f, 1e-20f, -1e-20f, 12.0f, -12.0f, 20.0f, -20.0f,
+                                             50.0f, -50.0f, 88.0f, -88.0f, 100.0f, 1000.0f}) {
+  Tensor t = Tensor::empty(shape);
+  const int64_t n = t.numel();
+  float* p = t.data();
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = n == 1 ? -3.3f : static_cast<float>(-8.0 + 16.0 * i / (n - 1));
+  }
+  const int64_t count = static_cast<int64_t>(extremes.size());
+  if (n >= 1000) {
+    for (int64_t i = 0; i < count; ++i) p[i * 37] = extremes[i];
+  }
+  return t;
+}
+
+// Uniform in [-1, 1): upstream gradients and the SwiGLU up-projection.
+Tensor uniform(const Shape& shape, const std::string& name) {
+  Tensor t = Tensor::empty(shape);
+  const uint64_t stream = name_stream(name);
+  float* p = t.data();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = 2.0f * uniform01(99, stream, i) - 1.0f;
+  return t;
+}
+
+Tensor nans(const Shape& shape) {
+  return Tensor::full(shape, std::numeric_limits<float>::quiet_NaN());
+}
+
+// Checks |got[i] - want(i)| <= bound(i) for every i, reporting the first few misses.
+void expect_close(const Tensor& got, const std::function<double(int64_t)>& want,
+                  const std::function<double(int64_t)>& bound, const Tensor& x,
+                  const std::string& what) {
+  int failures = 0;
+  const float* g = got.data();
+  for (int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    const double err = std::fabs(g[i] - want(i));
+    if (!(err <= bound(i))) {  // also fails on NaN
+      ADD_FAILURE() << what << " at " << i << " (x = " << x.data()[i] << "): got " << g[i]
+                    << ", want " << want(i) << ", |err| " << err << " > " << bound(i);
+      ++failures;
+    }
+  }
+}
+
+// Up to 2^15 elements the kernels take their serial path (tiny shapes, and 400
+// elements); 97 x 413 = 40061 > 2^15 takes the OpenMP + simd path.
+const Shape kShapes[] = {{1, 1}, {1, 7}, {3, 5}, {4, 100}, {97, 413}};
+
+TEST(ActivationTest, ReferenceDerivativesMatchFiniteDifferences) {
+  // Guards the test's own formulas: the analytic double derivatives used below
+  // are checked against central differences of the double functions.
+  for (int i = -1000; i <= 1000; ++i) {
+    const double x = i * 0.01 + (i % 7) * 1e-4;  // [-10, 10], off the grid
+    EXPECT_NEAR(gelu_grad(x), central_difference(gelu, x), fd_bound(gelu(x))) << x;
+    EXPECT_NEAR(silu_grad(x), central_difference(silu, x), fd_bound(silu(x))) << x;
+  }
+}
+
+TEST(ActivationTest, GeluForward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor x = spread_inputs(shape);
+    Tensor y = nans(shape);
+    cpu::gelu_forward(x, y);
+    const float* in = x.data();
+    expect_close(
+        y, [&](int64_t i) { return gelu(in[i]); },
+        [&](int64_t i) { return kMargin * gelu_bound(in[i]); }, x,
+        "gelu " + shape_to_string(shape));
+  }
+}
+
+TEST(ActivationTest, GeluBackward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor x = spread_inputs(shape);
+    const Tensor dy = uniform(shape, "dy");
+    Tensor dx = nans(shape);  // backward overwrites
+    cpu::gelu_backward(x, dy, dx);
+    const float* in = x.data();
+    const float* g = dy.data();
+    // dx = dy * gelu': the local bound scaled by |dy|, and one more rounding.
+    auto bound = [&](int64_t i) {
+      return kMargin *
+             (std::fabs(g[i]) * gelu_grad_bound(in[i]) + kU * std::fabs(g[i] * gelu_grad(in[i])));
+    };
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * gelu_grad(in[i]); }, bound, x,
+        "gelu' analytic " + shape_to_string(shape));
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * central_difference(gelu, in[i]); },
+        [&](int64_t i) { return bound(i) + std::fabs(g[i]) * fd_bound(gelu(in[i])); }, x,
+        "gelu' finite differences " + shape_to_string(shape));
+  }
+}
+
+TEST(ActivationTest, SiluForward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor x = spread_inputs(shape);
+    Tensor y = nans(shape);
+    cpu::silu_forward(x, y);
+    const float* in = x.data();
+    expect_close(
+        y, [&](int64_t i) { return silu(in[i]); },
+        [&](int64_t i) { return kMargin * silu_bound(in[i]); }, x,
+        "silu " + shape_to_string(shape));
+  }
+}
+
+TEST(ActivationTest, SiluBackward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor x = spread_inputs(shape);
+    const Tensor dy = uniform(shape, "dy");
+    Tensor dx = nans(shape);
+    cpu::silu_backward(x, dy, dx);
+    const float* in = x.data();
+    const float* g = dy.data();
+    auto bound = [&](int64_t i) {
+      return kMargin *
+             (std::fabs(g[i]) * silu_grad_bound(in[i]) + kU * std::fabs(g[i] * silu_grad(in[i])));
+    };
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * silu_grad(in[i]); }, bound, x,
+        "silu' analytic " + shape_to_string(shape));
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * central_difference(silu, in[i]); },
+        [&](int64_t i) { return bound(i) + std::fabs(g[i]) * fd_bound(silu(in[i])); }, x,
+        "silu' finite differences " + shape_to_string(shape));
+  }
+}
+
+TEST(ActivationTest, SwigluForward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor gate = spread_inputs(shape);
+    const Tensor up = uniform(shape, "up");
+    Tensor h = nans(shape);
+    cpu::swiglu_forward(gate, up, h);
+    const float* a = gate.data();
+    const float* b = up.data();
+    // h = silu(gate) * up: silu's bound scaled by |up|, plus one rounding.
+    expect_close(
+        h, [&](int64_t i) { return silu(a[i]) * b[i]; },
+        [&](int64_t i) {
+          return kMargin * (std::fabs(b[i]) * silu_bound(a[i]) + kU * std::fabs(silu(a[i]) * b[i]));
+        },
+        gate, "swiglu " + shape_to_string(shape));
+  }
+}
+
+TEST(ActivationTest, SwigluBackward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor gate = spread_inputs(shape);
+    const Tensor up = uniform(shape, "up");
+    const Tensor dh = uniform(shape, "dh");
+    Tensor dgate = nans(shape), dup = nans(shape);
+    cpu::swiglu_backward(gate, up, dh, dgate, dup);
+    const float* a = gate.data();
+    const float* b = up.data();
+    const float* g = dh.data();
+    // dgate = dh * up * silu'(gate); dup = dh * silu(gate). Two more roundings
+    // on dgate, one on dup.
+    auto dgate_bound = [&](int64_t i) {
+      const double scale = std::fabs(g[i] * b[i]);
+      return kMargin *
+             (scale * silu_grad_bound(a[i]) + 2 * kU * scale * std::fabs(silu_grad(a[i])));
+    };
+    auto dup_bound = [&](int64_t i) {
+      return kMargin * (std::fabs(g[i]) * silu_bound(a[i]) + kU * std::fabs(g[i] * silu(a[i])));
+    };
+    const std::string where = shape_to_string(shape);
+    expect_close(
+        dgate, [&](int64_t i) { return g[i] * b[i] * silu_grad(a[i]); }, dgate_bound, gate,
+        "swiglu dgate analytic " + where);
+    expect_close(
+        dup, [&](int64_t i) { return g[i] * silu(a[i]); }, dup_bound, gate,
+        "swiglu dup analytic " + where);
+    // Finite differences of f(gate, up) = silu(gate) * up in each argument.
+    expect_close(
+        dgate,
+        [&](int64_t i) {
+          const double bi = b[i];
+          return g[i] * central_difference([bi](double v) { return silu(v) * bi; }, a[i]);
+        },
+        [&](int64_t i) { return dgate_bound(i) + std::fabs(g[i]) * fd_bound(silu(a[i]) * b[i]); },
+        gate, "swiglu dgate finite differences " + where);
+    expect_close(
+        dup,
+        [&](int64_t i) {
+          const double ai = a[i];
+          return g[i] * central_difference([ai](double v) { return silu(ai) * v; }, b[i]);
+        },
+        [&](int64_t i) { return dup_bound(i) + std::fabs(g[i]) * fd_bound(silu(a[i]) * b[i]); },
+        gate, "swiglu dup finite differences " + where);
+  }
+}
+
+TEST(ActivationTest, SaturatedInputsGiveZeroNotNaN) {
+  // Once expf(-x) overflows to inf (x < -88.72) the sigmoid is 0 and silu, its
+  // derivative and SwiGLU are (-)0: off from the exact value by less than
+  // |x| 2^-126 (see kTiny), never NaN. Gate pre-activations this negative occur
+  // in large models; one NaN would poison a whole training step. GELU is checked
+  // at the same points (tanh saturates to -1 long before).
+  const std::vector<float> beyond = {-88.8f, -89.0f, -100.0f, -1000.0f, -1e4f};
+  for (const Shape& shape : kShapes) {
+    Tensor x = spread_inputs(shape, beyond);
+    // Tiny shapes get the values at their first entries (simd tail code).
+    for (int64_t i = 0; x.numel() < 1000 && i < x.numel() && i < 5; ++i) x.data()[i] = beyond[i];
+    const Tensor dy = uniform(shape, "dy");
+    Tensor y = nans(shape), dx = nans(shape), h = nans(shape), dgate = nans(shape),
+           dup = nans(shape);
+    const float* in = x.data();
+    const float* g = dy.data();
+    const std::string where = shape_to_string(shape);
+    cpu::gelu_forward(x, y);
+    expect_close(
+        y, [&](int64_t i) { return gelu(in[i]); },
+        [&](int64_t i) { return kMargin * gelu_bound(in[i]); }, x, "gelu " + where);
+    cpu::gelu_backward(x, dy, dx);
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * gelu_grad(in[i]); },
+        [&](int64_t i) {
+          return kMargin * std::fabs(g[i]) *
+                 (gelu_grad_bound(in[i]) + kU * std::fabs(gelu_grad(in[i])));
+        },
+        x, "gelu' " + where);
+    cpu::silu_forward(x, y);
+    expect_close(
+        y, [&](int64_t i) { return silu(in[i]); },
+        [&](int64_t i) { return kMargin * silu_bound(in[i]); }, x, "silu " + where);
+    cpu::silu_backward(x, dy, dx);
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * silu_grad(in[i]); },
+        [&](int64_t i) {
+          return kMargin * std::fabs(g[i]) *
+                 (silu_grad_bound(in[i]) + kU * std::fabs(silu_grad(in[i])));
+        },
+        x, "silu' " + where);
+    // SwiGLU with up = dy (any finite values will do).
+    cpu::swiglu_forward(x, dy, h);
+    expect_close(
+        h, [&](int64_t i) { return silu(in[i]) * g[i]; },
+        [&](int64_t i) {
+          return kMargin * std::fabs(g[i]) * (silu_bound(in[i]) + kU * std::fabs(silu(in[i])));
+        },
+        x, "swiglu " + where);
+    cpu::swiglu_backward(x, dy, dy, dgate, dup);
+    expect_close(
+        dgate, [&](int64_t i) { return g[i] * g[i] * silu_grad(in[i]); },
+        [&](int64_t i) {
+          return kMargin * g[i] * g[i] *
+                 (silu_grad_bound(in[i]) + 2 * kU * std::fabs(silu_grad(in[i])));
+        },
+        x, "swiglu dgate " + where);
+    expect_close(
+        dup, [&](int64_t i) { return g[i] * silu(in[i]); },
+        [&](int64_t i) {
+          return kMargin * std::fabs(g[i]) * (silu_bound(in[i]) + kU * std::fabs(silu(in[i])));
+        },
+        x, "swiglu dup " + where);
+  }
+}
+
+TEST(ActivationTest, ShapeAndContiguityErrors) {
+  const Tensor x = Tensor::zeros({4, 6});
+  Tensor wrong = Tensor::zeros({6, 4});
+  Tensor ok = Tensor::zeros({4, 6});
+  EXPECT_THROW(cpu::gelu_forward(x, wrong), InternalError);
+  EXPECT_THROW(cpu::gelu_backward(x, wrong, ok), InternalError);
+  EXPECT_THROW(cpu::gelu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(cpu::silu_forward(x, wrong), InternalError);
+  EXPECT_THROW(cpu::silu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(cpu::swiglu_forward(x, wrong, ok), InternalError);
+  EXPECT_THROW(cpu::swiglu_forward(x, ok, wrong), InternalError);
+  Tensor ok2 = Tensor::zeros({4, 6});
+  EXPECT_THROW(cpu::swiglu_backward(x, ok, ok, ok2, wrong), InternalError);
+  EXPECT_THROW(cpu::swiglu_backward(x, ok, wrong, ok2, ok), InternalError);
+  // The kernels walk flat arrays: a column block (strided view) is refused.
+  Tensor wide = Tensor::zeros({4, 12});
+  Tensor block = wide.slice(-1, 0, 6);
+  EXPECT_THROW(cpu::gelu_forward(block, ok), InternalError);
+  EXPECT_THROW(cpu::silu_forward(x, block), InternalError);
+}
+
+}  // namespace
+}  // namespace colrow

@@ -23,9 +23,13 @@ using kernels::cpu::Trans;
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // fp32: u = 2^-24
 
 // Higham's gamma_n = n u / (1 - n u).
-double higham_gamma(int64_t n) { return n * kUnitRoundoff / (1.0 - n * kUnitRoundoff); }
+double higham_gamma(int64_t n) {
+  return n * kUnitRoundoff / (1.0 - n * kUnitRoundoff);
+}
 
-const char* name(Trans t) { return t == Trans::kNo ? "N" : "T"; }
+const char* name(Trans t) {
+  return t == Trans::kNo ? "N" : "T";
+}
 
 // Uniform in [-1, 1), deterministic per (name, element).
 void fill_uniform(Tensor& t, const std::string& stream_name) {
@@ -92,8 +96,8 @@ void expect_matches(const Tensor& c, const Reference& r, const std::string& what
       const double got = c(i, j);
       const double want = r.value[i * n + j];
       if (!(std::fabs(got - want) <= r.bound[i * n + j])) {
-        ADD_FAILURE() << what << " at (" << i << ", " << j << "): got " << got << ", want "
-                      << want << " +- " << r.bound[i * n + j];
+        ADD_FAILURE() << what << " at (" << i << ", " << j << "): got " << got << ", want " << want
+                      << " +- " << r.bound[i * n + j];
         ++failures;
       }
     }
@@ -101,15 +105,20 @@ void expect_matches(const Tensor& c, const Reference& r, const std::string& what
 }
 
 // Stored shapes of a and b for op(a): [m, k], op(b): [k, n].
-Shape a_shape(Trans t, int64_t m, int64_t k) { return t == Trans::kNo ? Shape{m, k} : Shape{k, m}; }
-Shape b_shape(Trans t, int64_t k, int64_t n) { return t == Trans::kNo ? Shape{k, n} : Shape{n, k}; }
+Shape a_shape(Trans t, int64_t m, int64_t k) {
+  return t == Trans::kNo ? Shape{m, k} : Shape{k, m};
+}
+Shape b_shape(Trans t, int64_t k, int64_t n) {
+  return t == Trans::kNo ? Shape{k, n} : Shape{n, k};
+}
 
 const Trans kBoth[] = {Trans::kNo, Trans::kYes};
 
 struct Scaling {
   float alpha, beta;
 };
-const Scaling kScalings[] = {{1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}, {-2.0f, 0.25f}, {0.0f, 3.0f}};
+const Scaling kScalings[] = {
+    {1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}, {-2.0f, 0.25f}, {0.0f, 3.0f}};
 
 // Small odd shapes (kernel edges) and shapes past OpenBLAS's register blocks.
 struct Dims {
@@ -130,10 +139,10 @@ TEST(GemmTest, AllTransposesAndScalingsMatchReference) {
         for (const Scaling& s : kScalings) {
           Tensor c = c0.clone();
           gemm(ta, tb, s.alpha, a, b, s.beta, c);
-          const std::string what = std::string(name(ta)) + name(tb) + " m=" +
-                                   std::to_string(d.m) + " n=" + std::to_string(d.n) +
-                                   " k=" + std::to_string(d.k) + " alpha=" +
-                                   std::to_string(s.alpha) + " beta=" + std::to_string(s.beta);
+          const std::string what = std::string(name(ta)) + name(tb) + " m=" + std::to_string(d.m) +
+                                   " n=" + std::to_string(d.n) + " k=" + std::to_string(d.k) +
+                                   " alpha=" + std::to_string(s.alpha) +
+                                   " beta=" + std::to_string(s.beta);
           expect_matches(c, reference_gemm(ta, tb, s.alpha, a, b, s.beta, c0), what);
         }
       }
@@ -181,8 +190,7 @@ TEST(GemmTest, StridedColumnBlocksAsOperands) {
       for (int64_t i = 0; i < m; ++i) {
         for (int64_t j = 0; j < n + pad; ++j) {
           if (j >= 3 && j < 3 + n) continue;
-          EXPECT_EQ(c_wide(i, j), before(i, j)) << what << " wrote outside c at " << i << ","
-                                                << j;
+          EXPECT_EQ(c_wide(i, j), before(i, j)) << what << " wrote outside c at " << i << "," << j;
         }
       }
     }
@@ -222,8 +230,8 @@ TEST(GemmTest, SmallIntegersAreBitwiseExact) {
           for (int64_t i = 0; i < d.m; ++i) {
             for (int64_t j = 0; j < d.n; ++j) {
               ASSERT_EQ(static_cast<double>(c(i, j)), r.value[i * d.n + j])
-                  << name(ta) << name(tb) << " m=" << d.m << " n=" << d.n << " k=" << d.k
-                  << " at " << i << "," << j;
+                  << name(ta) << name(tb) << " m=" << d.m << " n=" << d.n << " k=" << d.k << " at "
+                  << i << "," << j;
             }
           }
         }
@@ -257,8 +265,9 @@ TEST(GemmTest, LinearLayerIdentities) {
       EXPECT_NEAR(y(t, o), ref, higham_gamma(in + 2) * abs_ref);
     }
   }
-  expect_matches(dx, reference_gemm(Trans::kNo, Trans::kNo, 1.0, dy, w, 0.0, Tensor::zeros({tokens, in})),
-                 "dx");
+  expect_matches(
+      dx, reference_gemm(Trans::kNo, Trans::kNo, 1.0, dy, w, 0.0, Tensor::zeros({tokens, in})),
+      "dx");
   expect_matches(dw, reference_gemm(Trans::kYes, Trans::kNo, 1.0, dy, x, 1.0, dw0), "dW");
 }
 
@@ -274,7 +283,8 @@ TEST(GemmTest, ShapesThatDoNotChainThrow) {
   EXPECT_THROW(gemm(Trans::kYes, Trans::kNo, 1.0f, a, b, 0.0f, c), InternalError);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kYes, 1.0f, a, b, 0.0f, c), InternalError);
   // c has the wrong shape.
-  Tensor c_rows = Tensor::zeros({5, 5}), c_cols = Tensor::zeros({4, 4}), c_t = Tensor::zeros({5, 4});
+  Tensor c_rows = Tensor::zeros({5, 5}), c_cols = Tensor::zeros({4, 4}),
+         c_t = Tensor::zeros({5, 4});
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_rows), InternalError);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_cols), InternalError);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_t), InternalError);
