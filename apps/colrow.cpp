@@ -19,7 +19,10 @@ constexpr double kFailureAgreementSeconds = 5.0;
 // (possibly waiting in a collective), so no rank is ever left hanging.
 int fail(colrow::MpiSession& mpi, const std::string& message) {
   colrow::Communicator& world = mpi.world();
-  std::cerr << "[rank " << world.rank() << "/" << world.size() << "] " << message << std::endl;
+  // One write per line: unbuffered stderr would interleave the ranks' pieces.
+  const std::string line = "[rank " + std::to_string(world.rank()) + "/" +
+                           std::to_string(world.size()) + "] " + message + "\n";
+  std::cerr << line << std::flush;
   if (world.all_ranks_failing(kFailureAgreementSeconds)) return 1;
   world.abort(1);
   return 1;  // not reached: abort ends the process

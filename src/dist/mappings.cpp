@@ -38,10 +38,6 @@ Shape split_shape(const Tensor& full, int dim, int tp, const char* what) {
 // All-gather last-dim shards: local [tokens, h/tp] -> full [tokens, h].
 void all_gather_last_dim(const Tensor& local, Tensor& full, Communicator& tp) {
   require_shape(local, split_shape(full, -1, tp.size(), "all-gather last dim"), "local shard");
-  if (tp.size() == 1) {
-    full.copy_from(local);
-    return;
-  }
   Shape stacked = local.shape();
   stacked.insert(stacked.begin(), tp.size());
   Tensor buffer = staging(stacked);

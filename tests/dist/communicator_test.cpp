@@ -291,15 +291,24 @@ TEST(MpiCommunicatorTest, MalformedShapesThrowBeforeCommunicating) {
   world.barrier();
 }
 
+TEST(MpiCommunicatorTest, InvalidBroadcastRootIsRejectedAtEverySize) {
+  Communicator& world = testing::world();
+  // Checked before MPI is called, so a group of one catches it too.
+  Tensor x = Tensor::zeros({4});
+  EXPECT_THROW(world.broadcast(x, world.size()), InternalError);
+  EXPECT_THROW(world.broadcast(x, -1), InternalError);
+  world.barrier();
+}
+
 TEST(MpiCommunicatorTest, FailedMpiCallBecomesBackendError) {
   Communicator& world = testing::world();
-  if (world.size() == 1) GTEST_SKIP() << "a group of one returns from broadcast before calling MPI";
-  // Every rank passes the same invalid root: MPI rejects it locally on each
-  // rank (MPI_ERRORS_RETURN), so nobody is left inside the collective.
-  Tensor x = Tensor::zeros({4});
+  MPI_Comm comm = dynamic_cast<MpiCommunicator&>(world).handle();
+  // A negative count is rejected locally by MPI (MPI_ERRORS_RETURN) on every
+  // rank, so nobody is left inside the collective.
+  float value = 0.0f;
   try {
-    world.broadcast(x, world.size());
-    ADD_FAILURE() << "broadcast from root " << world.size() << " did not throw";
+    COLROW_MPI_CHECK(MPI_Bcast(&value, -1, MPI_FLOAT, 0, comm));
+    ADD_FAILURE() << "MPI_Bcast with a negative count did not fail";
   } catch (const BackendError& e) {
     const std::string message = e.what();
     EXPECT_EQ(message.rfind("[mpi] MPI_Bcast", 0), 0u) << message;

@@ -261,9 +261,9 @@ TEST(MappingsTest, EachDirectionRecordsItsOneCollective) {
   const Events all_reduce = {{"all_reduce_sum", full, 0.0}};
   const Events all_gather_shard = {{"all_gather", shard, 0.0}};
   const Events reduce_scatter_full = {{"reduce_scatter_sum", full, 0.0}};
-  // Last-dim gathers skip the communicator at tp = 1 (a plain copy), so they
-  // record nothing there; token-dim gathers always go through it.
-  const Events last_dim_gather = tp_size == 1 ? none : all_gather_shard;
+  // Every gather goes through the communicator, at tp = 1 too (the size-1
+  // shortcut lives inside it), so the recorded sequence is the same at every tp.
+  const Events last_dim_gather = all_gather_shard;
 
   Tensor x = Tensor::zeros({tokens, hidden});
   Tensor x_tp_local = Tensor::zeros({tokens, hidden / tp_size});

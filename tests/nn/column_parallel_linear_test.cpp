@@ -54,9 +54,9 @@ FullLinear gather_full(Communicator& tp, ColumnParallelLinear& layer) {
   FullLinear full{to_matrix(w), {}};
   if (layer.bias()) {
     const Tensor b = testing::gather_shards(tp, layer.bias()->value, 0);
-    EXPECT_TRUE(testing::same_bits(
-        b, testing::full_parameter(spec.name + ".bias", {spec.out_features},
-                                   spec.resolved_bias_init(), spec.seed)));
+    EXPECT_TRUE(
+        testing::same_bits(b, testing::full_parameter(spec.name + ".bias", {spec.out_features},
+                                                      spec.resolved_bias_init(), spec.seed)));
     full.b = to_matrix(b);
   }
   return full;
@@ -105,7 +105,8 @@ TEST(ColumnParallelLinearTest, MatchesReference) {
                           block(g.dw, kOut, kIn, 0, tp_rank, tp_size),
                           block(g_mag.dw, kOut, kIn, 0, tp_rank, tp_size), kTokens);
       if (bias) {
-        expect_within_bound("db shard", layer.bias()->grad, block(g.db, 1, kOut, 1, tp_rank, tp_size),
+        expect_within_bound("db shard", layer.bias()->grad,
+                            block(g.db, 1, kOut, 1, tp_rank, tp_size),
                             block(g_mag.db, 1, kOut, 1, tp_rank, tp_size), kTokens);
       }
     }
@@ -166,8 +167,8 @@ TEST(ColumnParallelLinearTest, SmallIntegersAreBitwiseExact) {
 
       const Matrix wm = to_matrix(w), bm = bias ? to_matrix(b) : Matrix{};
       const Matrix y_ref = reference::linear_forward(to_matrix(x), wm, bm, kTokens, kIn, kOut);
-      auto g = reference::linear_backward(to_matrix(x), wm, to_matrix(dy_full), bias, kTokens,
-                                          kIn, kOut);
+      auto g = reference::linear_backward(to_matrix(x), wm, to_matrix(dy_full), bias, kTokens, kIn,
+                                          kOut);
       expect_bitwise("y", y,
                      gather_output ? y_ref : block(y_ref, kTokens, kOut, 1, tp_rank, tp_size));
       expect_bitwise("dx", dx, g.dx);
@@ -182,8 +183,7 @@ TEST(ColumnParallelLinearTest, SmallIntegersAreBitwiseExact) {
       expect_bitwise("2 dW shard", layer.weight().grad,
                      block(g.dw, kOut, kIn, 0, tp_rank, tp_size));
       if (bias) {
-        expect_bitwise("2 db shard", layer.bias()->grad,
-                       block(g.db, 1, kOut, 1, tp_rank, tp_size));
+        expect_bitwise("2 db shard", layer.bias()->grad, block(g.db, 1, kOut, 1, tp_rank, tp_size));
       }
     }
   }
@@ -237,9 +237,8 @@ TEST(ColumnParallelLinearTest, BackwardMatchesFiniteDifferences) {
   double loss_error = 0.0;
   for (size_t i = 0; i < gm.size(); ++i) loss_error += std::fabs(gm[i]) * y_mag[i];
   loss_error *= reference::gamma(kI + 1);
-  const auto back_mag = reference::linear_backward(reference::abs(to_matrix(x)),
-                                                   reference::abs(full.w), reference::abs(gm),
-                                                   true, kT, kI, kO);
+  const auto back_mag = reference::linear_backward(
+      reference::abs(to_matrix(x)), reference::abs(full.w), reference::abs(gm), true, kT, kI, kO);
 
   // Perturbs `value` by +-h, evaluating L on every rank (the forward has a
   // collective); `active` says whether this rank holds the perturbed element.
@@ -323,8 +322,9 @@ struct BadSize {
   int64_t value;
   const char* choices;
 };
-constexpr BadSize kBadSizes[] = {
-    {2, 27, "{1, 3, 9, 27}"}, {3, 32, "{1, 2, 4, 8, 16, 32}"}, {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
+constexpr BadSize kBadSizes[] = {{2, 27, "{1, 3, 9, 27}"},
+                                 {3, 32, "{1, 2, 4, 8, 16, 32}"},
+                                 {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
 
 // Every rank throws the same ConfigError from the constructor, before any
 // parameter exists and before any collective, so nothing can hang.

@@ -7,8 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -138,7 +136,6 @@ inline void expect_within_bound(const std::string& what, const Tensor& got, cons
       worst = static_cast<int64_t>(i);
     }
   }
-  if (std::getenv("NN_RATIO")) std::fprintf(stderr, "RATIO %s %g\n", what.c_str(), worst_ratio);
   EXPECT_EQ(violations, 0) << what << ": " << violations << " of " << g.size()
                            << " elements outside the fp32 bound; worst at flat index " << worst
                            << ": got " << g[worst] << ", reference " << ref[worst] << ", bound "
@@ -159,8 +156,8 @@ inline void expect_bitwise(const std::string& what, const Tensor& got, const Mat
     }
   }
   EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " of " << g.size()
-                           << " elements differ bitwise; first at flat index " << first
-                           << ": got " << (first >= 0 ? g[first] : 0.0f) << ", reference "
+                           << " elements differ bitwise; first at flat index " << first << ": got "
+                           << (first >= 0 ? g[first] : 0.0f) << ", reference "
                            << (first >= 0 ? ref[first] : 0.0);
 }
 

@@ -45,8 +45,7 @@ std::string describe(Activation activation, bool bias) {
 }
 
 reference::MlpKind kind_of(Activation activation) {
-  return activation == Activation::kGelu ? reference::MlpKind::kGelu
-                                         : reference::MlpKind::kSwiGlu;
+  return activation == Activation::kGelu ? reference::MlpKind::kGelu : reference::MlpKind::kSwiGlu;
 }
 
 // One projection of the MLP: its Hugging Face name, how it is split, its shape.
@@ -115,11 +114,11 @@ reference::MlpWeights gather_weights(Communicator& tp, ParallelMLP& mlp) {
     }
     const std::string& n = p.name;
     Matrix& dst_w = n.find("gate_proj") != std::string::npos ? w.gate_w
-                    : p.column                                ? w.up_w
-                                                              : w.down_w;
+                    : p.column                               ? w.up_w
+                                                             : w.down_w;
     Matrix& dst_b = n.find("gate_proj") != std::string::npos ? w.gate_b
-                    : p.column                                ? w.up_b
-                                                              : w.down_b;
+                    : p.column                               ? w.up_b
+                                                             : w.down_b;
     dst_w = to_matrix(full_w);
     dst_b = full_b;
   }
@@ -130,8 +129,12 @@ reference::MlpWeights gather_weights(Communicator& tp, ParallelMLP& mlp) {
 Matrix grad_slice(const reference::MlpWeights& grads, const Projection& p, bool bias, int tp_rank,
                   int tp_size) {
   const bool gate = p.name.find("gate_proj") != std::string::npos;
-  const Matrix& full = bias ? (gate ? grads.gate_b : p.column ? grads.up_b : grads.down_b)
-                            : (gate ? grads.gate_w : p.column ? grads.up_w : grads.down_w);
+  const Matrix& full = bias ? (gate       ? grads.gate_b
+                               : p.column ? grads.up_b
+                                          : grads.down_b)
+                            : (gate       ? grads.gate_w
+                               : p.column ? grads.up_w
+                                          : grads.down_w);
   if (bias) return p.column ? block(full, 1, p.out, 1, tp_rank, tp_size) : full;
   return block(full, p.out, p.in, p.column ? 0 : 1, tp_rank, tp_size);
 }
@@ -254,7 +257,8 @@ TEST(ParallelMlpTest, SecondBackwardDoublesTheGradients) {
 
     const auto kind = kind_of(activation);
     auto ref = reference::mlp(kind, w, to_matrix(x), to_matrix(dy), kTokens, kModel, kFfn);
-    auto mag = reference::mlp_magnitude(kind, w, to_matrix(x), to_matrix(dy), kTokens, kModel, kFfn);
+    auto mag =
+        reference::mlp_magnitude(kind, w, to_matrix(x), to_matrix(dy), kTokens, kModel, kFfn);
     const int64_t terms = mlp_terms(kTokens, kModel, kFfn);
     // dx is returned, not accumulated: the same as after one call.
     expect_within_bound("dx", dx, ref.dx, mag.dx, terms, kMlpFactor);
@@ -323,9 +327,12 @@ TEST(ParallelMlpTest, BackwardMatchesFiniteDifferences) {
       return out;
     };
     reference::MlpWeights wg;
-    for (auto [dst, src] : {std::pair{&wg.gate_w, &w.gate_w}, {&wg.gate_b, &w.gate_b},
-                            {&wg.up_w, &w.up_w}, {&wg.up_b, &w.up_b},
-                            {&wg.down_w, &w.down_w}, {&wg.down_b, &w.down_b}}) {
+    for (auto [dst, src] : {std::pair{&wg.gate_w, &w.gate_w},
+                            {&wg.gate_b, &w.gate_b},
+                            {&wg.up_w, &w.up_w},
+                            {&wg.up_b, &w.up_b},
+                            {&wg.down_w, &w.down_w},
+                            {&wg.down_b, &w.down_b}}) {
       *dst = src->empty() ? Matrix{} : grown(*src);
     }
     const Matrix xg = grown(to_matrix(x)), gm = reference::abs(to_matrix(g));
@@ -336,7 +343,8 @@ TEST(ParallelMlpTest, BackwardMatchesFiniteDifferences) {
     loss_error *= kMlpFactor * reference::gamma(mlp_terms(kT, kD, kF));
 
     double m = 1.0;
-    for (const Matrix* v : std::initializer_list<const Matrix*>{&xg, &wg.gate_w, &wg.gate_b, &wg.up_w, &wg.up_b}) {
+    for (const Matrix* v :
+         std::initializer_list<const Matrix*>{&xg, &wg.gate_w, &wg.gate_b, &wg.up_w, &wg.up_b}) {
       for (double e : *v) m = std::max(m, e);
     }
     double s = 0.0;
@@ -409,8 +417,7 @@ TEST(ParallelMlpTest, IssuesOneAllReduceEachWay) {
       EXPECT_TRUE(tp.events().empty()) << "construction communicates";
       const Tensor x = testing::random_tensor({kTokens, kModel}, 5);
       const Tensor dy = testing::random_tensor({kTokens, kModel}, 6);
-      const std::vector<CollectiveEvent> one_all_reduce{
-          {"all_reduce_sum", kTokens * kModel, 0.0}};
+      const std::vector<CollectiveEvent> one_all_reduce{{"all_reduce_sum", kTokens * kModel, 0.0}};
 
       tp.clear();
       mlp.forward(x);
@@ -481,8 +488,9 @@ struct BadSize {
   int64_t value;
   const char* choices;
 };
-constexpr BadSize kBadSizes[] = {
-    {2, 27, "{1, 3, 9, 27}"}, {3, 32, "{1, 2, 4, 8, 16, 32}"}, {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
+constexpr BadSize kBadSizes[] = {{2, 27, "{1, 3, 9, 27}"},
+                                 {3, 32, "{1, 2, 4, 8, 16, 32}"},
+                                 {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
 
 // Constructing at a tp that does not divide ffn: every rank throws the MLP's
 // own ConfigError (not a projection's), before any parameter exists and before

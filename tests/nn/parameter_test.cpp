@@ -38,7 +38,9 @@ LinearSpec spec_with(const std::string& name, const Init& init, uint64_t seed) {
 }
 
 // Inits whose draws depend on the element index (zeros/ones trivially agree).
-std::vector<Init> random_inits() { return {Init::normal(0.02f), Init::uniform(0.1f)}; }
+std::vector<Init> random_inits() {
+  return {Init::normal(0.02f), Init::uniform(0.1f)};
+}
 
 TEST(ParameterTest, ColumnParallelShardsGatherToTheFullTensor) {
   Communicator& tp = world();
@@ -76,8 +78,7 @@ TEST(ParameterTest, RowParallelShardsGatherToTheFullTensor) {
     EXPECT_EQ(layer.bias()->shard.count, 1);
 
     const Tensor weight = gather_shards(tp, layer.weight().value, 1);
-    EXPECT_TRUE(
-        same_bits(weight, full_parameter("h.0.mlp.c_proj.weight", {kOut, kIn}, init, 99)));
+    EXPECT_TRUE(same_bits(weight, full_parameter("h.0.mlp.c_proj.weight", {kOut, kIn}, init, 99)));
     // Replicated: every rank holds the whole bias, bit for bit the same.
     const Tensor full_bias = full_parameter("h.0.mlp.c_proj.bias", {kOut}, init, 99);
     EXPECT_TRUE(same_bits(layer.bias()->value, full_bias));
@@ -188,8 +189,9 @@ TEST(ParameterTest, LinearDefaultUsesTheFullFanIn) {
   const Tensor column_weight = gather_shards(tp, column.weight().value, 0);
   EXPECT_TRUE(same_bits(column_weight, full_parameter("h.0.mlp.c_fc.weight", {kOut, kIn},
                                                       Init::linear_default(kIn), 11)));
-  EXPECT_TRUE(same_bits(gather_shards(tp, column.bias()->value, 0),
-                        full_parameter("h.0.mlp.c_fc.bias", {kOut}, Init::linear_default(kIn), 11)));
+  EXPECT_TRUE(
+      same_bits(gather_shards(tp, column.bias()->value, 0),
+                full_parameter("h.0.mlp.c_fc.bias", {kOut}, Init::linear_default(kIn), 11)));
 }
 
 TEST(ParameterTest, FreshGradientsAreZero) {

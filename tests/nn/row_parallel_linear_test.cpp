@@ -55,9 +55,9 @@ FullLinear gather_full(Communicator& tp, RowParallelLinear& layer) {
                                  spec.resolved_weight_init(), spec.seed)));
   FullLinear full{to_matrix(w), {}};
   if (layer.bias()) {
-    EXPECT_TRUE(testing::same_bits(
-        layer.bias()->value, testing::full_parameter(spec.name + ".bias", {spec.out_features},
-                                                     spec.resolved_bias_init(), spec.seed)));
+    EXPECT_TRUE(testing::same_bits(layer.bias()->value,
+                                   testing::full_parameter(spec.name + ".bias", {spec.out_features},
+                                                           spec.resolved_bias_init(), spec.seed)));
     full.b = to_matrix(layer.bias()->value);
   }
   return full;
@@ -224,9 +224,9 @@ TEST(RowParallelLinearTest, BackwardMatchesFiniteDifferences) {
   for (size_t i = 0; i < gm.size(); ++i) loss_error += std::fabs(gm[i]) * y_mag[i];
   loss_error *= reference::gamma(kI + 1);
   const double fd_error = loss_error / kStep;
-  const auto back_mag = reference::linear_backward(reference::abs(to_matrix(x_full)),
-                                                   reference::abs(full.w), reference::abs(gm),
-                                                   true, kT, kI, kO);
+  const auto back_mag =
+      reference::linear_backward(reference::abs(to_matrix(x_full)), reference::abs(full.w),
+                                 reference::abs(gm), true, kT, kI, kO);
 
   // Perturbs `value` by +-h on the ranks where `active`, evaluating L on every
   // rank (the forward has a collective).
@@ -295,7 +295,8 @@ TEST(RowParallelLinearTest, IssuesExactlyTheExpectedCollectives) {
     tp.clear();
     layer.backward(dy);
     std::vector<CollectiveEvent> expected_backward;
-    if (!input_is_parallel) expected_backward.push_back({"all_gather", kTokens * kIn / tp_size, 0.0});
+    if (!input_is_parallel)
+      expected_backward.push_back({"all_gather", kTokens * kIn / tp_size, 0.0});
     EXPECT_EQ(tp.events(), expected_backward) << "backward";
     tp.clear();
   }
@@ -307,8 +308,9 @@ struct BadSize {
   int64_t value;
   const char* choices;
 };
-constexpr BadSize kBadSizes[] = {
-    {2, 27, "{1, 3, 9, 27}"}, {3, 32, "{1, 2, 4, 8, 16, 32}"}, {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
+constexpr BadSize kBadSizes[] = {{2, 27, "{1, 3, 9, 27}"},
+                                 {3, 32, "{1, 2, 4, 8, 16, 32}"},
+                                 {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
 
 // Every rank throws the same ConfigError from the constructor, before any
 // parameter exists and before any collective, so nothing can hang.

@@ -10,7 +10,9 @@ namespace {
 constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluC = 0.044715;
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
 
 // Each activation and, in magnitude mode, its bounding proxy (see reference.h).
 struct Activations {
@@ -92,8 +94,8 @@ double gamma(int64_t terms) {
   return ku / (1.0 - ku);
 }
 
-Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b, int64_t tokens,
-                      int64_t in, int64_t out) {
+Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b, int64_t tokens, int64_t in,
+                      int64_t out) {
   Matrix y(tokens * out);
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t o = 0; o < out; ++o) {
@@ -137,15 +139,17 @@ double gelu_grad(double x) {
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
 }
 
-double silu(double x) { return x * sigmoid(x); }
+double silu(double x) {
+  return x * sigmoid(x);
+}
 
 double silu_grad(double x) {
   const double s = sigmoid(x);
   return s * (1.0 + x * (1.0 - s));
 }
 
-MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& dy,
-              int64_t tokens, int64_t d_model, int64_t ffn) {
+MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& dy, int64_t tokens,
+              int64_t d_model, int64_t ffn) {
   return run_mlp(kind, w, x, dy, /*magnitude=*/false, tokens, d_model, ffn);
 }
 

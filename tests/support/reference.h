@@ -23,8 +23,8 @@ constexpr double kUnitRoundoff = 1.0 / 16777216.0;  // 2^-24
 double gamma(int64_t terms);
 
 // x: [tokens, in], w: [out, in], b: [out] or empty -> y = x w^T + b: [tokens, out]
-Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b, int64_t tokens,
-                      int64_t in, int64_t out);
+Matrix linear_forward(const Matrix& x, const Matrix& w, const Matrix& b, int64_t tokens, int64_t in,
+                      int64_t out);
 
 struct LinearGrads {
   Matrix dx;  // [tokens, in]   = dy w
@@ -54,16 +54,16 @@ struct MlpWeights {
 };
 
 struct MlpResult {
-  Matrix y;           // [tokens, d_model]
-  Matrix dx;          // [tokens, d_model]
-  MlpWeights grads;   // same shapes as the weights
+  Matrix y;          // [tokens, d_model]
+  Matrix dx;         // [tokens, d_model]
+  MlpWeights grads;  // same shapes as the weights
 };
 
 // x: [tokens, d_model], dy: [tokens, d_model].
 //   gelu:   y = gelu(x up_w^T + up_b) down_w^T + down_b
 //   swiglu: y = (silu(x gate_w^T + gate_b) * (x up_w^T + up_b)) down_w^T + down_b
-MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& dy,
-              int64_t tokens, int64_t d_model, int64_t ffn);
+MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& dy, int64_t tokens,
+              int64_t d_model, int64_t ffn);
 
 // The magnitude companion of mlp(): the same computation on |x|, |W|, |b|, |dy|,
 // with each activation replaced by a proxy that bounds both its value and the

@@ -7,12 +7,27 @@
 
 namespace colrow {
 
+namespace {
+
+// A group of one gathers or scatters by copying; element counts must agree,
+// shapes may differ as they may under MPI (dim-0 concatenation).
+void copy_whole(const Tensor& in, Tensor& out, const char* what) {
+  if (!in.is_contiguous() || !out.is_contiguous() || in.numel() != out.numel()) {
+    throw InternalError(std::string("[dist] ") + what + " over a group of one needs contiguous " +
+                        "tensors of one element count, got " + shape_to_string(in.shape()) +
+                        " and " + shape_to_string(out.shape()));
+  }
+  if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+}
+
+}  // namespace
+
 void LocalCommunicator::all_gather(const Tensor& in, Tensor& out) {
-  if (in.data() != out.data()) out.copy_from(in);
+  copy_whole(in, out, "all_gather");
 }
 
 void LocalCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  if (in.data() != out.data()) out.copy_from(in);
+  copy_whole(in, out, "reduce_scatter_sum");
 }
 
 void LocalCommunicator::broadcast(Tensor&, int root) {

@@ -58,8 +58,8 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
+  require_contiguous(x, what, name_);  // checked at every size, so tp = 1 catches it too
   if (size_ == 1) return;
-  require_contiguous(x, what, name_);
   float* p = x.data();
   for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
     const int count = static_cast<int>(std::min(kMaxChunk, n - done));
@@ -112,8 +112,12 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 void MpiCommunicator::broadcast(Tensor& x, int root) {
-  if (size_ == 1) return;
   require_contiguous(x, "broadcast", name_);
+  if (root < 0 || root >= size_) {
+    throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
+                        name_ + " (size " + std::to_string(size_) + ")");
+  }
+  if (size_ == 1) return;
   float* p = x.data();
   for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
     const int count = static_cast<int>(std::min(kMaxChunk, n - done));
