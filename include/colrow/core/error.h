@@ -56,7 +56,7 @@ std::vector<int64_t> divisors(int64_t value);
 
 // Throws ConfigError unless value % tp == 0, naming the field, its value, tp and
 // the tp values that would work:
-//   [config] ffn_hidden_size (3000) must be divisible by tp (7). Choose tp in {1, 2, 3, ...}.
+//   [mlp] ffn_hidden_size (3000) must be divisible by tp (7). Choose tp in {1, 2, 3, 4, ...}.
 void require_divisible(const std::string& component, const std::string& field, int64_t value,
                        int tp);
 
