@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <vector>
@@ -53,30 +54,39 @@ Tensor random_tensor(const Shape& shape, uint64_t seed, const std::string& name)
   return t;
 }
 
-// Runs `step` repeatedly until every rank has done min_iterations and
-// min_seconds have passed (decided jointly, so ranks stay in lock-step);
-// returns per-iteration seconds, each the maximum over ranks.
-template <typename Step>
-std::vector<double> time_iterations(Communicator& world, const MlpBenchOptions& o, Step step) {
-  std::vector<double> times;
+// Per-round seconds of each measured step, each the maximum over ranks.
+struct Timings {
+  std::vector<std::vector<double>> seconds;  // [step][round]
+};
+
+// Runs every step once per round, interleaved, so all of them see the same
+// machine (frequency, neighbours); stops after min_iterations rounds and
+// min_seconds, decided jointly so ranks stay in lock-step. A round's time for
+// a step is the slowest rank's.
+Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
+                    const std::vector<std::function<void()>>& steps) {
+  Timings t;
+  t.seconds.resize(steps.size());
   const auto start = Clock::now();
-  for (bool more = true; more;) {
-    const auto t0 = Clock::now();
-    step(times.size());
-    times.push_back(seconds_since(t0));
-    Tensor go = Tensor::full({1}, (static_cast<int>(times.size()) < o.min_iterations ||
-                                   seconds_since(start) < o.min_seconds) &&
-                                          times.size() < 1000
-                                      ? 1.0f
-                                      : 0.0f);
+  for (int round = 0;; ++round) {
+    for (size_t s = 0; s < steps.size(); ++s) {
+      const auto t0 = Clock::now();
+      steps[s]();
+      t.seconds[s].push_back(seconds_since(t0));
+    }
+    const bool more = (round + 1 < o.min_iterations || seconds_since(start) < o.min_seconds) &&
+                      round + 1 < 1000;
+    Tensor go = Tensor::full({1}, more ? 1.0f : 0.0f);
     world.all_reduce_max(go);  // continue while any rank wants to
-    more = go.data()[0] > 0.0f;
+    if (go.data()[0] == 0.0f) break;
   }
-  Tensor t = Tensor::empty({static_cast<int64_t>(times.size())});
-  for (size_t i = 0; i < times.size(); ++i) t.data()[i] = static_cast<float>(times[i]);
-  world.all_reduce_max(t);
-  for (size_t i = 0; i < times.size(); ++i) times[i] = t.data()[i];
-  return times;
+  for (std::vector<double>& per_round : t.seconds) {
+    Tensor v = Tensor::empty({static_cast<int64_t>(per_round.size())});
+    for (size_t i = 0; i < per_round.size(); ++i) v.data()[i] = static_cast<float>(per_round[i]);
+    world.all_reduce_max(v);
+    for (size_t i = 0; i < per_round.size(); ++i) per_round[i] = v.data()[i];
+  }
+  return t;
 }
 
 // The largest relative error between the sharded MLP and the unsharded one on
@@ -176,18 +186,23 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
     mlp.forward(x);
     mlp.backward(dy);
   }
-  std::vector<double> comm_share;
-  const std::vector<double> fwd = time_iterations(world, o, [&](size_t) { mlp.forward(x); });
-  const std::vector<double> fwdbwd = time_iterations(world, o, [&](size_t) {
-    tp.clear();
-    const auto t0 = Clock::now();
-    mlp.forward(x);
-    mlp.backward(dy);
-    comm_share.push_back(tp.total_seconds() / seconds_since(t0));
-  });
   PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size);
   plain.run();
-  const std::vector<double> sgemm = time_iterations(world, o, [&](size_t) { plain.run(); });
+  std::vector<double> comm_share;
+  const Timings timings = time_rounds(world, o, {
+      [&] { mlp.forward(x); },
+      [&] {
+        tp.clear();
+        const auto t0 = Clock::now();
+        mlp.forward(x);
+        mlp.backward(dy);
+        comm_share.push_back(tp.total_seconds() / seconds_since(t0));
+      },
+      [&] { plain.run(); },
+  });
+  const std::vector<double>& fwd = timings.seconds[0];
+  const std::vector<double>& fwdbwd = timings.seconds[1];
+  const std::vector<double>& sgemm = timings.seconds[2];
 
   Tensor share = Tensor::full({1}, static_cast<float>(median(comm_share)));
   world.all_reduce_max(share);  // the most communication-bound rank
