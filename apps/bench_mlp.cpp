@@ -74,8 +74,8 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
       steps[s]();
       t.seconds[s].push_back(seconds_since(t0));
     }
-    const bool more = (round + 1 < o.min_iterations || seconds_since(start) < o.min_seconds) &&
-                      round + 1 < 1000;
+    const bool more =
+        (round + 1 < o.min_iterations || seconds_since(start) < o.min_seconds) && round + 1 < 1000;
     Tensor go = Tensor::full({1}, more ? 1.0f : 0.0f);
     world.all_reduce_max(go);  // continue while any rank wants to
     if (go.data()[0] == 0.0f) break;
@@ -104,7 +104,8 @@ double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const 
   std::vector<Parameter*> mine = sharded.parameters(), full = reference.parameters();
   for (size_t i = 0; i < mine.size(); ++i) {
     const ShardSpec& s = mine[i]->shard;
-    err = std::max(err, relative_error(mine[i]->grad, full[i]->grad.shard(s.dim, s.index, s.count)));
+    err =
+        std::max(err, relative_error(mine[i]->grad, full[i]->grad.shard(s.dim, s.index, s.count)));
   }
   return err;
 }
@@ -124,7 +125,8 @@ struct PlainGemms {
     a.push_back(a_), b.push_back(b_), c.push_back(c_);
   }
   void run() {
-    for (size_t i = 0; i < a.size(); ++i) kernels::cpu::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
+    for (size_t i = 0; i < a.size(); ++i)
+      kernels::cpu::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
   }
 };
 
@@ -135,8 +137,8 @@ PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp) {
   PlainGemms g;
   const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
   for (int i = 0; i < up_projections; ++i) {
-    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}), 0.0f);       // y = x W^T
-    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}), 1.0f);             // dW += dy^T x
+    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}), 0.0f);  // y = x W^T
+    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}), 1.0f);        // dW += dy^T x
     g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}), i ? 1.0f : 0.0f);  // dx
   }
   g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}), 0.0f);
@@ -170,8 +172,8 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
   const Tensor dy = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
 
   const int64_t verify_tokens = std::min<int64_t>(o.tokens, o.verify_tokens);
-  const double verify_error = verify(mesh.tp(), config, x.slice(0, 0, verify_tokens),
-                                     dy.slice(0, 0, verify_tokens));
+  const double verify_error =
+      verify(mesh.tp(), config, x.slice(0, 0, verify_tokens), dy.slice(0, 0, verify_tokens));
   // fp32 sums of up to a few thousand terms in different orders: ~1e-6
   // relative typically; 1e-4 would only be crossed by a wrong shard or sum.
   constexpr double kVerifyTolerance = 1e-4;
@@ -189,17 +191,19 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
   PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size);
   plain.run();
   std::vector<double> comm_share;
-  const Timings timings = time_rounds(world, o, {
-      [&] { mlp.forward(x); },
-      [&] {
-        tp.clear();
-        const auto t0 = Clock::now();
-        mlp.forward(x);
-        mlp.backward(dy);
-        comm_share.push_back(tp.total_seconds() / seconds_since(t0));
-      },
-      [&] { plain.run(); },
-  });
+  const Timings timings =
+      time_rounds(world, o,
+                  {
+                      [&] { mlp.forward(x); },
+                      [&] {
+                        tp.clear();
+                        const auto t0 = Clock::now();
+                        mlp.forward(x);
+                        mlp.backward(dy);
+                        comm_share.push_back(tp.total_seconds() / seconds_since(t0));
+                      },
+                      [&] { plain.run(); },
+                  });
   const std::vector<double>& fwd = timings.seconds[0];
   const std::vector<double>& fwdbwd = timings.seconds[1];
   const std::vector<double>& sgemm = timings.seconds[2];
@@ -235,13 +239,14 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
     std::cout << j.dump() << std::endl;
     return 0;
   }
-  std::printf("colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, "
-              "%d thread(s)/rank, OpenBLAS %s kernels\n",
-              tp_size, o.dp, static_cast<long>(o.d_model), static_cast<long>(config.ffn_hidden_size),
-              to_string(config.activation), static_cast<long>(o.tokens), threads,
-              blas_core_name().c_str());
-  std::printf("  verified against the unsharded MLP on %ld tokens: relative error %.2e (limit %.0e)\n",
-              static_cast<long>(verify_tokens), verify_error, kVerifyTolerance);
+  std::printf(
+      "colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, "
+      "%d thread(s)/rank, OpenBLAS %s kernels\n",
+      tp_size, o.dp, static_cast<long>(o.d_model), static_cast<long>(config.ffn_hidden_size),
+      to_string(config.activation), static_cast<long>(o.tokens), threads, blas_core_name().c_str());
+  std::printf(
+      "  verified against the unsharded MLP on %ld tokens: relative error %.2e (limit %.0e)\n",
+      static_cast<long>(verify_tokens), verify_error, kVerifyTolerance);
   std::printf("  forward           %9.2f ms  %7.1f GFLOP/s per rank\n", fwd_ms, gflops_fwd);
   std::printf("  forward+backward  %9.2f ms  %7.1f GFLOP/s per rank  (%.1f%% in communication)\n",
               fwdbwd_ms, gflops, 100.0 * share.data()[0]);

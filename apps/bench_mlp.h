@@ -17,7 +17,7 @@ struct MlpBenchOptions {
   int64_t ffn_hidden_size = 0;  // 0: 4 * d_model
   std::string activation = "gelu";
   bool bias = true;
-  int tp = 0;       // 0: world size / dp
+  int tp = 0;  // 0: world size / dp
   int dp = 1;
   int threads = 0;  // per rank; 0: cores / ranks on the node
   double min_seconds = 2.0;

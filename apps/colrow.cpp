@@ -30,9 +30,11 @@ int fail(colrow::MpiSession& mpi, const std::string& message) {
 
 void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
   CLI::App* mlp = bench.add_subcommand(
-      "mlp", "Verify, then time the tensor-parallel MLP (tp = world size / dp) against plain sgemm");
+      "mlp",
+      "Verify, then time the tensor-parallel MLP (tp = world size / dp) against plain sgemm");
   mlp->add_option("--d-model", o.d_model, "Model width d_model")->capture_default_str();
-  mlp->add_option("--tokens", o.tokens, "Tokens per step (batch x sequence)")->capture_default_str();
+  mlp->add_option("--tokens", o.tokens, "Tokens per step (batch x sequence)")
+      ->capture_default_str();
   mlp->add_option("--ffn-hidden", o.ffn_hidden_size, "Hidden units (0 = 4 x d_model)")
       ->capture_default_str();
   mlp->add_option("--activation", o.activation, "gelu (GPT-2) or swiglu (LLaMA)")

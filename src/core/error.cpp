@@ -7,10 +7,14 @@ namespace colrow {
 
 const char* to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kConfig: return "configuration error";
-    case ErrorKind::kInvalidInput: return "invalid input";
-    case ErrorKind::kBackend: return "backend failure";
-    case ErrorKind::kInternal: return "internal error";
+    case ErrorKind::kConfig:
+      return "configuration error";
+    case ErrorKind::kInvalidInput:
+      return "invalid input";
+    case ErrorKind::kBackend:
+      return "backend failure";
+    case ErrorKind::kInternal:
+      return "internal error";
   }
   return "error";
 }

@@ -27,7 +27,9 @@ PhiloxKey key_for(uint64_t seed) {
 }
 
 // 24 random bits -> [0, 1) exactly representable in fp32.
-inline double to_unit(uint32_t x) { return static_cast<double>(x >> 8) * (1.0 / 16777216.0); }
+inline double to_unit(uint32_t x) {
+  return static_cast<double>(x >> 8) * (1.0 / 16777216.0);
+}
 
 }  // namespace
 

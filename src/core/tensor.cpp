@@ -90,7 +90,9 @@ Tensor Tensor::empty(const Shape& shape) {
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape) { return full(shape, 0.0f); }
+Tensor Tensor::zeros(const Shape& shape) {
+  return full(shape, 0.0f);
+}
 
 Tensor Tensor::full(const Shape& shape, float value) {
   Tensor t = empty(shape);
@@ -100,8 +102,8 @@ Tensor Tensor::full(const Shape& shape, float value) {
 
 Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values) {
   if (static_cast<int64_t>(values.size()) != shape_numel(shape)) {
-    throw InternalError("[tensor] " + std::to_string(values.size()) +
-                        " values do not fill shape " + shape_to_string(shape));
+    throw InternalError("[tensor] " + std::to_string(values.size()) + " values do not fill shape " +
+                        shape_to_string(shape));
   }
   Tensor t = empty(shape);
   std::memcpy(t.data_, values.data(), values.size() * sizeof(float));
@@ -126,7 +128,9 @@ int Tensor::normalize_dim(int dim) const {
   return d;
 }
 
-bool Tensor::is_contiguous() const { return strides_ == contiguous_strides(shape_); }
+bool Tensor::is_contiguous() const {
+  return strides_ == contiguous_strides(shape_);
+}
 
 Tensor Tensor::slice(int dim, int64_t start, int64_t length) const {
   const int d = normalize_dim(dim);
@@ -145,8 +149,8 @@ Tensor Tensor::shard(int dim, int index, int count) const {
   const int64_t n = size(dim);
   if (count <= 0 || n % count != 0 || index < 0 || index >= count) {
     throw InternalError("[tensor] cannot take part " + std::to_string(index) + " of " +
-                        std::to_string(count) + " along dim " + std::to_string(dim) +
-                        " of shape " + shape_to_string(shape_));
+                        std::to_string(count) + " along dim " + std::to_string(dim) + " of shape " +
+                        shape_to_string(shape_));
   }
   const int64_t part = n / count;
   return slice(dim, index * part, part);
@@ -185,8 +189,7 @@ void Tensor::copy_from(const Tensor& src) {
   }
   float* dst = data_;
   const float* s = src.data_;
-  for_each_index(shape_, strides_, src.strides_,
-                 [dst, s](int64_t a, int64_t b) { dst[a] = s[b]; });
+  for_each_index(shape_, strides_, src.strides_, [dst, s](int64_t a, int64_t b) { dst[a] = s[b]; });
 }
 
 void Tensor::fill(float value) {

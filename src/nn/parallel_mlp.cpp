@@ -22,7 +22,9 @@ const MlpConfig& validated(const MlpConfig& config, int tp) {
   return config;
 }
 
-bool gated(const MlpConfig& c) { return c.activation == Activation::kSwiGlu; }
+bool gated(const MlpConfig& c) {
+  return c.activation == Activation::kSwiGlu;
+}
 
 }  // namespace
 
@@ -50,8 +52,8 @@ ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
       config_(validated(config, tp.size())),
       up_(tp, projection(config, gated(config) ? "up_proj" : "c_fc", config.d_model,
                          config.ffn_hidden_size)),
-      down_(tp, projection(config, gated(config) ? "down_proj" : "c_proj",
-                           config.ffn_hidden_size, config.d_model)) {
+      down_(tp, projection(config, gated(config) ? "down_proj" : "c_proj", config.ffn_hidden_size,
+                           config.d_model)) {
   if (gated(config)) {
     gate_.emplace(tp, projection(config, "gate_proj", config.d_model, config.ffn_hidden_size));
   }

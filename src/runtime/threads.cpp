@@ -26,6 +26,8 @@ void set_threads(int threads) {
   omp_set_num_threads(threads);
 }
 
-int blas_threads() { return openblas_get_num_threads(); }
+int blas_threads() {
+  return openblas_get_num_threads();
+}
 
 }  // namespace colrow

@@ -28,7 +28,9 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
   int rank_;
 };
 }  // namespace
-Communicator& world() { return g_session->world(); }
+Communicator& world() {
+  return g_session->world();
+}
 }  // namespace colrow::testing
 
 int main(int argc, char** argv) {

@@ -63,10 +63,10 @@ void require_divisible(const std::string& component, const std::string& field, i
 }  // namespace colrow
 
 // Internal invariant check (a bug if it fires), with file and line.
-#define COLROW_CHECK(cond, message)                                                      \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      throw ::colrow::InternalError(std::string("[internal] ") + (message) + " (" #cond \
-                                    ") at " __FILE__ ":" + std::to_string(__LINE__));    \
-    }                                                                                    \
+#define COLROW_CHECK(cond, message)                                                              \
+  do {                                                                                           \
+    if (!(cond)) {                                                                               \
+      throw ::colrow::InternalError(std::string("[internal] ") + (message) +                     \
+                                    " (" #cond ") at " __FILE__ ":" + std::to_string(__LINE__)); \
+    }                                                                                            \
   } while (0)

@@ -68,10 +68,10 @@ void throw_mpi_error(int code, const char* statement, const char* file, int line
 
 }  // namespace colrow
 
-#define COLROW_MPI_CHECK(statement)                                      \
-  do {                                                                   \
-    const int colrow_mpi_code_ = (statement);                            \
-    if (colrow_mpi_code_ != MPI_SUCCESS) {                               \
+#define COLROW_MPI_CHECK(statement)                                                \
+  do {                                                                             \
+    const int colrow_mpi_code_ = (statement);                                      \
+    if (colrow_mpi_code_ != MPI_SUCCESS) {                                         \
       ::colrow::throw_mpi_error(colrow_mpi_code_, #statement, __FILE__, __LINE__); \
-    }                                                                    \
+    }                                                                              \
   } while (0)

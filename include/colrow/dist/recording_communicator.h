@@ -13,9 +13,9 @@
 namespace colrow {
 
 struct CollectiveEvent {
-  std::string op;   // "all_reduce_sum", "all_gather", ...
-  int64_t count;    // elements this rank contributes
-  double seconds;   // wall time inside the call, waiting for other ranks included
+  std::string op;  // "all_reduce_sum", "all_gather", ...
+  int64_t count;   // elements this rank contributes
+  double seconds;  // wall time inside the call, waiting for other ranks included
 
   bool operator==(const CollectiveEvent& other) const {
     return op == other.op && count == other.count;  // time is not part of identity

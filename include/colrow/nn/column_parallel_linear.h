@@ -38,13 +38,13 @@ class ColumnParallelLinear {
   LinearSpec spec_;
   bool gather_output_;
   int64_t out_features_local_;
-  Parameter weight_;                // [out/tp, in]
-  std::optional<Parameter> bias_;   // [out/tp]
-  Tensor x_;                        // forward input, kept for dW
-  Tensor y_local_;                  // [tokens, out/tp]
-  Tensor y_full_;                   // [tokens, out] when gathering
-  Tensor dy_local_;                 // [tokens, out/tp] when gathering
-  Tensor dx_;                       // [tokens, in]
+  Parameter weight_;               // [out/tp, in]
+  std::optional<Parameter> bias_;  // [out/tp]
+  Tensor x_;                       // forward input, kept for dW
+  Tensor y_local_;                 // [tokens, out/tp]
+  Tensor y_full_;                  // [tokens, out] when gathering
+  Tensor dy_local_;                // [tokens, out/tp] when gathering
+  Tensor dx_;                      // [tokens, in]
 };
 
 }  // namespace colrow

@@ -56,10 +56,10 @@ class ParallelMLP {
   std::optional<ColumnParallelLinear> gate_;
   ColumnParallelLinear up_;
   RowParallelLinear down_;
-  Tensor hidden_;   // [tokens, ffn/tp]: activation output, input of down_
-  Tensor d_gate_;   // [tokens, ffn/tp]
-  Tensor d_up_;     // [tokens, ffn/tp]
-  Tensor dx_;       // [tokens, d_model]
+  Tensor hidden_;  // [tokens, ffn/tp]: activation output, input of down_
+  Tensor d_gate_;  // [tokens, ffn/tp]
+  Tensor d_up_;    // [tokens, ffn/tp]
+  Tensor dx_;      // [tokens, d_model]
 };
 
 }  // namespace colrow

@@ -41,6 +41,8 @@ std::unique_ptr<Communicator> LocalCommunicator::split(int, int, const std::stri
   return std::make_unique<LocalCommunicator>(name);
 }
 
-void LocalCommunicator::abort(int exit_code) { std::_Exit(exit_code); }
+void LocalCommunicator::abort(int exit_code) {
+  std::_Exit(exit_code);
+}
 
 }  // namespace colrow

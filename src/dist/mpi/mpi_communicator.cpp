@@ -67,9 +67,13 @@ void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
   }
 }
 
-void MpiCommunicator::all_reduce_sum(Tensor& x) { all_reduce(x, MPI_SUM, "all_reduce_sum"); }
+void MpiCommunicator::all_reduce_sum(Tensor& x) {
+  all_reduce(x, MPI_SUM, "all_reduce_sum");
+}
 
-void MpiCommunicator::all_reduce_max(Tensor& x) { all_reduce(x, MPI_MAX, "all_reduce_max"); }
+void MpiCommunicator::all_reduce_max(Tensor& x) {
+  all_reduce(x, MPI_MAX, "all_reduce_max");
+}
 
 void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
   require_contiguous(in, "all_gather", name_);
@@ -84,8 +88,8 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
     return;
   }
   if (in.numel() > kMaxChunk) {
-    throw InternalError("[dist] all_gather over " + name_ + " of " +
-                        std::to_string(in.numel()) + " elements per rank exceeds one MPI call");
+    throw InternalError("[dist] all_gather over " + name_ + " of " + std::to_string(in.numel()) +
+                        " elements per rank exceeds one MPI call");
   }
   COLROW_MPI_CHECK(MPI_Allgather(in.data(), static_cast<int>(in.numel()), MPI_FLOAT, out.data(),
                                  static_cast<int>(in.numel()), MPI_FLOAT, comm_));
@@ -125,7 +129,9 @@ void MpiCommunicator::broadcast(Tensor& x, int root) {
   }
 }
 
-void MpiCommunicator::barrier() { COLROW_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  COLROW_MPI_CHECK(MPI_Barrier(comm_));
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
   MPI_Comm sub;
@@ -136,8 +142,8 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const s
 bool MpiCommunicator::all_ranks_failing(double timeout_seconds) {
   MPI_Request request;
   if (MPI_Ibarrier(control_, &request) != MPI_SUCCESS) return false;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(timeout_seconds);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
   while (std::chrono::steady_clock::now() < deadline) {
     int done = 0;
     if (MPI_Test(&request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;

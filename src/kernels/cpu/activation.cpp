@@ -60,8 +60,8 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
     const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
-    const float local = 0.5f * (1.0f + t) +
-                        0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
+    const float local =
+        0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
     out[i] = g[i] * local;
   }
 }

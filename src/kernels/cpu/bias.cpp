@@ -10,7 +10,7 @@ namespace colrow::kernels::cpu {
 namespace {
 
 constexpr int64_t kParallelElements = 1 << 15;  // below this, threads cost more than they save
-constexpr int64_t kColumnBlock = 256;            // features per task in the gradient sum
+constexpr int64_t kColumnBlock = 256;           // features per task in the gradient sum
 
 void require_rows_of(const Tensor& y, const Tensor& b, const char* what) {
   if (y.ndim() != 2 || y.stride(1) != 1 || b.ndim() != 1 || !b.is_contiguous() ||

@@ -20,6 +20,8 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
           Tensor& c);
 
 // 2 m n k: the floating-point operations of one such product.
-inline double gemm_flops(int64_t m, int64_t n, int64_t k) { return 2.0 * m * n * k; }
+inline double gemm_flops(int64_t m, int64_t n, int64_t k) {
+  return 2.0 * m * n * k;
+}
 
 }  // namespace colrow::kernels::cpu
