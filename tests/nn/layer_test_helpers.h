@@ -162,4 +162,22 @@ inline void expect_bitwise(const std::string& what, const Tensor& got, const Mat
 }
 
 }  // namespace testing
+// A size tp = 2, 3 or 4 does not divide, with the divisors the error message
+// must offer; nullptr for other tp.
+struct BadSize {
+  int tp;
+  int64_t value;
+  const char* choices;
+};
+
+inline const BadSize* bad_size_for(int tp) {
+  static constexpr BadSize kBadSizes[] = {{2, 27, "{1, 3, 9, 27}"},
+                                          {3, 32, "{1, 2, 4, 8, 16, 32}"},
+                                          {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
+  for (const BadSize& b : kBadSizes) {
+    if (b.tp == tp) return &b;
+  }
+  return nullptr;
+}
+
 }  // namespace colrow

@@ -482,26 +482,13 @@ TEST(ParallelMlpTest, ActivationNamesRoundTrip) {
                       "[mlp] activation (relu) must be one of {gelu, swiglu}.");
 }
 
-// Bad ffn sizes for tp = 2, 3, 4 with the divisors the message must offer.
-struct BadSize {
-  int tp;
-  int64_t value;
-  const char* choices;
-};
-constexpr BadSize kBadSizes[] = {{2, 27, "{1, 3, 9, 27}"},
-                                 {3, 32, "{1, 2, 4, 8, 16, 32}"},
-                                 {4, 30, "{1, 2, 3, 5, 6, 10, 15, 30}"}};
-
 // Constructing at a tp that does not divide ffn: every rank throws the MLP's
 // own ConfigError (not a projection's), before any parameter exists and before
 // any collective, so nothing can hang.
 TEST(ParallelMlpTest, FfnNotDivisibleByTpIsAConfigErrorOnEveryRank) {
   Communicator& tp = world();
   if (tp.size() == 1) GTEST_SKIP() << "every size is divisible by tp = 1";
-  const BadSize* bad = nullptr;
-  for (const BadSize& b : kBadSizes) {
-    if (b.tp == tp.size()) bad = &b;
-  }
+  const BadSize* bad = bad_size_for(tp.size());
   if (bad == nullptr) GTEST_SKIP() << "no bad size listed for tp = " << tp.size();
   const std::string expected = "[mlp] ffn_hidden_size (" + std::to_string(bad->value) +
                                ") must be divisible by tp (" + std::to_string(tp.size()) +
