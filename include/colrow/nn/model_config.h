@@ -1,0 +1,57 @@
+// ModelConfig: the shape of a GPT-style model, from a named preset or a
+// Hugging Face config.json, and validate(config, tp), which checks every
+// divisibility rule tensor parallelism imposes before anything is allocated.
+// Families: gpt2 (LayerNorm, GELU-tanh MLP, learned positions, tied
+// embeddings, biases) and llama (RMSNorm, SwiGLU, RoPE, GQA, no biases).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace colrow {
+
+enum class ModelFamily { kGpt2, kLlama };
+
+const char* to_string(ModelFamily family);
+
+struct ModelConfig {
+  ModelFamily family = ModelFamily::kGpt2;
+  int64_t vocab_size = 0;        // real tokens; the embedding pads it (vocab_multiple x tp)
+  int64_t d_model = 0;
+  int n_layer = 0;
+  int n_head = 0;
+  int n_kv_head = 0;             // == n_head: multi-head; 1: multi-query; else grouped
+  int64_t head_dim = 0;          // d_model / n_head unless the checkpoint says otherwise
+  int64_t ffn_hidden_size = 0;
+  int64_t max_position_embeddings = 0;
+  double norm_eps = 1e-5;
+  double rope_theta = 10000.0;   // llama only
+  bool tie_word_embeddings = true;
+  int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by
+
+  // Parameters of the unsharded model (padding excluded; tied weights once).
+  int64_t parameter_count() const;
+};
+
+// Named shapes: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, llama-7b, and
+// the test sizes gpt2-tiny and llama-tiny. Unknown names are a ConfigError
+// that lists the known ones.
+ModelConfig model_preset(const std::string& name);
+std::vector<std::string> model_preset_names();
+
+// Parses a Hugging Face config.json (text); `source` names the file in
+// errors. model_type selects the family (gpt2, llama). A missing or
+// mistyped field is an InvalidInputError naming the file and the field.
+ModelConfig model_config_from_hf_json(const std::string& text, const std::string& source);
+// Reads and parses `path` (a config.json).
+ModelConfig load_hf_config(const std::string& path);
+// The Hugging Face config.json text for `config` (what a checkpoint saves).
+std::string hf_config_json(const ModelConfig& config);
+
+// Pure and identical on every rank: sizes positive, n_head and the
+// feed-forward width divisible by tp, key/value heads either divisible by tp
+// or replicable (tp a multiple of n_kv_head), n_head a multiple of n_kv_head.
+void validate(const ModelConfig& config, int tp);
+
+}  // namespace colrow
