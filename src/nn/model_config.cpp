@@ -177,14 +177,13 @@ int64_t ModelConfig::parameter_count() const {
                 kv = static_cast<int64_t>(n_kv_head) * head_dim;
   const bool gpt = family == ModelFamily::kGpt2;
   const int64_t attention = d * (q + 2 * kv) + q * d + (gpt ? q + 2 * kv + d : 0);
-  const int64_t mlp = gpt ? 2 * d * ffn_hidden_size + ffn_hidden_size + d
-                          : 3 * d * ffn_hidden_size;
+  const int64_t mlp = gpt ? 2 * d * ffn_hidden_size + ffn_hidden_size + d : 3 * d * ffn_hidden_size;
   const int64_t norms = gpt ? 2 * 2 * d : 2 * d;
   int64_t total = n_layer * (attention + mlp + norms);
-  total += vocab_size * d;                             // token embedding
-  if (gpt) total += max_position_embeddings * d;       // learned positions
-  total += gpt ? 2 * d : d;                            // final norm
-  if (!tie_word_embeddings) total += vocab_size * d;   // separate output head
+  total += vocab_size * d;                            // token embedding
+  if (gpt) total += max_position_embeddings * d;      // learned positions
+  total += gpt ? 2 * d : d;                           // final norm
+  if (!tie_word_embeddings) total += vocab_size * d;  // separate output head
   return total;
 }
 
@@ -193,8 +192,8 @@ ModelConfig model_preset(const std::string& name) {
   if (it != presets().end()) return it->second;
   std::string known;
   for (const std::string& n : model_preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw ConfigError("[config] model (" + name + ") is not a known preset. Choose one of {" +
-                    known + "} or pass a directory with a config.json.");
+  throw ConfigError("[config] model (" + name + ") is not a known preset. Choose one of {" + known +
+                    "} or pass a directory with a config.json.");
 }
 
 std::vector<std::string> model_preset_names() {
@@ -296,7 +295,8 @@ void validate(const ModelConfig& c, int tp) {
     throw ConfigError("[config] n_kv_head (" + std::to_string(c.n_kv_head) + ") and tp (" +
                       std::to_string(tp) +
                       "): tp must divide n_kv_head or be a multiple of it (to replicate key/value "
-                      "heads). Choose tp in " + choices(valid) + ".");
+                      "heads). Choose tp in " +
+                      choices(valid) + ".");
   }
   require_divisible("config", "ffn_hidden_size", c.ffn_hidden_size, tp);
 }

@@ -99,8 +99,9 @@ TEST(ModelConfigTest, MissingFieldNamesFileAndField) {
                                   "n_layer": 1, "n_positions": 4})",
                               "ckpt/config.json");
   });
-  EXPECT_EQ(m, "[config] ckpt/config.json: field n_head is missing. Add it, as Hugging Face's "
-               "config.json has it.");
+  EXPECT_EQ(m,
+            "[config] ckpt/config.json: field n_head is missing. Add it, as Hugging Face's "
+            "config.json has it.");
 }
 
 TEST(ModelConfigTest, WrongTypeNamesFileFieldAndValue) {
@@ -113,15 +114,17 @@ TEST(ModelConfigTest, WrongTypeNamesFileFieldAndValue) {
 }
 
 TEST(ModelConfigTest, InvalidJsonAndUnknownTypeAndMissingFile) {
-  EXPECT_NE(message_of([] { model_config_from_hf_json("{not json", "a.json"); })
-                .find("[config] a.json is not valid JSON"),
+  EXPECT_NE(message_of([] {
+              model_config_from_hf_json("{not json", "a.json");
+            }).find("[config] a.json is not valid JSON"),
             std::string::npos);
   EXPECT_EQ(message_of([] { model_config_from_hf_json("[1, 2]", "a.json"); }),
             "[config] a.json must hold a JSON object.");
   EXPECT_EQ(message_of([] { model_config_from_hf_json(R"({"model_type": "bert"})", "a.json"); }),
             "[config] a.json: model_type (bert) must be one of {gpt2, llama}.");
-  EXPECT_NE(message_of([] { load_hf_config("/nonexistent/config.json"); })
-                .find("[config] cannot read /nonexistent/config.json"),
+  EXPECT_NE(message_of([] {
+              load_hf_config("/nonexistent/config.json");
+            }).find("[config] cannot read /nonexistent/config.json"),
             std::string::npos);
 }
 

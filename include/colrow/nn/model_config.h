@@ -17,16 +17,16 @@ const char* to_string(ModelFamily family);
 
 struct ModelConfig {
   ModelFamily family = ModelFamily::kGpt2;
-  int64_t vocab_size = 0;        // real tokens; the embedding pads it (vocab_multiple x tp)
+  int64_t vocab_size = 0;  // real tokens; the embedding pads it (vocab_multiple x tp)
   int64_t d_model = 0;
   int n_layer = 0;
   int n_head = 0;
-  int n_kv_head = 0;             // == n_head: multi-head; 1: multi-query; else grouped
-  int64_t head_dim = 0;          // d_model / n_head unless the checkpoint says otherwise
+  int n_kv_head = 0;     // == n_head: multi-head; 1: multi-query; else grouped
+  int64_t head_dim = 0;  // d_model / n_head unless the checkpoint says otherwise
   int64_t ffn_hidden_size = 0;
   int64_t max_position_embeddings = 0;
   double norm_eps = 1e-5;
-  double rope_theta = 10000.0;   // llama only
+  double rope_theta = 10000.0;  // llama only
   bool tie_word_embeddings = true;
   int64_t vocab_multiple = 128;  // Megatron's make-vocab-size-divisible-by
 
