@@ -7,13 +7,16 @@
 namespace colrow {
 namespace {
 
-LinearSpec projection(const MlpConfig& c, const std::string& suffix, int64_t in, int64_t out) {
+LinearSpec projection(const MlpConfig& c, const std::string& suffix, int64_t in, int64_t out,
+                      bool output = false) {
   LinearSpec spec;
   spec.name = c.name + "." + suffix;
   spec.in_features = in;
   spec.out_features = out;
   spec.bias = c.bias;
   spec.seed = c.seed;
+  spec.weight_init = output && c.output_init ? c.output_init : c.weight_init;
+  spec.bias_init = c.bias_init;
   return spec;
 }
 

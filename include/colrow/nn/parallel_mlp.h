@@ -29,6 +29,11 @@ struct MlpConfig {
   Activation activation = Activation::kGelu;
   bool bias = true;
   uint64_t seed = 0;
+  // Unset: nn.Linear's default (linear_spec.h). output_init: the down
+  // projection's weight, which writes into the residual stream.
+  std::optional<Init> weight_init;
+  std::optional<Init> bias_init;
+  std::optional<Init> output_init;
 };
 
 // Pure, identical on every rank, before any allocation: sizes positive and
