@@ -1,0 +1,46 @@
+// LayerNorm (torch.nn.LayerNorm over the last dim; GPT-2's ln_1, ln_2, ln_f):
+//   x: [tokens, d] -> y = (x - mean) / sqrt(var + eps) * weight + bias: [tokens, d]
+// weight (ones) and bias (zeros) are replicated over tp. Every rank of a tp group
+// normalizes the same replicated x and receives the same replicated dy, so every
+// rank computes the same gradients: no collective, forward or backward. (Under
+// sequence parallelism each rank would hold only its tokens and these gradients
+// would become partial sums; that all-reduce belongs here when SP arrives.)
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "colrow/nn/parameter.h"
+
+namespace colrow {
+
+class LayerNorm {
+ public:
+  // Throws ConfigError unless d >= 1 and eps is finite and >= 0. The seed is
+  // unused by the constant initializers; it is taken so every layer builds alike.
+  LayerNorm(const std::string& name, int64_t d, float eps = 1e-5f, uint64_t seed = 0);
+
+  // x: [tokens, d]; x must stay unchanged until backward.
+  const Tensor& forward(const Tensor& x);
+  // dy: [tokens, d] -> dx: [tokens, d]; accumulates weight and bias gradients.
+  const Tensor& backward(const Tensor& dy);
+
+  Parameter& weight() { return weight_; }
+  Parameter& bias() { return bias_; }
+  std::vector<Parameter*> parameters() { return {&weight_, &bias_}; }
+  int64_t d() const { return d_; }
+  float eps() const { return eps_; }
+
+ private:
+  int64_t d_;
+  float eps_;
+  Parameter weight_;  // [d], replicated, ones
+  Parameter bias_;    // [d], replicated, zeros
+  Tensor x_;          // [tokens, d]: the caller's input, read by backward
+  Tensor y_;          // [tokens, d]
+  Tensor mean_;       // [tokens]
+  Tensor rstd_;       // [tokens]
+  Tensor dx_;         // [tokens, d]
+};
+
+}  // namespace colrow

@@ -1,0 +1,89 @@
+// VocabParallelCrossEntropy (Megatron's vocab_parallel_cross_entropy, fixed):
+// softmax cross-entropy over logits that stay split by vocabulary columns,
+// rank r holding classes [r*V_pad/tp, (r+1)*V_pad/tp).
+//   forward:  logits_local: [tokens, V_pad/tp], targets: [tokens] (replicated)
+//             -> losses: [tokens] and their mean (replicated)
+//   backward: -> dlogits_local: [tokens, V_pad/tp], formed locally
+// Collectives: forward exactly three small all-reduces over tp (the row max
+// [tokens], the sum of exps [tokens], the target logit packed with the sum of
+// logits [tokens, 2] when smoothing), never an all-gather of logits; backward none.
+// Fixes against Megatron: padded classes (>= vocab_size) are masked out (they
+// get no probability and no gradient); label smoothing follows PyTorch exactly,
+//   loss = (1 - a) CE + a mean_{j < V}(-log p_j),
+// with the mean over all real classes reduced over tp; every rank computes the
+// loss from the reduced values only, so all ranks hold the same bits (and every
+// tp the same loss up to fp32 rounding of the partial sums).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "colrow/core/tensor.h"
+#include "colrow/dist/communicator.h"
+
+namespace colrow {
+
+struct CrossEntropyOutput {
+  Tensor losses;        // [tokens]: per-token loss, 0 where target == ignore_index (a view
+                        // of the layer's buffer, valid until the next forward)
+  float mean = 0.0f;    // over the counted tokens, as PyTorch's reduction='mean';
+                        // NaN when every token is ignored (as PyTorch)
+  int64_t counted = 0;  // tokens whose target is not ignore_index
+};
+
+// Pure, identical on every rank: the vocabulary sizes as validate_vocab_sizes
+// (vocab_parallel_embedding.h) and 0 <= label_smoothing <= 1.
+void validate_cross_entropy(int64_t vocab_size, int64_t padded_vocab_size, int tp,
+                            float label_smoothing);
+
+class VocabParallelCrossEntropy {
+ public:
+  VocabParallelCrossEntropy(Communicator& tp, int64_t vocab_size, int64_t padded_vocab_size,
+                            float label_smoothing = 0.0f, int32_t ignore_index = -100);
+
+  // logits_local: [tokens, padded_vocab_size/tp], my classes; must stay
+  // unchanged until backward. targets: [tokens], each in [0, vocab_size) or
+  // ignore_index, else InvalidInputError naming the first bad target and its
+  // position, thrown before any collective and alike on every rank.
+  CrossEntropyOutput forward(const Tensor& logits_local, const std::vector<int32_t>& targets);
+
+  // dlogits_local: [tokens, padded_vocab_size/tp] = dloss_t * d loss_t / d logits_t
+  //   = dloss_t (softmax - (1 - a) onehot(target) - a / V) on real classes,
+  // zero on padded classes and ignored rows. Three ways to give dloss_t:
+  const Tensor& backward();                     // the mean's gradient: 1 / counted
+  const Tensor& backward(float grad_scale);     // the same scale for every token
+  const Tensor& backward(const Tensor& dloss);  // dloss: [tokens], per token
+
+  int64_t vocab_size() const { return vocab_size_; }
+  int64_t padded_vocab_size() const { return padded_vocab_size_; }
+  int64_t vocab_start() const { return vocab_start_; }  // my first class
+  int64_t vocab_size_local() const { return vocab_size_local_; }
+  float label_smoothing() const { return label_smoothing_; }
+  int32_t ignore_index() const { return ignore_index_; }
+
+ private:
+  const Tensor& backward_scaled(const float* dloss, float uniform_scale);
+
+  Communicator& tp_;
+  int64_t vocab_size_;
+  int64_t padded_vocab_size_;
+  float label_smoothing_;
+  int32_t ignore_index_;
+  int64_t vocab_size_local_;
+  int64_t vocab_start_;
+  int64_t real_local_;  // my classes below vocab_size: columns [0, real_local_) are real
+
+  Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
+  std::vector<int32_t> targets_;  // [tokens]
+  int64_t counted_ = 0;
+  std::vector<float> local_max_;           // [tokens]: max over my real classes
+  std::vector<double> local_sum_exp_;      // [tokens]: sum_j exp(x_j - local max), mine
+  std::vector<double> local_sum_shifted_;  // [tokens]: sum_j (x_j - local max), mine
+  Tensor max_;                             // [tokens]: row max over the real classes (all-reduced)
+  Tensor sum_exp_;  // [tokens]: sum_j exp(x_j - max) over the real classes (all-reduced)
+  Tensor target_;   // [tokens] or [tokens, 2]: x_target - max (and sum_j (x_j - max))
+  Tensor losses_;   // [tokens]
+  Tensor dlogits_;  // [tokens, V_pad/tp]
+};
+
+}  // namespace colrow

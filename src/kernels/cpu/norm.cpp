@@ -1,0 +1,222 @@
+// LayerNorm and RMSNorm kernels: OpenMP over tokens for the activations, over
+// blocks of features for the parameter gradients (each task owns its features
+// and walks every token, so no two threads write one element and the sum order
+// does not depend on the thread count).
+#include "kernels/cpu/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "colrow/core/error.h"
+
+namespace colrow::kernels::cpu {
+namespace {
+
+constexpr int64_t kParallelElements = 1 << 15;  // below this, threads cost more than they save
+constexpr int64_t kColumnBlock = 64;            // features per task in the gradient sums
+
+// t: [tokens, d] with a contiguous last dim.
+void require_rows(const Tensor& t, int64_t tokens, int64_t d, const char* kernel,
+                  const char* what) {
+  if (t.ndim() != 2 || t.size(0) != tokens || t.size(1) != d || (d > 1 && t.stride(1) != 1)) {
+    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
+                        shape_to_string(t.shape()) + " must be [" + std::to_string(tokens) + ", " +
+                        std::to_string(d) + "] with contiguous rows");
+  }
+}
+
+// t: [n], contiguous.
+void require_vector(const Tensor& t, int64_t n, const char* kernel, const char* what) {
+  if (t.ndim() != 1 || t.size(0) != n || !t.is_contiguous()) {
+    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
+                        shape_to_string(t.shape()) + " must be [" + std::to_string(n) + "]");
+  }
+}
+
+void require_2d(const Tensor& x, const char* kernel) {
+  if (x.ndim() != 2) {
+    throw InternalError(std::string("[norm] ") + kernel + ": x " + shape_to_string(x.shape()) +
+                        " must be [tokens, d]");
+  }
+}
+
+}  // namespace
+
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd) {
+  const char* k = "layer_norm_forward";
+  require_2d(x, k);
+  const int64_t tokens = x.size(0), d = x.size(1);
+  require_rows(x, tokens, d, k, "x");
+  require_rows(y, tokens, d, k, "y");
+  require_vector(gamma, d, k, "gamma");
+  require_vector(beta, d, k, "beta");
+  require_vector(mean, tokens, k, "mean");
+  require_vector(rstd, tokens, k, "rstd");
+  const int64_t ldx = x.row_stride(), ldy = y.row_stride();
+  const float *in = x.data(), *g = gamma.data(), *b = beta.data();
+  float *out = y.data(), *mean_out = mean.data(), *rstd_out = rstd.data();
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* xr = in + t * ldx;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < d; ++j) sum += xr[j];
+    const double mu = sum / static_cast<double>(d);
+    // Second pass about the mean: no cancellation when |mean| >> std.
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < d; ++j) {
+      const double c = xr[j] - mu;
+      sq += c * c;
+    }
+    const float m = static_cast<float>(mu);
+    const float r = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
+    mean_out[t] = m;
+    rstd_out[t] = r;
+    float* yr = out + t * ldy;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - m) * r * g[j] + b[j];
+  }
+}
+
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta) {
+  const char* k = "layer_norm_backward";
+  require_2d(x, k);
+  const int64_t tokens = x.size(0), d = x.size(1);
+  require_rows(x, tokens, d, k, "x");
+  require_rows(dy, tokens, d, k, "dy");
+  require_rows(dx, tokens, d, k, "dx");
+  require_vector(gamma, d, k, "gamma");
+  require_vector(mean, tokens, k, "mean");
+  require_vector(rstd, tokens, k, "rstd");
+  require_vector(dgamma, d, k, "dgamma");
+  require_vector(dbeta, d, k, "dbeta");
+  const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
+  const float *in = x.data(), *g = gamma.data(), *grad = dy.data();
+  const float *mean_in = mean.data(), *rstd_in = rstd.data();
+  float* dx_out = dx.data();
+  const double inv_d = 1.0 / static_cast<double>(d);
+
+  // dx: rows are independent.
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *xr = in + t * ldx, *dyr = grad + t * lddy;
+    const float m = mean_in[t], r = rstd_in[t];
+    double sum_g = 0.0, sum_gx = 0.0;
+#pragma omp simd reduction(+ : sum_g, sum_gx)
+    for (int64_t j = 0; j < d; ++j) {
+      const float gj = dyr[j] * g[j];
+      const float xhat = (xr[j] - m) * r;
+      sum_g += gj;
+      sum_gx += static_cast<double>(gj) * xhat;
+    }
+    const float mean_g = static_cast<float>(sum_g * inv_d);
+    const float mean_gx = static_cast<float>(sum_gx * inv_d);
+    float* dxr = dx_out + t * lddx;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) {
+      const float xhat = (xr[j] - m) * r;
+      dxr[j] = r * (dyr[j] * g[j] - mean_g - xhat * mean_gx);
+    }
+  }
+
+  // dgamma, dbeta: sums over tokens, one feature block per task.
+  float *dg = dgamma.data(), *db = dbeta.data();
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kColumnBlock, n = std::min(d, j0 + kColumnBlock) - j0;
+    double sum_gamma[kColumnBlock] = {}, sum_beta[kColumnBlock] = {};
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float *xr = in + t * ldx + j0, *dyr = grad + t * lddy + j0;
+      const float m = mean_in[t], r = rstd_in[t];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        const float xhat = (xr[j] - m) * r;
+        sum_gamma[j] += static_cast<double>(dyr[j]) * xhat;
+        sum_beta[j] += dyr[j];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      dg[j0 + j] += static_cast<float>(sum_gamma[j]);
+      db[j0 + j] += static_cast<float>(sum_beta[j]);
+    }
+  }
+}
+
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+  const char* k = "rms_norm_forward";
+  require_2d(x, k);
+  const int64_t tokens = x.size(0), d = x.size(1);
+  require_rows(x, tokens, d, k, "x");
+  require_rows(y, tokens, d, k, "y");
+  require_vector(weight, d, k, "weight");
+  require_vector(rstd, tokens, k, "rstd");
+  const int64_t ldx = x.row_stride(), ldy = y.row_stride();
+  const float *in = x.data(), *w = weight.data();
+  float *out = y.data(), *rstd_out = rstd.data();
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* xr = in + t * ldx;
+    double sq = 0.0;
+#pragma omp simd reduction(+ : sq)
+    for (int64_t j = 0; j < d; ++j) sq += static_cast<double>(xr[j]) * xr[j];
+    const float r = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
+    rstd_out[t] = r;
+    float* yr = out + t * ldy;
+    // HF order: weight * (x * rsqrt(mean(x^2) + eps)).
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) yr[j] = w[j] * (xr[j] * r);
+  }
+}
+
+void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                       Tensor& dx, Tensor& dweight) {
+  const char* k = "rms_norm_backward";
+  require_2d(x, k);
+  const int64_t tokens = x.size(0), d = x.size(1);
+  require_rows(x, tokens, d, k, "x");
+  require_rows(dy, tokens, d, k, "dy");
+  require_rows(dx, tokens, d, k, "dx");
+  require_vector(weight, d, k, "weight");
+  require_vector(rstd, tokens, k, "rstd");
+  require_vector(dweight, d, k, "dweight");
+  const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
+  const float *in = x.data(), *w = weight.data(), *grad = dy.data(), *rstd_in = rstd.data();
+  float* dx_out = dx.data();
+  const double inv_d = 1.0 / static_cast<double>(d);
+
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *xr = in + t * ldx, *dyr = grad + t * lddy;
+    const float r = rstd_in[t];
+    double sum_gx = 0.0;
+#pragma omp simd reduction(+ : sum_gx)
+    for (int64_t j = 0; j < d; ++j) sum_gx += static_cast<double>(dyr[j] * w[j]) * (xr[j] * r);
+    const float mean_gx = static_cast<float>(sum_gx * inv_d);
+    float* dxr = dx_out + t * lddx;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) dxr[j] = r * (dyr[j] * w[j] - (xr[j] * r) * mean_gx);
+  }
+
+  float* dw = dweight.data();
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kColumnBlock, n = std::min(d, j0 + kColumnBlock) - j0;
+    double sum[kColumnBlock] = {};
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float *xr = in + t * ldx + j0, *dyr = grad + t * lddy + j0;
+      const float r = rstd_in[t];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) sum[j] += static_cast<double>(dyr[j]) * (xr[j] * r);
+    }
+    for (int64_t j = 0; j < n; ++j) dw[j0 + j] += static_cast<float>(sum[j]);
+  }
+}
+
+}  // namespace colrow::kernels::cpu

@@ -1,0 +1,68 @@
+// RMSNorm: replicated weight, no collectives (see the header).
+#include "colrow/nn/rms_norm.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/norm.h"
+
+namespace colrow {
+namespace {
+
+std::string format(float value) {
+  std::ostringstream s;
+  s << value;
+  return s.str();
+}
+
+int64_t validated_d(const std::string& name, int64_t d, float eps) {
+  if (d < 1) {
+    throw ConfigError("[rms_norm] " + name + ".d (" + std::to_string(d) + ") must be positive.");
+  }
+  if (!(std::isfinite(eps) && eps >= 0.0f)) {
+    throw ConfigError("[rms_norm] " + name + ".eps (" + format(eps) +
+                      ") must be finite and >= 0. Use 1e-6 or 1e-5 (the model's rms_norm_eps).");
+  }
+  return d;
+}
+
+void require_tokens_by(const Tensor& t, int64_t d, const std::string& name, const char* what) {
+  if (t.ndim() != 2 || t.size(1) != d) {
+    throw InternalError("[rms_norm] " + name + ": " + what + " " + shape_to_string(t.shape()) +
+                        " must be [tokens, " + std::to_string(d) + "]");
+  }
+}
+
+}  // namespace
+
+RMSNorm::RMSNorm(const std::string& name, int64_t d, float eps, uint64_t seed)
+    : d_(validated_d(name, d, eps)),
+      eps_(eps),
+      weight_(name + ".weight", ShardSpec::replicated({d}), Init::ones(), seed) {}
+
+const Tensor& RMSNorm::forward(const Tensor& x) {
+  // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
+  require_tokens_by(x, d_, weight_.name, "x");
+  const int64_t tokens = x.size(0);
+  x_ = x;
+  ensure_shape(y_, {tokens, d_});
+  ensure_shape(rstd_, {tokens});
+  kernels::cpu::rms_norm_forward(x_, weight_.value, eps_, y_, rstd_);
+  return y_;
+}
+
+const Tensor& RMSNorm::backward(const Tensor& dy) {
+  // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
+  // weight gradient, so none is reduced.
+  require_tokens_by(dy, d_, weight_.name, "dy");
+  if (dy.size(0) != x_.size(0)) {
+    throw InternalError("[rms_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
+                        " must match the forward input " + shape_to_string(x_.shape()));
+  }
+  ensure_shape(dx_, dy.shape());
+  kernels::cpu::rms_norm_backward(x_, weight_.value, rstd_, dy, dx_, weight_.grad);
+  return dx_;
+}
+
+}  // namespace colrow
