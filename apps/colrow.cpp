@@ -1,4 +1,4 @@
-// colrow: the command-line tool. Verbs so far: bench mlp. Run under mpirun;
+// colrow: the command-line tool. Verbs so far: eval, bench mlp. Run under mpirun;
 // every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench_mlp.h"
+#include "eval.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
@@ -53,6 +54,24 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
   mlp->add_flag("--json", o.json, "Print one JSON object instead of text");
 }
 
+void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
+  CLI::App* eval = app.add_subcommand(
+      "eval", "Mean cross-entropy and perplexity of a checkpoint over a token file");
+  eval->add_option("--model", o.model, "Checkpoint directory (config.json + model.safetensors)")
+      ->required();
+  eval->add_option("--tokens", o.tokens, "Token file: uint16 ids, raw or with llm.c's header")
+      ->required();
+  eval->add_option("--seq-len", o.seq_len, "Window length T")->required();
+  eval->add_option("--batch", o.batch, "Windows per forward pass per dp rank")
+      ->capture_default_str();
+  eval->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+      ->capture_default_str();
+  eval->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
+  eval->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  eval->add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,6 +83,8 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   colrow::apps::MlpBenchOptions mlp_options;
   add_bench_mlp(*bench, mlp_options);
+  colrow::apps::EvalOptions eval_options;
+  add_eval(app, eval_options);
 
   try {
     try {
@@ -76,6 +97,7 @@ int main(int argc, char** argv) {
       throw colrow::ConfigError("[cli] " + std::string(e.what()) + ". Run 'colrow --help'.");
     }
     if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, mpi);
+    if (app.got_subcommand("eval")) return colrow::apps::run_eval(eval_options, mpi);
     return 0;
   } catch (const std::exception& e) {
     return fail(mpi, e.what());

@@ -13,12 +13,19 @@ namespace {
 
 using kernels::cpu::Trans;
 
-ShardSpec rows_of(const Shape& full, int tp_rank, int tp_size) {
-  return {full, /*dim=*/0, tp_rank, tp_size};
+ShardSpec rows_of(const Shape& full, OutputBlock block) {
+  return {full, /*dim=*/0, block.index, block.count};
 }
 
-const LinearSpec& validated(const LinearSpec& spec, int tp) {
-  require_divisible("column_parallel_linear", spec.name + ".out_features", spec.out_features, tp);
+const LinearSpec& validated(const LinearSpec& spec, int tp, OutputBlock block) {
+  if (block.count == tp) {
+    require_divisible("column_parallel_linear", spec.name + ".out_features", spec.out_features, tp);
+  } else if (block.count < 1 || spec.out_features % block.count != 0) {
+    throw ConfigError("[column_parallel_linear] " + spec.name + ".out_features (" +
+                      std::to_string(spec.out_features) +
+                      ") must be divisible by the block count (" + std::to_string(block.count) +
+                      ").");
+  }
   return spec;
 }
 
@@ -26,15 +33,22 @@ const LinearSpec& validated(const LinearSpec& spec, int tp) {
 
 ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& spec,
                                            bool gather_output)
+    : ColumnParallelLinear(tp, spec, gather_output, OutputBlock{tp.rank(), tp.size()}) {}
+
+ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& spec,
+                                           OutputBlock block)
+    : ColumnParallelLinear(tp, spec, /*gather_output=*/false, block) {}
+
+ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& spec,
+                                           bool gather_output, OutputBlock block)
     : tp_(tp),
-      spec_(validated(spec, tp.size())),
+      spec_(validated(spec, tp.size(), block)),
       gather_output_(gather_output),
-      out_features_local_(spec.out_features / tp.size()),
-      weight_(spec.name + ".weight",
-              rows_of({spec.out_features, spec.in_features}, tp.rank(), tp.size()),
+      out_features_local_(spec.out_features / block.count),
+      weight_(spec.name + ".weight", rows_of({spec.out_features, spec.in_features}, block),
               spec.resolved_weight_init(), spec.seed) {
   if (spec.bias) {
-    bias_.emplace(spec.name + ".bias", rows_of({spec.out_features}, tp.rank(), tp.size()),
+    bias_.emplace(spec.name + ".bias", rows_of({spec.out_features}, block),
                   spec.resolved_bias_init(), spec.seed);
   }
 }

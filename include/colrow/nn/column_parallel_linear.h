@@ -12,10 +12,27 @@
 
 namespace colrow {
 
+// The block of the weight's output rows a rank holds: part `index` of `count`
+// equal parts along dim 0. Megatron's layout is {tp_rank, tp_size}. Attention
+// with fewer KV heads than ranks (tp > n_kv_head) replicates each KV head over
+// tp / n_kv_head ranks: k_proj and v_proj then hold {kv head, n_kv_head}, the
+// same block on every rank of a replica group.
+struct OutputBlock {
+  int index = 0;
+  int count = 1;
+};
+
 class ColumnParallelLinear {
  public:
   // Throws ConfigError (before allocating) unless out_features % tp == 0.
   ColumnParallelLinear(Communicator& tp, const LinearSpec& spec, bool gather_output = false);
+  // Holds the rows `block` instead of {tp_rank, tp_size} (no gather_output);
+  // ConfigError unless out_features % block.count == 0. backward() still
+  // all-reduces dx over tp, which is the whole dx when every rank's dy is its
+  // own share of the gradient (replicas see different query heads). Weight
+  // and bias gradients of a replicated block are then partial over its
+  // replicas; the caller sums them (ParallelAttention does).
+  ColumnParallelLinear(Communicator& tp, const LinearSpec& spec, OutputBlock block);
 
   // x must stay unchanged until backward (it is read for the weight gradient).
   const Tensor& forward(const Tensor& x);
@@ -34,6 +51,9 @@ class ColumnParallelLinear {
   const LinearSpec& spec() const { return spec_; }
 
  private:
+  ColumnParallelLinear(Communicator& tp, const LinearSpec& spec, bool gather_output,
+                       OutputBlock block);
+
   Communicator& tp_;
   LinearSpec spec_;
   bool gather_output_;

@@ -1,0 +1,26 @@
+// `colrow eval`: the mean cross-entropy and perplexity of a checkpoint over the
+// consecutive, non-overlapping windows of a token file, at any tp x dp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "colrow/dist/mpi_communicator.h"
+
+namespace colrow::apps {
+
+struct EvalOptions {
+  std::string model;   // checkpoint directory: config.json + model.safetensors
+  std::string tokens;  // token file (raw uint16, or llm.c's header)
+  int64_t seq_len = 0;
+  int64_t batch = 4;  // windows per forward pass, per dp rank
+  int tp = 0;         // 0: world size / dp
+  int dp = 1;
+  int threads = 0;  // per rank; 0: cores / ranks on the node
+  bool json = false;
+};
+
+// Returns the process exit status.
+int run_eval(const EvalOptions& options, MpiSession& mpi);
+
+}  // namespace colrow::apps

@@ -1,0 +1,44 @@
+// Checkpoints: a directory with config.json and model.safetensors, unsharded,
+// with Hugging Face's tensor names and layouts, loadable at any tp. Each rank
+// reads and writes only its own slices (io/safetensors.h); nothing gathers a
+// whole tensor.
+//   gpt2:  wte, wpe, h.N.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+//          mlp.c_proj}, ln_f (read with or without "transformer."); c_attn,
+//          c_proj, c_fc are Conv1D, stored [in, out]; c_attn holds Q, K, V as
+//          three blocks of its output dim.
+//   llama: model.embed_tokens, model.layers.N.{input_layernorm,
+//          self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+//          mlp.{gate,up,down}_proj}, model.norm, lm_head ([out, in]).
+// The padded vocabulary rows are not in the file: zero on load, dropped on save.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "colrow/dist/communicator.h"
+#include "colrow/nn/gpt_model.h"
+
+namespace colrow {
+
+// Where one colrow parameter lives in a Hugging Face file.
+struct CheckpointBinding {
+  Parameter* parameter = nullptr;
+  std::string file_name;    // without gpt2's optional "transformer." prefix
+  Shape file_shape;         // as stored in the file
+  bool transposed = false;  // Conv1D: the file holds the transpose of colrow's [out, in]
+  int64_t row_offset = 0;   // colrow rows before this parameter in a fused tensor (c_attn)
+};
+
+// The bindings of every parameter of `model`, in parameters() order.
+std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model);
+
+// Reads dir/model.safetensors into `model` (its config must match the file's
+// shapes). Every rank reads its own slices; no communication.
+void load_checkpoint(GptModel& model, const std::string& dir);
+
+// Writes dir/config.json and dir/model.safetensors (F32), each through a
+// temporary name and a rename, so a failure never damages a checkpoint
+// already in dir. Collective over `tp`; call it on one dp replica only.
+void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp);
+
+}  // namespace colrow

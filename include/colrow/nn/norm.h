@@ -1,0 +1,35 @@
+// Norm: the normalization a model family uses, behind one type: LayerNorm
+// (gpt2: weight and bias) or RMSNorm (llama: weight only). Replicated
+// parameters, no communication (see layer_norm.h, rms_norm.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "colrow/nn/layer_norm.h"
+#include "colrow/nn/model_config.h"
+#include "colrow/nn/rms_norm.h"
+
+namespace colrow {
+
+class Norm {
+ public:
+  // name: the parameter prefix ("h.0.ln_1", "model.layers.0.input_layernorm").
+  Norm(const ModelConfig& config, const std::string& name, uint64_t seed);
+
+  // x: [tokens, d_model] -> [tokens, d_model]; x must stay unchanged until backward.
+  const Tensor& forward(const Tensor& x) { return layer_ ? layer_->forward(x) : rms_->forward(x); }
+  const Tensor& backward(const Tensor& dy) {
+    return layer_ ? layer_->backward(dy) : rms_->backward(dy);
+  }
+  std::vector<Parameter*> parameters() {
+    return layer_ ? layer_->parameters() : rms_->parameters();
+  }
+
+ private:
+  std::unique_ptr<LayerNorm> layer_;
+  std::unique_ptr<RMSNorm> rms_;
+};
+
+}  // namespace colrow

@@ -1,0 +1,104 @@
+// ParallelAttention (Megatron's ParallelAttention; HF's GPT2Attention and
+// LlamaAttention): causal multi-head self-attention with GQA/MQA and optional
+// RoPE, split over tp by heads. q_proj, k_proj, v_proj are column-parallel
+// (rank r owns query heads [r NH/tp, (r+1) NH/tp) and the KV heads they use),
+// attention is head-local, o_proj is row-parallel on the local heads.
+//   x: [batch*seq, d_model] (replicated, token-major) -> y: [batch*seq, d_model] (replicated)
+// Collectives: one all-reduce forward (o_proj, [g fwd]) and one backward (the
+// summed dx of q/k/v, [f bwd]). With tp > n_kv_head each KV head is replicated
+// over tp / n_kv_head ranks, and backward adds one all-reduce per k_proj and
+// v_proj parameter over that replica group.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "colrow/dist/communicator.h"
+#include "colrow/nn/column_parallel_linear.h"
+#include "colrow/nn/parameter.h"
+#include "colrow/nn/row_parallel_linear.h"
+
+namespace colrow {
+
+struct AttentionConfig {
+  // Parameter-name prefix: name + ".q_proj", ".k_proj", ".v_proj", ".o_proj"
+  // (+ ".weight" / ".bias"), HF LLaMA's names.
+  std::string name = "attn";
+  int64_t d_model = 0;
+  int n_head = 0;
+  int n_kv_head = 0;     // 0: n_head (MHA, HF's default); 1: MQA; otherwise GQA
+  int64_t head_dim = 0;  // 0: d_model / n_head
+  bool bias = true;      // GPT-2: q/k/v/o biases; LLaMA: none
+  bool rope = false;     // LLaMA: rotary embedding on q and k
+  double rope_theta = 10000.0;
+  uint64_t seed = 0;
+  // Default to nn.Linear's, Init::linear_default(fan-in of each projection),
+  // as LinearSpec's do (GPT-2 uses normal(0.02) weights and zero biases).
+  std::optional<Init> weight_init;
+  std::optional<Init> bias_init;
+  // o_proj's weight, which writes into the residual stream (unset: weight_init).
+  std::optional<Init> output_init;
+};
+
+// Pure, identical on every rank, before any allocation or collective. Sizes
+// positive; head_dim given or d_model % n_head == 0; n_head % n_kv_head == 0;
+// an even head_dim and rope_theta > 0 with rope; n_head % tp == 0; and tp
+// divides n_kv_head or is a multiple of it. ConfigError naming both numbers
+// and the tp degrees that would work.
+void validate(const AttentionConfig& config, int tp);
+
+class ParallelAttention {
+ public:
+  // Validates, then builds the projections; when tp > n_kv_head, splits tp
+  // into KV replica groups (a collective on every rank of tp).
+  ParallelAttention(Communicator& tp, const AttentionConfig& config);
+
+  // x: [batch*seq, d_model], sequence b in rows [b*seq, (b+1)*seq); it must
+  // stay unchanged until backward. Returns y: [batch*seq, d_model].
+  const Tensor& forward(const Tensor& x, int64_t batch, int64_t seq);
+  // dy: [batch*seq, d_model] (replicated). Accumulates every parameter
+  // gradient (complete, replicas summed); returns dx (whole on every rank).
+  const Tensor& backward(const Tensor& dy);
+
+  // q_proj, k_proj, v_proj, o_proj: weight then bias (when present).
+  std::vector<Parameter*> parameters();
+  // The configuration with n_kv_head and head_dim filled in.
+  const AttentionConfig& config() const { return config_; }
+  int n_head_local() const { return n_head_local_; }
+  int n_kv_head_local() const { return n_kv_head_local_; }
+  // The ranks sharing this rank's KV head (null unless tp > n_kv_head).
+  Communicator* kv_replica_group() { return kv_replicas_.get(); }
+  // The last forward's attention probabilities: [batch, n_head_local, seq, seq].
+  const Tensor& probabilities() const { return probs_; }
+
+ private:
+  // k_proj weight, bias, v_proj weight, bias (null where there is no bias).
+  std::array<Parameter*, 4> kv_parameters();
+
+  Communicator& tp_;
+  AttentionConfig config_;
+  int n_head_local_;
+  int n_kv_head_local_;
+  std::unique_ptr<Communicator> kv_replicas_;
+  ColumnParallelLinear q_proj_;  // [n_head*hd, d_model] split by query heads
+  ColumnParallelLinear k_proj_;  // [n_kv_head*hd, d_model] split (or replicated) by KV heads
+  ColumnParallelLinear v_proj_;  // likewise
+  RowParallelLinear o_proj_;     // [d_model, n_head*hd] split by query heads
+  // Replicated KV heads: the gradients accumulated before this backward, by
+  // kv_parameters() position.
+  std::array<Tensor, 4> kv_grad_stash_;
+  int64_t batch_ = 0, seq_ = 0;
+  Tensor cos_, sin_;      // RoPE table: [seq, hd/2]
+  Tensor q_rot_, k_rot_;  // q, k after RoPE: [tokens, heads_local*hd]
+  Tensor probs_;          // [batch, n_head_local, seq, seq]
+  Tensor attn_out_;       // [tokens, n_head_local*hd]: o_proj's input
+  Tensor dq_, dk_, dv_;   // [tokens, heads_local*hd]
+  Tensor scratch_;        // attention backward's per-thread [seq, seq] blocks
+  Tensor dx_;             // [tokens, d_model]
+};
+
+}  // namespace colrow

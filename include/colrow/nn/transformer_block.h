@@ -1,0 +1,52 @@
+// TransformerBlock: one pre-norm decoder block, as GPT-2 and LLaMA build it:
+//   h = x + attention(norm_1(x))
+//   y = h + mlp(norm_2(h))
+// Tensor parallel inside attention and MLP: 2 all-reduces of [tokens, d_model]
+// forward (the row-parallel outputs) and 2 backward (the column-parallel
+// input gradients); norms and residuals are replicated and communicate nothing.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "colrow/dist/communicator.h"
+#include "colrow/nn/model_config.h"
+#include "colrow/nn/norm.h"
+#include "colrow/nn/parallel_attention.h"
+#include "colrow/nn/parallel_mlp.h"
+
+namespace colrow {
+
+// Parameter names of layer i: gpt2 "h.i.{ln_1, attn, ln_2, mlp}",
+// llama "model.layers.i.{input_layernorm, self_attn, post_attention_layernorm, mlp}".
+struct BlockNames {
+  std::string norm_1, attention, norm_2, mlp;
+  static BlockNames of(ModelFamily family, int layer);
+};
+
+AttentionConfig attention_config(const ModelConfig& config, const std::string& name, uint64_t seed);
+MlpConfig mlp_config(const ModelConfig& config, const std::string& name, uint64_t seed);
+
+class TransformerBlock {
+ public:
+  TransformerBlock(Communicator& tp, const ModelConfig& config, int layer, uint64_t seed);
+
+  // x: [batch * seq, d_model] replicated -> y: same; x must stay unchanged until backward.
+  const Tensor& forward(const Tensor& x, int64_t batch, int64_t seq);
+  // dy: [batch * seq, d_model] -> dx; accumulates every parameter gradient.
+  const Tensor& backward(const Tensor& dy);
+
+  std::vector<Parameter*> parameters();
+
+ private:
+  Norm norm_1_;
+  ParallelAttention attention_;
+  Norm norm_2_;
+  ParallelMLP mlp_;
+  Tensor h_;   // [tokens, d_model]: x + attention(norm_1(x)), input of norm_2
+  Tensor y_;   // [tokens, d_model]
+  Tensor dh_;  // [tokens, d_model]
+  Tensor dx_;  // [tokens, d_model]
+};
+
+}  // namespace colrow

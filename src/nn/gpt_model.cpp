@@ -1,0 +1,140 @@
+// The model's forward and backward, one straight script of layer calls.
+// Collectives per step: 1 all-reduce in the embedding, 2 per block forward and
+// 2 backward, 1 backward for the output head's input gradient, and the loss's
+// three all-reduces of [tokens].
+#include "colrow/nn/gpt_model.h"
+
+#include <algorithm>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/gemm.h"
+
+namespace colrow {
+namespace {
+
+using kernels::cpu::Trans;
+
+const ModelConfig& validated(const ModelConfig& config, int tp) {
+  validate(config, tp);
+  return config;
+}
+
+bool is_gpt2(const ModelConfig& c) {
+  return c.family == ModelFamily::kGpt2;
+}
+
+LinearSpec lm_head_spec(const ModelConfig& c, int64_t padded_vocab, uint64_t seed) {
+  LinearSpec spec;
+  spec.name = "lm_head";
+  spec.in_features = c.d_model;
+  spec.out_features = padded_vocab;
+  spec.bias = false;
+  spec.seed = seed;
+  spec.weight_init = Init::normal(0.02f);
+  return spec;
+}
+
+}  // namespace
+
+GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed)
+    : tp_(tp),
+      config_(validated(config, tp.size())),
+      embedding_(tp, is_gpt2(config) ? "wte" : "model.embed_tokens", config.vocab_size,
+                 colrow::padded_vocab_size(config.vocab_size, tp.size(), config.vocab_multiple),
+                 config.d_model, Init::normal(0.02f), seed),
+      final_norm_(config, is_gpt2(config) ? "ln_f" : "model.norm", seed),
+      loss_(tp, config.vocab_size, embedding_.padded_vocab_size()) {
+  if (is_gpt2(config)) {
+    positions_.emplace("wpe", config.max_position_embeddings, config.d_model, Init::normal(0.01f),
+                       seed);
+  }
+  for (int layer = 0; layer < config.n_layer; ++layer) {
+    blocks_.push_back(std::make_unique<TransformerBlock>(tp, config, layer, seed));
+  }
+  if (!config.tie_word_embeddings) {
+    lm_head_.emplace(tp, lm_head_spec(config, embedding_.padded_vocab_size(), seed));
+    // Padded vocabulary rows hold zeros, as the embedding's do: they never
+    // receive probability, are not saved, and load as zero.
+    Tensor& w = lm_head_->weight().value;
+    const int64_t first_row = lm_head_->weight().shard.offset_along_dim();
+    const int64_t real_rows =
+        std::max<int64_t>(0, std::min(w.size(0), config.vocab_size - first_row));
+    if (real_rows < w.size(0)) w.slice(0, real_rows, w.size(0) - real_rows).zero();
+  }
+}
+
+CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
+                                     const std::vector<int32_t>& targets, int64_t batch,
+                                     int64_t seq) {
+  if (batch < 1 || seq < 1 || static_cast<int64_t>(ids.size()) != batch * seq ||
+      ids.size() != targets.size()) {
+    throw InvalidInputError("[model] " + std::to_string(ids.size()) + " ids and " +
+                            std::to_string(targets.size()) + " targets must both equal batch (" +
+                            std::to_string(batch) + ") x seq (" + std::to_string(seq) + ").");
+  }
+  batch_ = batch;
+  seq_ = seq;
+  // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
+  const Tensor& embedded = embedding_.forward(ids);
+  ensure_shape(x_, embedded.shape());
+  x_.copy_from(embedded);
+  if (positions_) positions_->forward(x_, batch, seq);
+
+  const Tensor* h = &x_;
+  for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
+  normed_ = final_norm_.forward(*h);  // a handle on the norm's output buffer
+  const Tensor& normed = normed_;
+
+  // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
+  if (lm_head_) {
+    logits_local_ = lm_head_->forward(normed);  // column-parallel: no communication
+  } else {
+    // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
+    ensure_shape(logits_local_, {normed.size(0), embedding_.vocab_size_local()});
+    kernels::cpu::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
+                       logits_local_);
+  }
+  return loss_.forward(logits_local_, targets);  // three all-reduces of [tokens]
+}
+
+void GptModel::backward() {
+  const Tensor& dlogits_local = loss_.backward();  // [tokens, V_pad/tp], no communication
+  const Tensor* dh = nullptr;
+  if (lm_head_) {
+    dh = &lm_head_->backward(dlogits_local);  // one all-reduce of dx ([f bwd])
+  } else {
+    const Tensor& normed = normed_;
+    // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
+    kernels::cpu::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f,
+                       embedding_.weight().grad);
+    // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
+    ensure_shape(dh_, normed.shape());
+    kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f,
+                       dh_);
+    tp_.all_reduce_sum(dh_);  // [f bwd] all-reduce partial input gradients over tp
+    dh = &dh_;
+  }
+  const Tensor* dx = &final_norm_.backward(*dh);
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
+  if (positions_) positions_->backward(*dx, batch_, seq_);
+  embedding_.backward(*dx);  // no communication ([g bwd] identity)
+}
+
+std::vector<Parameter*> GptModel::parameters() {
+  std::vector<Parameter*> params;
+  auto append = [&params](std::vector<Parameter*> more) {
+    params.insert(params.end(), more.begin(), more.end());
+  };
+  append(embedding_.parameters());
+  if (positions_) append(positions_->parameters());
+  for (auto& block : blocks_) append(block->parameters());
+  append(final_norm_.parameters());
+  if (lm_head_) params.push_back(&lm_head_->weight());
+  return params;
+}
+
+void GptModel::zero_grad() {
+  for (Parameter* p : parameters()) p->zero_grad();
+}
+
+}  // namespace colrow

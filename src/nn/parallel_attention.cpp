@@ -1,0 +1,261 @@
+// ParallelAttention: q/k/v column-parallel by heads -> RoPE -> head-local
+// causal attention -> o_proj row-parallel.
+// Collectives: forward one all-reduce over tp (o_proj, [g fwd]); backward one
+// all-reduce of dx over tp ([f bwd]), plus, when KV heads are replicated
+// (tp > n_kv_head), one all-reduce over the replica group per k_proj/v_proj
+// weight and bias.
+#include "colrow/nn/parallel_attention.h"
+
+#include <array>
+#include <sstream>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/rope.h"
+
+namespace colrow {
+namespace {
+
+std::string brace_list(const std::vector<int64_t>& values) {
+  std::ostringstream s;
+  s << "{";
+  for (size_t i = 0; i < values.size(); ++i) s << (i ? ", " : "") << values[i];
+  s << "}";
+  return s.str();
+}
+
+// The tp degrees this head layout allows: divisors of n_head that divide
+// n_kv_head or are multiples of it.
+std::vector<int64_t> valid_tp(int64_t n_head, int64_t n_kv_head) {
+  std::vector<int64_t> out;
+  for (int64_t t : divisors(n_head)) {
+    if (n_kv_head % t == 0 || t % n_kv_head == 0) out.push_back(t);
+  }
+  return out;
+}
+
+AttentionConfig resolved(const AttentionConfig& config) {
+  AttentionConfig c = config;
+  if (c.n_kv_head == 0) c.n_kv_head = c.n_head;
+  if (c.head_dim == 0) c.head_dim = c.d_model / c.n_head;
+  return c;
+}
+
+const AttentionConfig resolved_and_validated(const AttentionConfig& config, int tp) {
+  validate(config, tp);
+  return resolved(config);
+}
+
+// KV heads are replicated when there are fewer of them than ranks.
+bool kv_replicated(const AttentionConfig& c, int tp_size) {
+  return c.n_kv_head % tp_size != 0;
+}
+
+// The rows of k_proj/v_proj this rank holds. Split: KV heads
+// [r NKV/tp, (r+1) NKV/tp). Replicated: the one KV head its query heads use,
+// r / (tp / NKV), as a block of NKV parts.
+OutputBlock kv_block(const AttentionConfig& c, int tp_rank, int tp_size) {
+  if (!kv_replicated(c, tp_size)) return {tp_rank, tp_size};
+  return {tp_rank / (tp_size / c.n_kv_head), c.n_kv_head};
+}
+
+std::unique_ptr<Communicator> split_kv_replicas(Communicator& tp, const AttentionConfig& c) {
+  if (!kv_replicated(c, tp.size())) return nullptr;
+  const OutputBlock block = kv_block(c, tp.rank(), tp.size());
+  return tp.split(/*color=*/block.index, /*key=*/tp.rank(), "kv_replicas");
+}
+
+LinearSpec projection(const AttentionConfig& c, const std::string& suffix, int64_t in, int64_t out,
+                      bool output = false) {
+  LinearSpec spec;
+  spec.name = c.name + "." + suffix;
+  spec.in_features = in;
+  spec.out_features = out;
+  spec.bias = c.bias;
+  spec.seed = c.seed;
+  spec.weight_init = output && c.output_init ? c.output_init : c.weight_init;
+  spec.bias_init = c.bias_init;
+  return spec;
+}
+
+void add_into(Tensor& dst, const Tensor& src) {
+  float* d = dst.data();
+  const float* s = src.data();
+  const int64_t n = dst.numel();
+  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+}
+
+}  // namespace
+
+void validate(const AttentionConfig& c, int tp) {
+  const std::string nh = std::to_string(c.n_head), nkv = std::to_string(c.n_kv_head);
+  if (c.d_model < 1 || c.n_head < 1) {
+    throw ConfigError("[attention] d_model (" + std::to_string(c.d_model) + ") and n_head (" + nh +
+                      ") must be positive.");
+  }
+  if (c.n_kv_head < 0) {
+    throw ConfigError("[attention] n_kv_head (" + nkv + ") must be positive, or 0 for n_head (" +
+                      nh + ").");
+  }
+  if (c.head_dim < 0) {
+    throw ConfigError("[attention] head_dim (" + std::to_string(c.head_dim) +
+                      ") must be positive, or 0 for d_model / n_head.");
+  }
+  if (c.head_dim == 0 && c.d_model % c.n_head != 0) {
+    throw ConfigError("[attention] d_model (" + std::to_string(c.d_model) +
+                      ") must be divisible by n_head (" + nh +
+                      ") when head_dim is 0 (d_model / n_head). Set head_dim, or choose n_head "
+                      "in " +
+                      brace_list(divisors(c.d_model)) + ".");
+  }
+  const AttentionConfig r = resolved(c);
+  if (r.n_head % r.n_kv_head != 0) {
+    throw ConfigError("[attention] n_head (" + nh + ") must be divisible by n_kv_head (" + nkv +
+                      "). Choose n_kv_head in " + brace_list(divisors(r.n_head)) + ".");
+  }
+  if (r.rope && r.head_dim % 2 != 0) {
+    throw ConfigError("[attention] head_dim (" + std::to_string(r.head_dim) +
+                      ") must be even with rope (it rotates pairs i, i + head_dim/2).");
+  }
+  if (r.rope && !(r.rope_theta > 0.0)) {
+    throw ConfigError("[attention] rope_theta (" + std::to_string(r.rope_theta) +
+                      ") must be positive.");
+  }
+  const std::string choose = " Choose tp in " + brace_list(valid_tp(r.n_head, r.n_kv_head)) + ".";
+  if (tp < 1 || r.n_head % tp != 0) {
+    throw ConfigError("[attention] n_head (" + nh + ") must be divisible by tp (" +
+                      std::to_string(tp) + ")." + choose);
+  }
+  if (r.n_kv_head % tp != 0 && tp % r.n_kv_head != 0) {
+    throw ConfigError("[attention] n_kv_head (" + std::to_string(r.n_kv_head) + ") and tp (" +
+                      std::to_string(tp) +
+                      "): tp must divide n_kv_head or be a multiple of it (KV heads are split "
+                      "or replicated whole)." +
+                      choose);
+  }
+}
+
+ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& config)
+    : tp_(tp),
+      config_(resolved_and_validated(config, tp.size())),
+      n_head_local_(config_.n_head / tp.size()),
+      n_kv_head_local_(kv_replicated(config_, tp.size()) ? 1 : config_.n_kv_head / tp.size()),
+      kv_replicas_(split_kv_replicas(tp, config_)),
+      q_proj_(tp,
+              projection(config_, "q_proj", config_.d_model, config_.n_head * config_.head_dim)),
+      k_proj_(tp,
+              projection(config_, "k_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
+              kv_block(config_, tp.rank(), tp.size())),
+      v_proj_(tp,
+              projection(config_, "v_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
+              kv_block(config_, tp.rank(), tp.size())),
+      o_proj_(tp,
+              projection(config_, "o_proj", config_.n_head * config_.head_dim, config_.d_model,
+                         /*output=*/true),
+              /*input_is_parallel=*/true) {
+  if (kv_replicas_) {
+    const std::array<Parameter*, 4> kv = kv_parameters();
+    for (size_t i = 0; i < kv.size(); ++i) {
+      if (kv[i] != nullptr) kv_grad_stash_[i] = Tensor::zeros(kv[i]->grad.shape());
+    }
+  }
+}
+
+const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t seq) {
+  if (batch < 1 || seq < 1 || x.ndim() != 2 || x.size(0) != batch * seq ||
+      x.size(1) != config_.d_model) {
+    throw InvalidInputError("[attention] x " + shape_to_string(x.shape()) + " must be [batch (" +
+                            std::to_string(batch) + ") * seq (" + std::to_string(seq) +
+                            "), d_model (" + std::to_string(config_.d_model) +
+                            ")], batch and seq positive.");
+  }
+  batch_ = batch;
+  seq_ = seq;
+  const int64_t tokens = batch * seq, hd = config_.head_dim;
+  // [f fwd] identity: x is replicated over tp; each projection reads it whole.
+  // x: [tokens, d_model] -> q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
+  const Tensor& q = q_proj_.forward(x);
+  const Tensor& k = k_proj_.forward(x);
+  const Tensor& v = v_proj_.forward(x);
+  // [kv replicas fwd] identity: replicas of a KV head hold its rows alike and compute one k, v
+  if (config_.rope) {
+    if (cos_.ndim() != 2 || cos_.size(0) != seq) {
+      kernels::cpu::rope_table(seq, hd, config_.rope_theta, cos_, sin_);
+    }
+    ensure_shape(q_rot_, q.shape());
+    ensure_shape(k_rot_, k.shape());
+    kernels::cpu::rope_forward(q, cos_, sin_, q_rot_);
+    kernels::cpu::rope_forward(k, cos_, sin_, k_rot_);
+  }
+  // q, k, v -> probs: [batch, n_head_local, seq, seq], attn_out: [tokens, n_head_local*hd]
+  ensure_shape(probs_, {batch, n_head_local_, seq, seq});
+  ensure_shape(attn_out_, {tokens, n_head_local_ * hd});
+  kernels::cpu::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, probs_,
+                                  attn_out_);
+  // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
+  return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
+}
+
+const Tensor& ParallelAttention::backward(const Tensor& dy) {
+  if (batch_ == 0) throw InternalError("[attention] backward called before forward");
+  const int64_t tokens = batch_ * seq_;
+  if (dy.ndim() != 2 || dy.size(0) != tokens || dy.size(1) != config_.d_model) {
+    throw InvalidInputError("[attention] dy " + shape_to_string(dy.shape()) + " must be [" +
+                            std::to_string(tokens) + ", " + std::to_string(config_.d_model) +
+                            "], the shape of forward's output.");
+  }
+  // dy: [tokens, d_model] -> d_attn: [tokens, n_head_local*hd], no communication ([g bwd])
+  const Tensor& d_attn = o_proj_.backward(dy);
+  const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
+  const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
+  ensure_shape(dq_, q.shape());
+  ensure_shape(dk_, k.shape());
+  ensure_shape(dv_, k.shape());
+  ensure_shape(scratch_, kernels::cpu::attention_backward_scratch_shape(seq_));
+  kernels::cpu::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch_);
+  if (config_.rope) {  // back through the rotation, in place
+    kernels::cpu::rope_backward(dq_, cos_, sin_, dq_);
+    kernels::cpu::rope_backward(dk_, cos_, sin_, dk_);
+  }
+  // A replicated KV head's gradients from this step are partial (this rank's
+  // query heads only) and are summed over the replicas below; set aside what
+  // earlier steps accumulated so that it is not summed again.
+  const std::array<Parameter*, 4> kv = kv_parameters();
+  for (size_t i = 0; kv_replicas_ && i < kv.size(); ++i) {
+    if (kv[i] == nullptr) continue;
+    kv_grad_stash_[i].copy_from(kv[i]->grad);
+    kv[i]->zero_grad();
+  }
+  // Every projection read the same x: sum their partial dx, then reduce once.
+  ensure_shape(dx_, {tokens, config_.d_model});
+  q_proj_.backward_partial(dq_, dx_, /*accumulate=*/false);
+  k_proj_.backward_partial(dk_, dx_, /*accumulate=*/true);
+  v_proj_.backward_partial(dv_, dx_, /*accumulate=*/true);
+  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
+  if (kv_replicas_) {
+    // [kv replicas bwd] all-reduce this step's k_proj, v_proj gradients over the KV head's ranks
+    kv_replicas_->all_reduce_sum(k_proj_.weight().grad);
+    if (k_proj_.bias()) kv_replicas_->all_reduce_sum(k_proj_.bias()->grad);
+    kv_replicas_->all_reduce_sum(v_proj_.weight().grad);
+    if (v_proj_.bias()) kv_replicas_->all_reduce_sum(v_proj_.bias()->grad);
+    for (size_t i = 0; i < kv.size(); ++i) {
+      if (kv[i] != nullptr) add_into(kv[i]->grad, kv_grad_stash_[i]);
+    }
+  }
+  return dx_;
+}
+
+std::array<Parameter*, 4> ParallelAttention::kv_parameters() {
+  return {&k_proj_.weight(), k_proj_.bias(), &v_proj_.weight(), v_proj_.bias()};
+}
+
+std::vector<Parameter*> ParallelAttention::parameters() {
+  std::vector<Parameter*> params;
+  for (Parameter* p : {&q_proj_.weight(), q_proj_.bias(), &k_proj_.weight(), k_proj_.bias(),
+                       &v_proj_.weight(), v_proj_.bias(), &o_proj_.weight(), o_proj_.bias()}) {
+    if (p != nullptr) params.push_back(p);
+  }
+  return params;
+}
+
+}  // namespace colrow

@@ -1,0 +1,101 @@
+// One pre-norm decoder block; the model's forward/backward call these in order.
+#include "colrow/nn/transformer_block.h"
+
+#include <cmath>
+
+#include "kernels/cpu/residual.h"
+
+namespace colrow {
+
+BlockNames BlockNames::of(ModelFamily family, int layer) {
+  const std::string i = std::to_string(layer);
+  if (family == ModelFamily::kGpt2) {
+    return {"h." + i + ".ln_1", "h." + i + ".attn", "h." + i + ".ln_2", "h." + i + ".mlp"};
+  }
+  const std::string p = "model.layers." + i;
+  return {p + ".input_layernorm", p + ".self_attn", p + ".post_attention_layernorm", p + ".mlp"};
+}
+
+// Initialization as the families' reference code does it: weights N(0, 0.02),
+// biases zero; GPT-2 scales the projections that write into the residual
+// stream by 1/sqrt(2 n_layer) (its paper, section 2.3) -- applied to both
+// families here, as Megatron does (init_method for output layers).
+namespace {
+constexpr float kInitStd = 0.02f;
+Init output_init(const ModelConfig& c) {
+  return Init::normal(kInitStd / static_cast<float>(std::sqrt(2.0 * c.n_layer)));
+}
+}  // namespace
+
+AttentionConfig attention_config(const ModelConfig& c, const std::string& name, uint64_t seed) {
+  AttentionConfig a;
+  a.name = name;
+  a.d_model = c.d_model;
+  a.n_head = c.n_head;
+  a.n_kv_head = c.n_kv_head;
+  a.head_dim = c.head_dim;
+  a.bias = c.family == ModelFamily::kGpt2;
+  a.rope = c.family == ModelFamily::kLlama;
+  a.rope_theta = c.rope_theta;
+  a.seed = seed;
+  a.weight_init = Init::normal(kInitStd);
+  a.bias_init = Init::zeros();
+  a.output_init = output_init(c);
+  return a;
+}
+
+MlpConfig mlp_config(const ModelConfig& c, const std::string& name, uint64_t seed) {
+  MlpConfig m;
+  m.name = name;
+  m.d_model = c.d_model;
+  m.ffn_hidden_size = c.ffn_hidden_size;
+  m.activation = c.family == ModelFamily::kGpt2 ? Activation::kGelu : Activation::kSwiGlu;
+  m.bias = c.family == ModelFamily::kGpt2;
+  m.seed = seed;
+  m.weight_init = Init::normal(kInitStd);
+  m.bias_init = Init::zeros();
+  m.output_init = output_init(c);
+  return m;
+}
+
+TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, int layer,
+                                   uint64_t seed)
+    : norm_1_(config, BlockNames::of(config.family, layer).norm_1, seed),
+      attention_(tp,
+                 attention_config(config, BlockNames::of(config.family, layer).attention, seed)),
+      norm_2_(config, BlockNames::of(config.family, layer).norm_2, seed),
+      mlp_(tp, mlp_config(config, BlockNames::of(config.family, layer).mlp, seed)) {}
+
+const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
+  ensure_shape(h_, x.shape());
+  ensure_shape(y_, x.shape());
+  // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
+  kernels::cpu::add(x, attention_.forward(norm_1_.forward(x), batch, seq), h_);
+  // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
+  kernels::cpu::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
+  return y_;
+}
+
+const Tensor& TransformerBlock::backward(const Tensor& dy) {
+  ensure_shape(dh_, dy.shape());
+  ensure_shape(dx_, dy.shape());
+  // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
+  kernels::cpu::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
+  // dx = dh + norm_1'(attention'(dh))   one all-reduce, in attention's input gradient
+  kernels::cpu::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx_);
+  return dx_;
+}
+
+std::vector<Parameter*> TransformerBlock::parameters() {
+  std::vector<Parameter*> params;
+  auto append = [&params](std::vector<Parameter*> more) {
+    params.insert(params.end(), more.begin(), more.end());
+  };
+  append(norm_1_.parameters());
+  append(attention_.parameters());
+  append(norm_2_.parameters());
+  append(mlp_.parameters());
+  return params;
+}
+
+}  // namespace colrow

@@ -1,0 +1,280 @@
+// GptModel at tp = world size against the same model unsharded (a group of
+// one on every rank, built from the same TP-invariant initialization): loss,
+// every parameter (bitwise) and every gradient shard; gpt2 and llama, with
+// grouped, multi-query and replicated key/value heads and a vocabulary that
+// needs padding. Central finite differences confirm the unsharded gradients,
+// so together they confirm the sharded ones. Checkpoints saved at tp = world
+// load at tp = 1 with identical outputs and save again byte for byte.
+#include "colrow/nn/gpt_model.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/local_communicator.h"
+#include "colrow/io/checkpoint.h"
+#include "support/test_world.h"
+
+namespace colrow {
+namespace {
+
+using testing::world;
+
+constexpr uint64_t kSeed = 7;
+constexpr int64_t kBatch = 2, kSeq = 8;
+
+ModelConfig gpt2_config() {
+  ModelConfig c = model_preset("gpt2-tiny");
+  c.n_layer = 2;
+  c.n_head = c.n_kv_head = 12;
+  c.d_model = 48;
+  c.head_dim = 4;
+  c.ffn_hidden_size = 192;
+  c.vocab_size = 300;  // pads to 384, 512, 384, 512 at tp 1..4
+  c.max_position_embeddings = 32;
+  return c;
+}
+
+ModelConfig llama_config(int n_head, int n_kv_head, int64_t d_model, bool tied) {
+  ModelConfig c = model_preset("llama-tiny");
+  c.n_layer = 2;
+  c.n_head = n_head;
+  c.n_kv_head = n_kv_head;
+  c.d_model = d_model;
+  c.head_dim = d_model / n_head;
+  c.ffn_hidden_size = 96;
+  c.vocab_size = 300;
+  c.max_position_embeddings = 32;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+struct Case {
+  const char* name;
+  ModelConfig config;
+};
+
+std::vector<Case> cases() {
+  return {{"gpt2", gpt2_config()},
+          {"llama_gqa", llama_config(12, 6, 48, false)},           // groups of 2; tp 4 invalid
+          {"llama_replicated_kv", llama_config(4, 2, 32, false)},  // tp 4: each KV head on 2 ranks
+          {"llama_mqa_tied", llama_config(12, 1, 48, true)}};      // one KV head everywhere
+}
+
+std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t vocab) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> ids(count);
+  for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
+  return ids;
+}
+
+bool valid_at(const ModelConfig& c, int tp) {
+  try {
+    validate(c, tp);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+// Rows [row0, row0+rows) x columns [col0, col0+cols) of the full tensor that
+// this shard holds (1-d: cols = 1).
+struct Block {
+  int64_t row0, rows, col0, cols;
+};
+Block block_of(const ShardSpec& s) {
+  const Shape local = s.local_shape();
+  Block b{0, local[0], 0, local.size() == 2 ? local[1] : 1};
+  if (s.dim == 0) b.row0 = s.offset_along_dim();
+  if (s.dim == 1) b.col0 = s.offset_along_dim();
+  return b;
+}
+
+// The largest |mine - reference| over the part of my shard that the
+// reference's full tensor has (vocab padding differs between tp degrees),
+// relative to the reference's largest magnitude; and whether values match bitwise.
+struct Comparison {
+  double relative_error = 0.0;
+  bool bitwise = true;
+};
+Comparison compare_shard(const Tensor& mine, const ShardSpec& spec, const Tensor& full,
+                         double scale_floor = 1e-30) {
+  const Block b = block_of(spec);
+  const int64_t full_rows = full.size(0), full_cols = full.ndim() == 2 ? full.size(1) : 1;
+  double err = 0.0, scale = scale_floor;
+  bool bitwise = true;
+  for (int64_t i = 0; i < b.rows && b.row0 + i < full_rows; ++i) {
+    for (int64_t j = 0; j < b.cols; ++j) {
+      const float m = mine.ndim() == 2 ? mine(i, j) : mine.data()[i];
+      const float r = full.ndim() == 2 ? full(b.row0 + i, b.col0 + j) : full.data()[b.row0 + i];
+      err = std::max(err, std::fabs(static_cast<double>(m) - r));
+      bitwise = bitwise && m == r;
+    }
+  }
+  for (int64_t k = 0; k < full_rows * full_cols; ++k) {
+    scale = std::max(scale, std::fabs(static_cast<double>(full.data()[k])));
+  }
+  return {err / scale, bitwise};
+}
+
+TEST(GptModelTest, ShardedMatchesUnshardedLossParametersAndGradients) {
+  Communicator& tp = world();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    if (!valid_at(c.config, tp.size())) continue;  // e.g. llama_gqa at tp 4: a config error
+    GptModel sharded(tp, c.config, kSeed);
+    LocalCommunicator alone;
+    GptModel reference(alone, c.config, kSeed);
+    const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
+    const std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
+    const CrossEntropyOutput out = sharded.forward(ids, targets, kBatch, kSeq);
+    sharded.backward();
+    const CrossEntropyOutput ref = reference.forward(ids, targets, kBatch, kSeq);
+    reference.backward();
+    // fp32 sums over at most a few hundred terms, in orders that depend on tp:
+    // errors of order sqrt(K) u per operation. 1e-5 on a loss near ln(300) and
+    // 1e-4 of a gradient tensor's largest entry leave a wide margin over that,
+    // while a missing reduction or a misplaced shard is an O(1) error.
+    EXPECT_NEAR(out.mean, ref.mean, 1e-5 * std::fabs(ref.mean));
+    const std::vector<Parameter*> mine = sharded.parameters(), full = reference.parameters();
+    ASSERT_EQ(mine.size(), full.size());
+    // Some gradients are zero in exact arithmetic (a key bias shifts every
+    // score of a query equally, which softmax ignores): their fp32 values are
+    // pure rounding, so errors are measured against at least 1e-3 of the
+    // largest gradient entry of the model.
+    double largest = 0.0;
+    for (Parameter* p : full) {
+      for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
+    }
+    for (size_t i = 0; i < mine.size(); ++i) {
+      ASSERT_EQ(mine[i]->name, full[i]->name);
+      const Comparison value = compare_shard(mine[i]->value, mine[i]->shard, full[i]->value);
+      EXPECT_TRUE(value.bitwise) << mine[i]->name << ": initialization differs from tp = 1";
+      const Comparison grad =
+          compare_shard(mine[i]->grad, mine[i]->shard, full[i]->grad, 1e-3 * largest);
+      EXPECT_LE(grad.relative_error, 1e-4) << mine[i]->name;
+    }
+  }
+}
+
+TEST(GptModelTest, GradientsMatchCentralFiniteDifferences) {
+  // Unsharded (a group of one): the test above ties every tp to it.
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    LocalCommunicator alone;
+    GptModel model(alone, c.config, kSeed);
+    const std::vector<int32_t> ids = random_ids(3, kBatch * kSeq, c.config.vocab_size);
+    const std::vector<int32_t> targets = random_ids(4, kBatch * kSeq, c.config.vocab_size);
+    model.forward(ids, targets, kBatch, kSeq);
+    model.backward();
+    // fp32 loss near 5.7 carries ~1e-6 of rounding; with h = 1e-2 the
+    // difference quotient's rounding error is ~1e-4 and its truncation error
+    // h^2 f'''/6 is of the same order for these smooth functions of O(0.02)
+    // weights. Tolerance: 1e-3 absolute plus 5% of the gradient.
+    constexpr float kStep = 1e-2f;
+    for (Parameter* p : model.parameters()) {
+      const int64_t n = p->value.numel();
+      for (int64_t k : {int64_t{0}, n / 2, n - 1}) {
+        float& w = p->value.data()[k];
+        const float saved = w;
+        w = saved + kStep;
+        const double up = model.forward(ids, targets, kBatch, kSeq).mean;
+        w = saved - kStep;
+        const double down = model.forward(ids, targets, kBatch, kSeq).mean;
+        w = saved;
+        const double fd = (up - down) / (2.0 * kStep);
+        const double g = p->grad.data()[k];
+        EXPECT_NEAR(g, fd, 1e-3 + 0.05 * std::fabs(fd)) << p->name << "[" << k << "]";
+      }
+    }
+  }
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A directory name every rank agrees on: rank 0's pid, broadcast.
+std::string shared_temp_dir(Communicator& group, const std::string& tag) {
+  Tensor pid = Tensor::full({1}, static_cast<float>(getpid() % (1 << 22)));
+  group.broadcast(pid, 0);
+  return "/tmp/colrow_gpt_model_test_" + tag + "_" +
+         std::to_string(static_cast<int>(pid.data()[0]));
+}
+
+TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
+  Communicator& tp = world();
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    if (!valid_at(c.config, tp.size())) continue;
+    const std::string dir = shared_temp_dir(tp, c.name);
+    GptModel sharded(tp, c.config, kSeed);
+    save_checkpoint(sharded, dir, tp);
+
+    LocalCommunicator alone;
+    GptModel loaded(alone, c.config, /*seed=*/kSeed + 1);  // different init: the file must win
+    load_checkpoint(loaded, dir);
+    const std::vector<int32_t> ids = random_ids(5, kBatch * kSeq, c.config.vocab_size);
+    const std::vector<int32_t> targets = random_ids(6, kBatch * kSeq, c.config.vocab_size);
+    const float sharded_loss = sharded.forward(ids, targets, kBatch, kSeq).mean;
+    const float loaded_loss = loaded.forward(ids, targets, kBatch, kSeq).mean;
+    EXPECT_NEAR(sharded_loss, loaded_loss, 1e-5 * std::fabs(loaded_loss));
+    const std::vector<Parameter*> mine = sharded.parameters(), full = loaded.parameters();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      EXPECT_TRUE(compare_shard(mine[i]->value, mine[i]->shard, full[i]->value).bitwise)
+          << mine[i]->name;
+    }
+    // Saving the unsharded copy again reproduces the file byte for byte.
+    const std::string again = dir + "_again_rank" + std::to_string(tp.rank());
+    save_checkpoint(loaded, again, alone);
+    EXPECT_EQ(read_bytes(dir + "/model.safetensors"), read_bytes(again + "/model.safetensors"));
+    EXPECT_EQ(read_bytes(dir + "/config.json"), read_bytes(again + "/config.json"));
+    std::remove((again + "/model.safetensors").c_str());
+    std::remove((again + "/config.json").c_str());
+    rmdir(again.c_str());
+    tp.barrier();
+    if (tp.rank() == 0) {
+      std::remove((dir + "/model.safetensors").c_str());
+      std::remove((dir + "/config.json").c_str());
+      rmdir(dir.c_str());
+    }
+  }
+}
+
+TEST(GptModelTest, IndivisibleHeadsAreAConfigErrorOnEveryRank) {
+  Communicator& tp = world();
+  if (tp.size() != 3) GTEST_SKIP() << "the heads below divide by 1, 2 and 4";
+  ModelConfig c = llama_config(4, 2, 32, false);
+  try {
+    GptModel model(tp, c, kSeed);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_STREQ(e.what(),
+                 "[config] n_head (4) must be divisible by tp (3). Choose tp in {1, 2, 4}.");
+  }
+}
+
+TEST(GptModelTest, BadIdsAndShapesAreInvalidInput) {
+  LocalCommunicator alone;
+  GptModel model(alone, gpt2_config(), kSeed);
+  std::vector<int32_t> ids(kBatch * kSeq, 1), targets(kBatch * kSeq, 1);
+  EXPECT_THROW(model.forward(ids, targets, kBatch, kSeq + 1), InvalidInputError);
+  ids[3] = 300;  // == vocab_size: outside the real vocabulary
+  EXPECT_THROW(model.forward(ids, targets, kBatch, kSeq), InvalidInputError);
+  std::vector<int32_t> long_ids(40, 1), long_targets(40, 1);  // seq 40 > 32 positions
+  EXPECT_THROW(model.forward(long_ids, long_targets, 1, 40), InvalidInputError);
+}
+
+}  // namespace
+}  // namespace colrow
