@@ -20,6 +20,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
+#include "colrow/dist/process_mesh.h"
 #include "colrow/io/checkpoint.h"
 #include "support/test_world.h"
 
@@ -245,6 +246,33 @@ TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
     rmdir(again.c_str());
     tp.barrier();
     if (tp.rank() == 0) {
+      std::remove((dir + "/model.safetensors").c_str());
+      std::remove((dir + "/config.json").c_str());
+      rmdir(dir.c_str());
+    }
+  }
+}
+
+TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
+  Communicator& world_group = world();
+  if (world_group.size() != 4) GTEST_SKIP() << "needs 4 ranks: tp 2 x dp 2, then tp 4";
+  ProcessMesh mesh(world_group, /*tp=*/2, /*dp=*/2);
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    if (!valid_at(c.config, 4)) continue;
+    const std::string dir = shared_temp_dir(world_group, std::string(c.name) + "_tp2");
+    GptModel at_tp2(mesh.tp(), c.config, kSeed);
+    if (mesh.dp_rank() == 0) save_checkpoint(at_tp2, dir, mesh.tp());  // one replica saves
+    world_group.barrier();
+    GptModel at_tp4(world_group, c.config, kSeed + 1);
+    load_checkpoint(at_tp4, dir);
+    const std::vector<int32_t> ids = random_ids(8, kBatch * kSeq, c.config.vocab_size);
+    const std::vector<int32_t> targets = random_ids(9, kBatch * kSeq, c.config.vocab_size);
+    const float loss2 = at_tp2.forward(ids, targets, kBatch, kSeq).mean;
+    const float loss4 = at_tp4.forward(ids, targets, kBatch, kSeq).mean;
+    EXPECT_NEAR(loss2, loss4, 1e-5 * std::fabs(loss2));
+    world_group.barrier();
+    if (world_group.rank() == 0) {
       std::remove((dir + "/model.safetensors").c_str());
       std::remove((dir + "/config.json").c_str());
       rmdir(dir.c_str());
