@@ -1,37 +1,22 @@
 // LayerNorm: replicated weight and bias, no collectives (see the header).
 #include "colrow/nn/layer_norm.h"
 
-#include <cmath>
-#include <sstream>
-
 #include "colrow/core/error.h"
 #include "kernels/cpu/norm.h"
+#include "nn/norm_checks.h"
 
 namespace colrow {
 namespace {
 
-std::string format(float value) {
-  std::ostringstream s;
-  s << value;
-  return s.str();
-}
+constexpr const char* kComponent = "layer_norm";
 
 int64_t validated_d(const std::string& name, int64_t d, float eps) {
-  if (d < 1) {
-    throw ConfigError("[layer_norm] " + name + ".d (" + std::to_string(d) + ") must be positive.");
-  }
-  if (!(std::isfinite(eps) && eps >= 0.0f)) {
-    throw ConfigError("[layer_norm] " + name + ".eps (" + format(eps) +
-                      ") must be finite and >= 0. Use 1e-5 (GPT-2's layer_norm_epsilon).");
-  }
-  return d;
+  return norm_checks::validated_d(kComponent, name, d, eps,
+                                  "Use 1e-5 (GPT-2's layer_norm_epsilon).");
 }
 
 void require_tokens_by(const Tensor& t, int64_t d, const std::string& name, const char* what) {
-  if (t.ndim() != 2 || t.size(1) != d) {
-    throw InternalError("[layer_norm] " + name + ": " + what + " " + shape_to_string(t.shape()) +
-                        " must be [tokens, " + std::to_string(d) + "]");
-  }
+  norm_checks::require_tokens_by(kComponent, t, d, name, what);
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Checks shared by LayerNorm and RMSNorm (private to src/nn).
+#pragma once
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/core/tensor.h"
+
+namespace colrow::norm_checks {
+
+// ConfigError unless d >= 1 and eps is finite and >= 0; returns d.
+inline int64_t validated_d(const char* component, const std::string& name, int64_t d, float eps,
+                           const char* eps_fix) {
+  if (d < 1) {
+    throw ConfigError(std::string("[") + component + "] " + name + ".d (" + std::to_string(d) +
+                      ") must be positive.");
+  }
+  if (!(std::isfinite(eps) && eps >= 0.0f)) {
+    std::ostringstream value;
+    value << eps;
+    throw ConfigError(std::string("[") + component + "] " + name + ".eps (" + value.str() +
+                      ") must be finite and >= 0. " + eps_fix);
+  }
+  return d;
+}
+
+// InternalError unless t is [tokens, d].
+inline void require_tokens_by(const char* component, const Tensor& t, int64_t d,
+                              const std::string& name, const char* what) {
+  if (t.ndim() != 2 || t.size(1) != d) {
+    throw InternalError(std::string("[") + component + "] " + name + ": " + what + " " +
+                        shape_to_string(t.shape()) + " must be [tokens, " + std::to_string(d) +
+                        "]");
+  }
+}
+
+}  // namespace colrow::norm_checks
