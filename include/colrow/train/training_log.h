@@ -1,0 +1,47 @@
+// TrainingLog: what a training run shows and records, on rank 0 only.
+// On a terminal, one progress line redrawn in place (step/total, loss,
+// tokens/s, ETA); otherwise one plain line per report, so logs and pipes stay
+// readable. Every step also goes to the metrics file as one JSON object per
+// line (JSONL), flushed, so a killed run keeps what it measured.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+namespace colrow {
+
+struct StepMetrics {
+  int64_t step = 0;  // 1-based: the number of optimizer steps done
+  double loss = 0.0;
+  double lr = 0.0;
+  double grad_norm = 0.0;
+  double tokens_per_s = 0.0;
+  double gflops_per_s = 0.0;  // achieved, per rank
+  double peak_rss_mib = 0.0;  // the largest over ranks
+  double val_loss = -1.0;     // < 0: not measured at this step
+};
+
+class TrainingLog {
+ public:
+  // metrics_path "" writes no file. is_root: rank 0 (the only one that prints).
+  TrainingLog(bool is_root, const std::string& metrics_path, int64_t total_steps);
+  ~TrainingLog();
+  TrainingLog(const TrainingLog&) = delete;
+  TrainingLog& operator=(const TrainingLog&) = delete;
+
+  void line(const std::string& text);  // a plain line (ends the progress line first)
+  void step(const StepMetrics& m, double elapsed_seconds);
+
+ private:
+  bool root_;
+  bool terminal_;
+  FILE* metrics_ = nullptr;
+  int64_t total_steps_;
+  bool progress_open_ = false;
+};
+
+// This process's peak resident set size in MiB (getrusage).
+double peak_rss_mib();
+
+}  // namespace colrow

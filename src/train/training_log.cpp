@@ -1,0 +1,94 @@
+// Progress line, plain log lines and the metrics JSONL file.
+#include "colrow/train/training_log.h"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "colrow/core/error.h"
+
+namespace colrow {
+namespace {
+
+std::string duration(double seconds) {
+  const long s = static_cast<long>(std::max(0.0, seconds));
+  char text[32];
+  if (s >= 3600) {
+    std::snprintf(text, sizeof text, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  } else {
+    std::snprintf(text, sizeof text, "%ldm%02lds", s / 60, s % 60);
+  }
+  return text;
+}
+
+}  // namespace
+
+double peak_rss_mib() {
+  struct rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+TrainingLog::TrainingLog(bool is_root, const std::string& metrics_path, int64_t total_steps)
+    : root_(is_root), terminal_(is_root && isatty(STDOUT_FILENO)), total_steps_(total_steps) {
+  if (!root_ || metrics_path.empty()) return;
+  metrics_ = std::fopen(metrics_path.c_str(), "a");
+  if (metrics_ == nullptr) {
+    throw InvalidInputError("[train] cannot open metrics file " + metrics_path + ": " +
+                            std::strerror(errno) + ". Choose a writable --metrics path.");
+  }
+}
+
+TrainingLog::~TrainingLog() {
+  if (progress_open_) std::fputc('\n', stdout);
+  if (metrics_ != nullptr) std::fclose(metrics_);
+}
+
+void TrainingLog::line(const std::string& text) {
+  if (!root_) return;
+  if (progress_open_) std::fputc('\n', stdout);
+  progress_open_ = false;
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
+  if (!root_) return;
+  if (metrics_ != nullptr) {
+    nlohmann::json j = {{"step", m.step},
+                        {"loss", m.loss},
+                        {"lr", m.lr},
+                        {"grad_norm", m.grad_norm},
+                        {"tokens_per_s", m.tokens_per_s},
+                        {"gflops_per_s", m.gflops_per_s},
+                        {"peak_rss_mib", m.peak_rss_mib}};
+    if (m.val_loss >= 0.0) j["val_loss"] = m.val_loss;
+    std::fprintf(metrics_, "%s\n", j.dump().c_str());
+    std::fflush(metrics_);
+  }
+  const double eta = m.step > 0 ? elapsed_seconds / m.step * (total_steps_ - m.step) : 0.0;
+  char val[32] = "";
+  if (m.val_loss >= 0.0) std::snprintf(val, sizeof val, "  val %.4f", m.val_loss);
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s  eta %s",
+                static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr,
+                m.grad_norm, m.tokens_per_s, m.gflops_per_s, duration(eta).c_str());
+  if (terminal_) {
+    std::printf("\r\033[K%s", text);  // redraw in place
+    progress_open_ = true;
+    if (m.val_loss >= 0.0 || m.step == total_steps_) {
+      std::fputc('\n', stdout);
+      progress_open_ = false;
+    }
+  } else {
+    std::printf("%s\n", text);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace colrow
