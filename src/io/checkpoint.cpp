@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "colrow/core/error.h"
 #include "colrow/io/safetensors.h"
@@ -122,14 +123,13 @@ std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model) {
   return bindings;
 }
 
-void load_checkpoint(GptModel& model, const std::string& dir) {
-  const SafetensorsReader file(dir + "/" + kWeightsFile);
+void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed) {
+  const SafetensorsReader file(path);
   // GPT-2 files come with and without the "transformer." prefix.
   const std::string prefix =
-      model.config().family == ModelFamily::kGpt2 && file.contains("transformer.wte.weight")
-          ? "transformer."
-          : "";
-  for (const CheckpointBinding& b : checkpoint_bindings(model)) {
+      gpt2_prefix_allowed && file.contains("transformer.wte.weight") ? "transformer." : "";
+  for (const CheckpointBinding& b : bindings) {
     const std::string name = prefix + b.file_name;
     const TensorInfo& info = file.info(name);  // names the file and tensor when missing
     if (info.shape != b.file_shape) {
@@ -137,7 +137,7 @@ void load_checkpoint(GptModel& model, const std::string& dir) {
                               shape_to_string(info.shape) + " but config.json implies " +
                               shape_to_string(b.file_shape) + ".");
     }
-    Tensor& local = b.parameter->value;
+    Tensor& local = tensor_of(*b.parameter);
     const Block blk = block_of(b.parameter->shard);
     // Rows past the file's (vocab padding) stay zero.
     const int64_t rows_in_file =
@@ -156,7 +156,33 @@ void load_checkpoint(GptModel& model, const std::string& dir) {
   }
 }
 
-void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) {
+void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                  const std::function<const Tensor&(const Parameter&)>& tensor_of,
+                  Communicator& tp) {
+  std::vector<std::pair<std::string, Shape>> entries;
+  for (const CheckpointBinding& b : bindings) {
+    if (b.row_offset == 0) entries.emplace_back(b.file_name, b.file_shape);  // fused: once
+  }
+  SafetensorsWriter writer(tp, path, entries);
+  for (const CheckpointBinding& b : bindings) {
+    const ShardSpec& shard = b.parameter->shard;
+    if (!writes_shard(shard, tp.rank(), tp.size())) continue;
+    const Block blk = block_of(shard);
+    const int64_t rows_in_file =
+        std::max<int64_t>(0, std::min(blk.rows, stored_rows(b) - b.row_offset - blk.row0));
+    if (rows_in_file == 0) continue;
+    const Tensor block = tensor_of(*b.parameter).slice(0, 0, rows_in_file);
+    const int64_t row0 = b.row_offset + blk.row0;
+    if (block.ndim() == 1) {
+      writer.write_rows(b.file_name, row0, block);
+    } else {
+      writer.write_block(b.file_name, row0, blk.col0, block, b.transposed);
+    }
+  }
+  writer.commit();
+}
+
+void make_directory(const std::string& dir, Communicator& tp) {
   // Rank 0 creates the directory; every rank learns the outcome, so all
   // throw alike instead of some waiting in the writer's collectives.
   Tensor failed_errno = Tensor::zeros({1});
@@ -169,30 +195,22 @@ void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) 
                             std::strerror(static_cast<int>(failed_errno.data()[0])) +
                             ". Choose a writable --out directory.");
   }
-  const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
-  std::vector<std::pair<std::string, Shape>> entries;
-  for (const CheckpointBinding& b : bindings) {
-    if (b.row_offset == 0) entries.emplace_back(b.file_name, b.file_shape);  // fused: once
-  }
-  SafetensorsWriter writer(tp, dir + "/" + kWeightsFile, entries);
-  for (const CheckpointBinding& b : bindings) {
-    const ShardSpec& shard = b.parameter->shard;
-    if (!writes_shard(shard, tp.rank(), tp.size())) continue;
-    const Block blk = block_of(shard);
-    const int64_t rows_in_file =
-        std::max<int64_t>(0, std::min(blk.rows, stored_rows(b) - b.row_offset - blk.row0));
-    if (rows_in_file == 0) continue;
-    const Tensor block = b.parameter->value.slice(0, 0, rows_in_file);
-    const int64_t row0 = b.row_offset + blk.row0;
-    if (block.ndim() == 1) {
-      writer.write_rows(b.file_name, row0, block);
-    } else {
-      writer.write_block(b.file_name, row0, blk.col0, block, b.transposed);
-    }
-  }
-  writer.commit();
-  if (tp.rank() == 0)
+}
+
+void load_checkpoint(GptModel& model, const std::string& dir) {
+  load_tensors(
+      checkpoint_bindings(model), dir + "/" + kWeightsFile,
+      [](Parameter& p) -> Tensor& { return p.value; }, model.config().family == ModelFamily::kGpt2);
+}
+
+void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) {
+  make_directory(dir, tp);
+  save_tensors(
+      checkpoint_bindings(model), dir + "/" + kWeightsFile,
+      [](const Parameter& p) -> const Tensor& { return p.value; }, tp);
+  if (tp.rank() == 0) {
     write_text_atomically(dir + "/" + kConfigFile, hf_config_json(model.config()));
+  }
   tp.barrier();
 }
 

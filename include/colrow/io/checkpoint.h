@@ -12,6 +12,7 @@
 // The padded vocabulary rows are not in the file: zero on load, dropped on save.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,18 @@ struct CheckpointBinding {
 
 // The bindings of every parameter of `model`, in parameters() order.
 std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model);
+
+// The machinery under load/save_checkpoint, for any per-parameter tensor of
+// the parameter's shape (the optimizer's moments use it too): reads or writes
+// `tensor_of(parameter)` for every binding, by this rank's slices.
+void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed);
+// Collective over tp; the first of a shard's replicas writes it.
+void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                  const std::function<const Tensor&(const Parameter&)>& tensor_of,
+                  Communicator& tp);
+// Creates dir on tp rank 0; every rank throws alike if that fails. Collective over tp.
+void make_directory(const std::string& dir, Communicator& tp);
 
 // Reads dir/model.safetensors into `model` (its config must match the file's
 // shapes). Every rank reads its own slices; no communication.
