@@ -54,6 +54,10 @@ const std::map<std::string, ModelConfig>& presets() {
       {"gpt2-774m", gpt2(36, 20, 1280)},
       {"gpt2-1558m", gpt2(48, 25, 1600)},
       {"gpt2-tiny", gpt2(2, 4, 64, 256, 128)},
+      // Byte-level (vocab 256) models for the default corpus: the demo's, and
+      // the PyTorch peer's "small" configuration (../shared/peers).
+      {"gpt2-byte-mini", gpt2(4, 4, 128, 256, 256)},
+      {"gpt2-byte-small", gpt2(6, 6, 384, 256, 256)},
       {"llama-7b", llama(32, 32, 32, 4096, 11008, 32000, 4096)},
       {"llama-tiny", llama(2, 4, 2, 64, 192, 256, 128)},
   };

@@ -34,8 +34,9 @@ struct ModelConfig {
   int64_t parameter_count() const;
 };
 
-// Named shapes: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, llama-7b, and
-// the test sizes gpt2-tiny and llama-tiny. Unknown names are a ConfigError
+// Named shapes: gpt2-124m, gpt2-350m, gpt2-774m, gpt2-1558m, llama-7b; the
+// byte-level gpt2-byte-mini and gpt2-byte-small (vocab 256); and the test
+// sizes gpt2-tiny and llama-tiny. Unknown names are a ConfigError
 // that lists the known ones.
 ModelConfig model_preset(const std::string& name);
 std::vector<std::string> model_preset_names();

@@ -1,0 +1,223 @@
+// `colrow train`: the loop, read top to bottom. Everything is validated before
+// anything is allocated; every rank computes the same decisions (continue,
+// stop, save) from all-reduced values, so no rank waits alone.
+#include "colrow/train/trainer.h"
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "colrow/core/error.h"
+#include "colrow/data/text_corpus.h"
+#include "colrow/data/token_dataset.h"
+#include "colrow/data/token_source.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/io/checkpoint.h"
+#include "colrow/nn/gpt_model.h"
+#include "colrow/runtime/threads.h"
+#include "colrow/train/adamw.h"
+#include "colrow/train/lr_schedule.h"
+#include "colrow/train/train_checkpoint.h"
+#include "colrow/train/training_log.h"
+
+namespace colrow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// --model: a directory with config.json (fresh weights of that shape) or a preset.
+ModelConfig resolve_model(const std::string& model) {
+  return is_directory(model) ? load_hf_config(model + "/config.json") : model_preset(model);
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError("[train] " + message);
+}
+
+// The same value on every rank: the mean over the dp replicas.
+double dp_mean(Communicator& dp, double value) {
+  Tensor t = Tensor::full({1}, static_cast<float>(value));
+  dp.all_reduce_sum(t);  // the replicas' values
+  return static_cast<double>(t.data()[0]) / dp.size();
+}
+
+// Mean loss over the held-out windows (capped), on every rank.
+double validation_loss(GptModel& model, const TokenDataset& data, ProcessMesh& mesh,
+                       const TrainOptions& o) {
+  double sum = 0.0, count = 0.0;
+  for (const Batch& b : data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(),
+                                                o.seq_len, o.eval_windows)) {
+    const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
+    sum += static_cast<double>(out.mean) * out.counted;
+    count += static_cast<double>(out.counted);
+  }
+  Tensor totals = Tensor::from_vector({2}, {static_cast<float>(sum), static_cast<float>(count)});
+  mesh.dp().all_reduce_sum(totals);  // loss sums and token counts of the replicas
+  return totals.data()[0] / std::max(1.0f, totals.data()[1]);
+}
+
+int64_t local_parameter_count(GptModel& model) {
+  int64_t n = 0;
+  for (Parameter* p : model.parameters()) n += p->value.numel();
+  return n;
+}
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
+  return text;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& o, MpiSession& mpi) {
+  Communicator& world = mpi.world();
+  // ---- everything checked before anything is allocated, identically on every rank
+  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
+  ProcessMesh::validate(tp_size, o.dp, world.size());
+  const ModelConfig config = resolve_model(o.model);
+  validate(config, tp_size);
+  require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
+  require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
+          "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
+              "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
+  require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
+  require(o.grad_accum >= 1, "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
+  require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0,
+          "save_every, eval_every, eval_windows and stop_after must not be negative.");
+  require(o.resume.empty() || o.init.empty(),
+          "resume (" + o.resume + ") and init (" + o.init + ") exclude each other: --resume "
+          "continues a run, --init starts a new one from a model.");
+  const int zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
+  LrSchedule schedule;
+  schedule.lr = o.lr;
+  schedule.min_lr = o.min_lr >= 0.0 ? o.min_lr : o.lr / 10.0;
+  schedule.warmup_steps = o.warmup >= 0 ? o.warmup : o.steps / 20;
+  schedule.total_steps = o.steps;
+  validate(schedule);
+  AdamWConfig adam;
+  adam.weight_decay = static_cast<float>(o.weight_decay);
+  adam.grad_clip = static_cast<float>(o.grad_clip);
+  adam.zero = zero;
+  validate(adam);
+  const TokenDataset data(o.data.empty() ? std::make_unique<TextCorpus>()
+                                         : open_token_source(o.data));
+  data.require_windows(o.seq_len);
+  data.require_ids_below(config.vocab_size);
+  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks());
+  set_threads(threads);
+
+  // ---- the run
+  ProcessMesh mesh(world, tp_size, o.dp);
+  if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
+  GptModel model(mesh.tp(), config, o.seed);
+  if (!o.init.empty()) load_checkpoint(model, o.init);
+  AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam);
+  TrainState state;
+  state.seed = o.seed;
+  if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
+  TrainingLog log(world.rank() == 0, o.metrics, o.steps);
+
+  const int64_t local_params = local_parameter_count(model);
+  const int64_t tokens_per_step = o.batch * o.seq_len * o.grad_accum * o.dp;
+  std::ostringstream about;
+  about << "colrow train: " << to_string(config.family) << " (" << o.model << "), "
+        << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "
+        << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
+        << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
+        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero << ", " << threads
+        << " thread(s)/rank; per rank: " << local_params << " parameters = "
+        << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params) << " grads + "
+        << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"
+        << "  data " << (o.data.empty() ? std::string(kDefaultCorpus) : o.data) << ": "
+        << data.train_size() << " train / " << data.val_size() << " validation tokens; "
+        << tokens_per_step << " tokens per step (batch " << o.batch << " x seq " << o.seq_len
+        << " x accum " << o.grad_accum << " x dp " << o.dp << ")\n"
+        << "  unigram baseline (validation, nats): " << data.unigram_cross_entropy(config.vocab_size)
+        << "\n  steps " << state.step << " -> " << o.steps << ", lr " << o.lr << " (warmup "
+        << schedule.warmup_steps << ", cosine to " << schedule.min_lr << ")";
+  if (!o.resume.empty()) about << ", resumed from " << resolve_checkpoint_dir(o.resume);
+  log.line(about.str());
+
+  // Ctrl-C (SIGINT), a polite kill (SIGTERM) or SIGUSR1, which mpirun
+  // forwards to every rank: finish the step, save, stop.
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, on_interrupt);
+  const auto start = Clock::now();
+  const std::vector<Parameter*> params = model.parameters();
+  const double flops_per_token = 6.0 * config.parameter_count();  // forward + backward, matmuls
+  while (state.step < o.steps) {
+    const auto t0 = Clock::now();
+    const double lr = lr_at(schedule, state.step);
+    double loss = 0.0;
+    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+      const Batch batch = data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
+                                           mesh.dp_size(), mesh.dp_rank(), o.seq_len);
+      loss += model.forward(batch.ids, batch.targets, batch.rows, o.seq_len).mean;
+      model.backward();
+    }
+    if (o.grad_accum > 1) {  // the mean over micro-batches
+      for (Parameter* p : params) {
+        float* g = p->grad.data();
+        for (int64_t i = 0; i < p->grad.numel(); ++i) g[i] /= static_cast<float>(o.grad_accum);
+      }
+    }
+    const double grad_norm = optimizer.step(static_cast<float>(lr));  // dp reduce, clip, update
+    optimizer.zero_grad();
+    ++state.step;
+    loss = dp_mean(mesh.dp(), loss / o.grad_accum);
+    if (!std::isfinite(loss)) {
+      throw InvalidInputError(
+          "[train] loss (" + std::to_string(loss) + ") at step " + std::to_string(state.step) +
+          " is not finite; training stopped" +
+          (o.out.empty() ? std::string(".") : ", the last checkpoint in " + o.out + " is kept.") +
+          " Lower --lr or raise --warmup.");
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    StepMetrics m;
+    m.step = state.step;
+    m.loss = loss;
+    m.lr = lr;
+    m.grad_norm = grad_norm;
+    m.tokens_per_s = tokens_per_step / seconds;
+    m.gflops_per_s = flops_per_token * m.tokens_per_s / world.size() / 1e9;
+    Tensor rss = Tensor::full({1}, static_cast<float>(peak_rss_mib()));
+    world.all_reduce_max(rss);  // the largest over ranks
+    m.peak_rss_mib = rss.data()[0];
+    const bool last = state.step == o.steps;
+    if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
+      m.val_loss = validation_loss(model, data, mesh, o);
+    }
+    Tensor interrupted = Tensor::full({1}, g_interrupted ? 1.0f : 0.0f);
+    world.all_reduce_max(interrupted);  // Ctrl-C on any rank stops every rank
+    const bool stop =
+        interrupted.data()[0] > 0.0f || (o.stop_after > 0 && state.step == o.stop_after);
+    log.step(m, std::chrono::duration<double>(Clock::now() - start).count());
+    if (!o.out.empty() && (last || stop || (o.save_every > 0 && state.step % o.save_every == 0))) {
+      const std::string dir = save_training_checkpoint(model, optimizer, state, o.out, mesh);
+      if (last || stop) log.line("saved " + dir + " (also " + o.out + "/latest)");
+    }
+    if (stop) {
+      log.line("stopped after step " + std::to_string(state.step) + " of " +
+               std::to_string(o.steps) + "; continue with --resume " +
+               (o.out.empty() ? std::string("(no --out: nothing saved)") : o.out) + ".");
+      break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace colrow
