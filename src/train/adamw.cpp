@@ -1,0 +1,181 @@
+// AdamW as torch.optim.AdamW (single-tensor path) over a tp x dp mesh, with
+// ZeRO-1 as Megatron's DistributedOptimizer does it: one flat gradient buffer,
+// reduce-scattered over dp; each dp rank keeps moments for its slice only,
+// updates it, and the updated parameters are all-gathered over dp.
+// Collectives: see adamw.h; every one is on its own tagged line below.
+#include "colrow/train/adamw.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/train/grad_norm.h"
+
+namespace colrow {
+
+bool decays_matrices(const Parameter& p) {
+  return p.shard.full_shape.size() >= 2;
+}
+
+void validate(const AdamWConfig& c) {
+  auto in_unit = [](float beta) { return beta >= 0.0f && beta < 1.0f; };
+  if (!in_unit(c.beta1)) {
+    throw ConfigError("[adamw] beta1 (" + std::to_string(c.beta1) + ") must lie in [0, 1).");
+  }
+  if (!in_unit(c.beta2)) {
+    throw ConfigError("[adamw] beta2 (" + std::to_string(c.beta2) + ") must lie in [0, 1).");
+  }
+  if (!(c.eps > 0.0f)) {
+    throw ConfigError("[adamw] eps (" + std::to_string(c.eps) + ") must be > 0.");
+  }
+  if (!(c.weight_decay >= 0.0f)) {
+    throw ConfigError("[adamw] weight_decay (" + std::to_string(c.weight_decay) +
+                      ") must be >= 0.");
+  }
+  if (c.zero != 0 && c.zero != 1) {
+    throw ConfigError("[adamw] zero (" + std::to_string(c.zero) +
+                      ") must be 0 or 1. Use 1 to shard the optimizer state over dp.");
+  }
+  if (!c.decays) throw ConfigError("[adamw] decays must be set. Use decays_matrices.");
+}
+
+AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config)
+    : tp_(tp), dp_(dp), params_(std::move(params)), config_(std::move(config)) {
+  validate(config_);
+  for (const Parameter* p : params_) {
+    if (!p->value.is_contiguous() || !p->grad.is_contiguous() ||
+        p->value.shape() != p->grad.shape()) {
+      throw InternalError("[adamw] " + p->name + ": value and grad must be contiguous, one shape");
+    }
+    offsets_.push_back(total_size_);
+    total_size_ += p->value.numel();
+    counted_.push_back(counted_on_rank(p->shard, tp_.rank(), tp_.size()));
+    decayed_.push_back(config_.decays(*p));
+  }
+  if (config_.zero == 1) {
+    // Padded so that dp equal slices tile the buffer; the padding stays zero.
+    const int64_t dp_size = dp_.size();
+    padded_size_ = (total_size_ + dp_size - 1) / dp_size * dp_size;
+    slice_size_ = padded_size_ / dp_size;
+    slice_begin_ = slice_size_ * dp_.rank();
+    grad_slice_ = Tensor::zeros({slice_size_});
+    param_slice_ = Tensor::zeros({slice_size_});
+  } else {
+    padded_size_ = total_size_;
+    slice_size_ = total_size_;
+    slice_begin_ = 0;
+  }
+  flat_ = Tensor::zeros({padded_size_});
+  if (config_.zero == 0) grad_slice_ = flat_;  // every rank owns everything
+  exp_avg_ = Tensor::zeros({slice_size_});
+  exp_avg_sq_ = Tensor::zeros({slice_size_});
+}
+
+void AdamW::zero_grad() {
+  for (Parameter* p : params_) p->zero_grad();
+}
+
+double AdamW::step(float lr) {
+  const double norm = reduce_and_norm();
+  const double coefficient = clip_coefficient(norm, config_.grad_clip);
+  ++step_count_;
+  update(lr, static_cast<float>(coefficient));
+  if (config_.zero == 1) gather_parameters();
+  return norm;
+}
+
+// grads -> grad_slice_ (dp-averaged); returns the global norm of the averaged grads.
+double AdamW::reduce_and_norm() {
+  // flat_: [padded_size] = every local grad in order, then zero padding
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor::wrap(flat_.data() + offsets_[i], params_[i]->grad.shape()).copy_from(params_[i]->grad);
+  }
+  std::fill(flat_.data() + total_size_, flat_.data() + padded_size_, 0.0f);
+  if (config_.zero == 0) {
+    // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
+    dp_.all_reduce_sum(flat_);
+  } else {
+    // [dp grads] reduce-scatter the flat grads over dp: [padded] -> [padded/dp]
+    dp_.reduce_scatter_sum(flat_, grad_slice_);
+  }
+  // The same float division in both modes, so equal sums give equal averages.
+  const float dp_size = static_cast<float>(dp_.size());
+  float* g = grad_slice_.data();
+  for (int64_t j = 0; j < slice_size_; ++j) g[j] /= dp_size;
+
+  // Squares of the counted parameters' elements inside this rank's slice.
+  double partial = 0.0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!counted_[i]) continue;
+    const int64_t begin = std::max(offsets_[i], slice_begin_);
+    const int64_t end =
+        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
+    for (int64_t j = begin; j < end; ++j) {
+      const double x = g[j - slice_begin_];
+      partial += x * x;
+    }
+  }
+  if (config_.zero == 1) {
+    // [norm] the slices of one tp rank's gradients lie on its dp ranks: sum them
+    partial = sum_over(dp_, partial);
+  }
+  // [norm] sum over tp, each element of the full model counted once
+  return std::sqrt(sum_over(tp_, partial));
+}
+
+// torch.optim.AdamW's _single_tensor_adamw, element by element, on this rank's
+// slice; `grad_scale` is the clipping factor (1 when not clipping).
+void AdamW::update(float lr, float grad_scale) {
+  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(config_.beta1), step_count_);
+  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(config_.beta2), step_count_);
+  const float step_size = static_cast<float>(lr / bias_correction1);
+  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * config_.weight_decay);
+  const float one_minus_beta1 = static_cast<float>(1.0 - config_.beta1);
+  const float one_minus_beta2 = static_cast<float>(1.0 - config_.beta2);
+  const float beta2 = config_.beta2, eps = config_.eps;
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t begin = std::max(offsets_[i], slice_begin_);
+    const int64_t end =
+        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
+    if (begin >= end) continue;
+    const int64_t n = end - begin;
+    float* p = params_[i]->value.data() + (begin - offsets_[i]);
+    float* g = grad_slice_.data() + (begin - slice_begin_);
+    float* m = exp_avg_.data() + (begin - slice_begin_);
+    float* v = exp_avg_sq_.data() + (begin - slice_begin_);
+    const float wd = decayed_[i] ? decay : 1.0f;
+#pragma omp parallel for if (n > (1 << 16))
+    for (int64_t j = 0; j < n; ++j) {
+      const float grad = g[j] * grad_scale;
+      p[j] *= wd;                                           // param.mul_(1 - lr * wd)
+      m[j] += one_minus_beta1 * (grad - m[j]);              // exp_avg.lerp_(grad, 1 - beta1)
+      v[j] = v[j] * beta2 + one_minus_beta2 * grad * grad;  // mul_(beta2).addcmul_
+      const float denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
+      p[j] += -step_size * (m[j] / denom);  // addcdiv_(m, denom, -step_size)
+    }
+  }
+}
+
+// zero 1: every dp rank's updated slice -> every parameter on every dp rank.
+void AdamW::gather_parameters() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t begin = std::max(offsets_[i], slice_begin_);
+    const int64_t end =
+        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
+    if (begin >= end) continue;
+    std::copy(params_[i]->value.data() + (begin - offsets_[i]),
+              params_[i]->value.data() + (end - offsets_[i]),
+              param_slice_.data() + (begin - slice_begin_));
+  }
+  // [dp params] all-gather the updated slices over dp: [padded/dp] -> [padded]
+  dp_.all_gather(param_slice_, flat_);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& value = params_[i]->value;
+    std::copy(flat_.data() + offsets_[i], flat_.data() + offsets_[i] + value.numel(), value.data());
+  }
+}
+
+}  // namespace colrow

@@ -1,0 +1,347 @@
+// AdamW over every tp x dp mesh of the world, zero 0 and ZeRO-1, on a toy set
+// of parameters shaped like a model's (split over tp along dim 0 and dim 1,
+// replicated, KV-style blocks shared by two tp ranks) with different gradients
+// on every dp rank: against an independent double-precision AdamW with
+// clipping; ZeRO-1 against zero 0; the global norm across meshes; weight decay
+// on matrices only; the exact collectives of one step; configuration errors.
+#include "colrow/train/adamw.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/dist/recording_communicator.h"
+#include "nn/layer_test_helpers.h"
+#include "support/adamw_reference.h"
+#include "support/test_world.h"
+
+namespace colrow {
+namespace {
+
+using testing::world;
+using Values = std::vector<double>;
+
+constexpr int kSteps = 5;
+// Gradient scales per step, powers of two: with grad_clip 2, steps 1 and 3
+// clip (norm >= 7) and steps 0, 2, 4 do not (norm <= 1).
+constexpr double kScale[kSteps] = {0.125, 4.0, 0.0625, 8.0, 0.125};
+constexpr double kClip = 2.0;
+double lr_of(int step) {
+  return 0.01 * (1 + step % 3);
+}
+
+struct ToyTensor {
+  const char* name;
+  Shape full;
+  int dim;
+};
+const ToyTensor kTensors[] = {
+    {"h.0.w1.weight", {12, 6}, 0},  // split over tp along rows (column-parallel)
+    {"h.0.w2.weight", {6, 12}, 1},  // split along columns (row-parallel)
+    {"h.0.w2.bias", {6}, 0},        // replicated
+    {"h.0.k.weight", {4, 6}, 0},    // 2 blocks: at tp 4, each on 2 ranks (replicated KV)
+    {"ln_f.weight", {7}, 0},        // replicated, odd size: ZeRO-1 pads
+};
+constexpr size_t kCount = sizeof(kTensors) / sizeof(kTensors[0]);
+
+ShardSpec spec_of(size_t i, int tp_rank, int tp) {
+  const ToyTensor& t = kTensors[i];
+  if (t.full.size() == 1) return ShardSpec::replicated(t.full);
+  int count = tp;
+  if (i == 3) count = tp % 2 == 0 ? 2 : 1;  // two KV heads: split at tp 2, shared at tp 4
+  return {t.full, t.dim, tp_rank / (tp / count), count};
+}
+
+// The elements a shard holds, row-major.
+Values block_of(const Values& full, const ShardSpec& s) {
+  if (s.full_shape.size() == 1) return full;
+  const int64_t rows = s.full_shape[0], cols = s.full_shape[1];
+  const reference::Matrix b = testing::block(full, rows, cols, s.dim, s.index, s.count);
+  return Values(b.begin(), b.end());
+}
+
+// Initial values: k 2^-10 in [-1, 1).
+Values initial_values(size_t i) {
+  std::mt19937_64 gen(100 + i);
+  Values v(shape_numel(kTensors[i].full));
+  for (double& x : v) x = static_cast<double>(static_cast<int64_t>(gen() % 2048) - 1024) / 1024;
+  return v;
+}
+
+// Gradient of tensor i on dp rank d at step s: k 2^-8 times a power of two,
+// |k| <= 256. Dyadic with few bits, so sums over up to 4 ranks are exact in
+// fp32 in any order: the average differs from the double one only by the
+// division by dp (one rounding), and zero 0 and ZeRO-1 sum to the same bits.
+Values full_grad(size_t i, int d, int s) {
+  std::mt19937_64 gen(1000 * s + 10 * d + i);
+  Values v(shape_numel(kTensors[i].full));
+  for (double& x : v)
+    x = static_cast<double>(static_cast<int64_t>(gen() % 513) - 256) / 256 * kScale[s];
+  return v;
+}
+
+Tensor to_tensor(const Shape& shape, const Values& v) {
+  return Tensor::from_vector(shape, std::vector<float>(v.begin(), v.end()));
+}
+
+AdamWConfig config_with(int zero) {
+  AdamWConfig c;
+  c.beta1 = 0.9f;
+  c.beta2 = 0.95f;
+  c.eps = 1e-8f;
+  c.weight_decay = 0.1f;
+  c.grad_clip = static_cast<float>(kClip);
+  c.zero = zero;
+  return c;
+}
+
+std::vector<std::pair<int, int>> meshes() {
+  std::vector<std::pair<int, int>> out;
+  for (int tp = 1; tp <= world().size(); ++tp) {
+    if (world().size() % tp == 0) out.push_back({tp, world().size() / tp});
+  }
+  return out;
+}
+
+struct TrainRun {
+  std::vector<std::unique_ptr<Parameter>> params;
+  std::vector<double> norms;
+};
+
+TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps) {
+  TrainRun run;
+  std::vector<Parameter*> ptrs;
+  for (size_t i = 0; i < kCount; ++i) {
+    const ShardSpec spec = spec_of(i, tp.rank(), tp.size());
+    run.params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
+    run.params.back()->value.copy_from(
+        to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
+    ptrs.push_back(run.params.back().get());
+  }
+  AdamW adamw(tp, dp, ptrs, config_with(zero));
+  for (int s = 0; s < steps; ++s) {
+    for (size_t i = 0; i < kCount; ++i) {
+      Parameter& p = *run.params[i];
+      p.grad.copy_from(
+          to_tensor(p.shard.local_shape(), block_of(full_grad(i, dp.rank(), s), p.shard)));
+    }
+    run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
+  }
+  EXPECT_EQ(adamw.step_count(), steps);
+  return run;
+}
+
+struct Reference {
+  reference::AdamWTensors state;
+  std::vector<double> norms;
+};
+
+Reference reference_run(int dp, int steps, double clip = kClip) {
+  Reference ref;
+  for (size_t i = 0; i < kCount; ++i) {
+    ref.state.params.push_back(initial_values(i));
+    ref.state.m.push_back(Values(ref.state.params.back().size(), 0.0));
+    ref.state.v.push_back(Values(ref.state.params.back().size(), 0.0));
+    ref.state.decay.push_back(kTensors[i].full.size() >= 2);
+  }
+  const reference::AdamWHyper hyper{0.9f, 0.95f, 1e-8f, 0.1f, clip};
+  for (int s = 0; s < steps; ++s) {
+    std::vector<Values> grads;
+    for (size_t i = 0; i < kCount; ++i) {
+      Values mean(shape_numel(kTensors[i].full), 0.0);
+      for (int d = 0; d < dp; ++d) {
+        const Values g = full_grad(i, d, s);
+        for (size_t j = 0; j < g.size(); ++j) mean[j] += g[j] / dp;
+      }
+      grads.push_back(mean);
+    }
+    ref.norms.push_back(reference::adamw_step(ref.state, grads, s + 1, lr_of(s), hyper));
+  }
+  return ref;
+}
+
+// fp32 against double: the averaged grads agree to one rounding, each step's
+// update lr m_hat / (sqrt(v_hat) + eps) (|m_hat / sqrt(v_hat)| <= ~3 here) to a
+// few ulps of lr, and the decay p (1 - lr wd) to an ulp of |p| <= 1: after 5
+// steps a few 1e-7 at most; 2e-6 leaves room, and a wrong formula (bias
+// correction, decay, clip, dp average) moves values by ~1e-3 or more.
+constexpr double kTolerance = 2e-6;
+
+// The test can see clipping: without it the reference ends far outside kTolerance.
+TEST(AdamW, ClippingMovesTheReferenceBeyondTheTolerance) {
+  const Reference clipped = reference_run(world().size(), kSteps);
+  const Reference unclipped = reference_run(world().size(), kSteps, /*clip=*/0.0);
+  double max_difference = 0.0;
+  for (size_t i = 0; i < kCount; ++i) {
+    for (size_t j = 0; j < clipped.state.params[i].size(); ++j) {
+      max_difference = std::max(
+          max_difference, std::abs(clipped.state.params[i][j] - unclipped.state.params[i][j]));
+    }
+  }
+  EXPECT_GT(max_difference, 100 * kTolerance);
+}
+
+TEST(AdamW, MatchesDoubleReferenceOnEveryMesh) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, dp_size);
+    const Reference ref = reference_run(dp_size, kSteps);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                   std::to_string(zero));
+      TrainRun run = train(mesh.tp(), mesh.dp(), zero, kSteps);
+      for (size_t i = 0; i < kCount; ++i) {
+        const Parameter& p = *run.params[i];
+        const Values expected = block_of(ref.state.params[i], p.shard);
+        const std::vector<float> got = p.value.to_vector();
+        ASSERT_EQ(got.size(), expected.size());
+        for (size_t j = 0; j < got.size(); ++j) {
+          EXPECT_NEAR(got[j], expected[j], kTolerance) << p.name << "[" << j << "]";
+        }
+      }
+      for (int s = 0; s < kSteps; ++s) {
+        // Norm of fp32 averages (each within 2^-24 relative of the double one).
+        EXPECT_NEAR(run.norms[s], ref.norms[s], 1e-6 * ref.norms[s]) << "step " << s;
+        EXPECT_EQ(ref.norms[s] > kClip, s == 1 || s == 3) << "the test must clip exactly there";
+      }
+    }
+  }
+}
+
+// With dyadic grads the dp sums are exact in any order, so both modes average
+// to the same bits; the global norm's double partial sums are added in another
+// order (per slice, then over dp), which moves it by ~1e-16 relative, far below
+// the fp32 rounding of the clip factor. So the parameters agree bit for bit,
+// and the norm agrees across modes and across tp.
+TEST(AdamW, ZeroOneGivesTheSameParametersAsZeroZero) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size));
+    ProcessMesh mesh(world(), tp_size, dp_size);
+    TrainRun plain = train(mesh.tp(), mesh.dp(), 0, kSteps);
+    TrainRun sharded = train(mesh.tp(), mesh.dp(), 1, kSteps);
+    for (size_t i = 0; i < kCount; ++i) {
+      EXPECT_EQ(plain.params[i]->value.to_vector(), sharded.params[i]->value.to_vector())
+          << kTensors[i].name;
+    }
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_NEAR(plain.norms[s], sharded.norms[s], 1e-14 * plain.norms[s]);
+      // The same dp average at every tp: the norm must not depend on tp.
+      if (tp_size > 1) {
+        const Reference ref = reference_run(dp_size, kSteps);
+        EXPECT_NEAR(plain.norms[s], ref.norms[s], 1e-6 * ref.norms[s]);
+      }
+    }
+  }
+}
+
+TEST(AdamW, WeightDecayAppliesToMatricesOnly) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, dp_size);
+    for (int zero : {0, 1}) {
+      for (bool decay_none : {false, true}) {
+        std::vector<std::unique_ptr<Parameter>> params;
+        std::vector<Parameter*> ptrs;
+        for (size_t i = 0; i < kCount; ++i) {
+          const ShardSpec spec = spec_of(i, mesh.tp_rank(), tp_size);
+          params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
+          params.back()->value.copy_from(
+              to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
+          ptrs.push_back(params.back().get());
+        }
+        AdamWConfig config = config_with(zero);
+        config.weight_decay = 0.5f;
+        if (decay_none) config.decays = [](const Parameter&) { return false; };
+        AdamW adamw(mesh.tp(), mesh.dp(), ptrs, config);
+        // Zero grads: the moments stay 0, the Adam step is -0, only decay moves p.
+        adamw.step(0.1f);
+        const float factor = static_cast<float>(1.0 - 0.1f * 0.5);
+        for (size_t i = 0; i < kCount; ++i) {
+          const bool matrix = kTensors[i].full.size() == 2;
+          const Values start = block_of(initial_values(i), params[i]->shard);
+          const std::vector<float> got = params[i]->value.to_vector();
+          for (size_t j = 0; j < got.size(); ++j) {
+            const float p0 = static_cast<float>(start[j]);
+            EXPECT_EQ(got[j], matrix && !decay_none ? p0 * factor : p0) << kTensors[i].name;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AdamW, OneStepIssuesExactlyTheseCollectives) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, dp_size);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " zero " + std::to_string(zero));
+      RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());
+      std::vector<std::unique_ptr<Parameter>> params;
+      std::vector<Parameter*> ptrs;
+      int64_t local = 0;
+      for (size_t i = 0; i < kCount; ++i) {
+        params.push_back(std::make_unique<Parameter>(
+            kTensors[i].name, spec_of(i, mesh.tp_rank(), tp_size), Init::zeros(), 0));
+        ptrs.push_back(params.back().get());
+        local += params.back()->value.numel();
+      }
+      AdamW adamw(tp, dp, ptrs, config_with(zero));
+      EXPECT_TRUE(tp.events().empty() && dp.events().empty());  // construction talks to no one
+      adamw.step(0.01f);
+      const int64_t padded = (local + dp_size - 1) / dp_size * dp_size;
+      using E = CollectiveEvent;
+      if (zero == 0) {
+        EXPECT_EQ(adamw.slice_size(), local);
+        EXPECT_EQ(dp.events(), (std::vector<E>{{"all_reduce_sum", local, 0}}));
+      } else {
+        EXPECT_EQ(adamw.padded_size(), padded);
+        EXPECT_EQ(adamw.slice_size(), padded / dp_size);
+        EXPECT_EQ(adamw.slice_begin(), padded / dp_size * mesh.dp_rank());
+        EXPECT_EQ(dp.events(), (std::vector<E>{{"reduce_scatter_sum", padded, 0},
+                                               {"all_gather", 2, 0},  // norm partials
+                                               {"all_gather", padded / dp_size, 0}}));
+      }
+      EXPECT_EQ(tp.events(), (std::vector<E>{{"all_gather", 2, 0}}));
+      EXPECT_EQ(adamw.exp_avg().numel(), adamw.slice_size());
+      EXPECT_EQ(adamw.exp_avg_sq().numel(), adamw.slice_size());
+    }
+  }
+}
+
+TEST(AdamW, BadConfigurationsFailOnEveryRankBeforeAnyCollective) {
+  auto message = [](AdamWConfig c) {
+    try {
+      validate(c);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  AdamWConfig c = config_with(0);
+  EXPECT_EQ(message(c), "no error");
+  c.beta1 = 1.0f;
+  EXPECT_NE(message(c).find("[adamw] beta1 (1.0"), std::string::npos) << message(c);
+  c = config_with(0);
+  c.beta2 = -0.1f;
+  EXPECT_NE(message(c).find("beta2"), std::string::npos);
+  c = config_with(0);
+  c.eps = 0.0f;
+  EXPECT_NE(message(c).find("eps (0.0"), std::string::npos);
+  c = config_with(0);
+  c.weight_decay = -1.0f;
+  EXPECT_NE(message(c).find("weight_decay (-1.0"), std::string::npos);
+  c = config_with(2);
+  EXPECT_NE(message(c).find("zero (2) must be 0 or 1"), std::string::npos);
+  RecordingCommunicator tp(world()), dp(world());
+  EXPECT_THROW(AdamW(tp, dp, {}, c), ConfigError);
+  EXPECT_TRUE(tp.events().empty() && dp.events().empty());
+  world().barrier();  // every rank got here: nothing hung
+}
+
+}  // namespace
+}  // namespace colrow

@@ -1,0 +1,166 @@
+// The global gradient norm at tp = world size equals the unsharded model's
+// (gpt2; llama with grouped, replicated and multi-query KV heads), so no
+// sqrt(tp) error from replicated parameters; the counting rule per shard; and
+// clipping scales by max_norm / (norm + 1e-6) only when the norm exceeds it.
+#include "colrow/train/grad_norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/local_communicator.h"
+#include "colrow/dist/recording_communicator.h"
+#include "colrow/nn/gpt_model.h"
+#include "nn/layer_test_helpers.h"
+#include "support/test_world.h"
+
+namespace colrow {
+namespace {
+
+using testing::world;
+
+ModelConfig gpt2_config() {
+  ModelConfig c = model_preset("gpt2-tiny");
+  c.n_layer = 2;
+  c.n_head = c.n_kv_head = 12;
+  c.d_model = 48;
+  c.head_dim = 4;
+  c.ffn_hidden_size = 192;
+  c.vocab_size = 300;
+  c.max_position_embeddings = 32;
+  return c;
+}
+
+ModelConfig llama_config(int n_head, int n_kv_head, int64_t d_model, bool tied) {
+  ModelConfig c = model_preset("llama-tiny");
+  c.n_layer = 2;
+  c.n_head = n_head;
+  c.n_kv_head = n_kv_head;
+  c.d_model = d_model;
+  c.head_dim = d_model / n_head;
+  c.ffn_hidden_size = 96;
+  c.vocab_size = 300;
+  c.max_position_embeddings = 32;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+bool valid_at(const ModelConfig& c, int tp) {
+  try {
+    validate(c, tp);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t vocab) {
+  std::mt19937_64 gen(seed);
+  std::vector<int32_t> ids(count);
+  for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
+  return ids;
+}
+
+TEST(GradNorm, CountedOnRankFollowsTheShardSpec) {
+  const Shape full{8, 4};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_TRUE(counted_on_rank({full, 0, r, 4}, r, 4));                // split: every rank
+    EXPECT_EQ(counted_on_rank({full, 0, 0, 1}, r, 4), r == 0);          // replicated: rank 0
+    EXPECT_EQ(counted_on_rank({full, 0, r / 2, 2}, r, 4), r % 2 == 0);  // 2 replicas per block
+  }
+  EXPECT_THROW(counted_on_rank({full, 0, 0, 3}, 0, 4), InternalError);
+}
+
+// Same seed, same tokens: the model at tp = world and the same model on a
+// group of one. fp32 gradients at different tp differ only by summation
+// order inside the GEMMs and reductions (a few hundred terms at most: relative
+// error well under 1e-5); a replicated parameter counted tp times instead of
+// once would be off by a factor up to sqrt(tp) (41% at tp 2).
+TEST(GradNorm, EqualsTheUnshardedModelAtEveryTp) {
+  const int tp = world().size();
+  struct Case {
+    const char* name;
+    ModelConfig config;
+  };
+  const Case cases[] = {{"gpt2", gpt2_config()},
+                        {"llama_gqa", llama_config(12, 6, 48, false)},
+                        {"llama_replicated_kv", llama_config(4, 2, 32, false)},
+                        {"llama_mqa_tied", llama_config(12, 1, 48, true)}};
+  int tested = 0;
+  for (const Case& c : cases) {
+    if (!valid_at(c.config, tp)) continue;  // e.g. 6 KV heads at tp 4: neither split nor replicable
+    SCOPED_TRACE(c.name);
+    ++tested;
+    const int64_t batch = 2, seq = 8;
+    const std::vector<int32_t> ids = random_ids(11, batch * seq, c.config.vocab_size);
+    const std::vector<int32_t> targets = random_ids(12, batch * seq, c.config.vocab_size);
+
+    LocalCommunicator local("tp");
+    GptModel full(local, c.config, /*seed=*/5);
+    full.forward(ids, targets, batch, seq);
+    full.backward();
+    const double expected = global_grad_norm(local, full.parameters());
+
+    GptModel sharded(world(), c.config, /*seed=*/5);
+    sharded.forward(ids, targets, batch, seq);
+    sharded.backward();
+    RecordingCommunicator recording(world());
+    const double norm = global_grad_norm(recording, sharded.parameters());
+    EXPECT_NEAR(norm, expected, 1e-5 * expected);
+    EXPECT_GT(expected, 0.0);
+    // One collective: each rank's partial sum as two floats.
+    EXPECT_EQ(recording.events(), (std::vector<CollectiveEvent>{{"all_gather", 2, 0.0}}));
+  }
+  EXPECT_GE(tested, 2);
+}
+
+// Small-integer grads: every square and sum is exact, so the norm is exact.
+struct Toy {
+  Parameter split, replicated;
+  explicit Toy(int tp_rank, int tp)
+      : split("w", {{4 * tp, 3}, 0, tp_rank, tp}, Init::zeros(), 0),
+        replicated("b", ShardSpec::replicated({5}), Init::zeros(), 0) {
+    split.grad.fill(2.0f);       // 4 x 3 x 4 = 48 per rank
+    replicated.grad.fill(1.0f);  // 5, once
+  }
+  std::vector<Parameter*> params() { return {&split, &replicated}; }
+};
+
+TEST(GradNorm, ClipsOnlyAboveMaxNorm) {
+  Communicator& tp = world();
+  const double expected = std::sqrt(48.0 * tp.size() + 5.0);
+  {
+    Toy toy(tp.rank(), tp.size());
+    EXPECT_EQ(clip_grad_norm(tp, toy.params(), expected + 1.0), expected);
+    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f));  // untouched
+    EXPECT_EQ(toy.replicated.grad.to_vector(), std::vector<float>(5, 1.0f));
+  }
+  {
+    Toy toy(tp.rank(), tp.size());
+    const double max_norm = expected / 4;
+    EXPECT_EQ(clip_grad_norm(tp, toy.params(), max_norm), expected);
+    const float scale = static_cast<float>(max_norm / (expected + 1e-6));
+    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f * scale));
+    EXPECT_EQ(toy.replicated.grad.to_vector(), std::vector<float>(5, scale));
+    EXPECT_NEAR(global_grad_norm(tp, toy.params()), max_norm, 1e-6 * max_norm);
+  }
+  {
+    Toy toy(tp.rank(), tp.size());
+    EXPECT_EQ(clip_grad_norm(tp, toy.params(), 0.0), expected);  // disabled
+    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f));
+  }
+}
+
+// A double survives the (hi, lo) all_gather to far better than fp32.
+TEST(GradNorm, SumOverCarriesDoublePrecision) {
+  const double partial = 1.0 + 1e-12 * (world().rank() + 1);
+  const int n = world().size();
+  const double expected = n + 1e-12 * n * (n + 1) / 2;
+  EXPECT_NEAR(sum_over(world(), partial), expected, 1e-14 * n);
+}
+
+}  // namespace
+}  // namespace colrow
