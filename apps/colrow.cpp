@@ -1,4 +1,4 @@
-// colrow: the command-line tool. Verbs so far: eval, bench mlp. Run under mpirun;
+// colrow: the command-line tool. Verbs so far: eval, generate, bench mlp. Run under mpirun;
 // every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
@@ -6,10 +6,11 @@
 #include <string>
 
 #include "bench_mlp.h"
-#include "eval.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
+#include "eval.h"
+#include "generate.h"
 
 namespace {
 
@@ -72,6 +73,30 @@ void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
   eval->add_flag("--json", o.json, "Print one JSON object instead of text");
 }
 
+void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
+  CLI::App* gen = app.add_subcommand(
+      "generate", "Continue a prompt with a checkpoint (byte-level tokenizer), at any tp");
+  gen->add_option("--model", o.model, "Checkpoint directory (config.json + model.safetensors)")
+      ->required();
+  gen->add_option("--prompt", o.prompt, "Text to continue (one token per byte)")->required();
+  gen->add_option("--max-new-tokens", o.max_new_tokens, "Tokens to generate")
+      ->capture_default_str();
+  gen->add_option("--temperature", o.temperature, "Softmax temperature (0 = greedy)")
+      ->capture_default_str();
+  gen->add_option("--top-k", o.top_k, "Sample among the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  gen->add_option("--top-p", o.top_p, "Nucleus: smallest set with probability >= p (1 = off)")
+      ->capture_default_str();
+  gen->add_option("--seed", o.seed, "Seed of the draws")->capture_default_str();
+  gen->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+      ->capture_default_str();
+  gen->add_option("--dp", o.dp, "Data-parallel degree (replicas generate the same text)")
+      ->capture_default_str();
+  gen->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  gen->add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +110,8 @@ int main(int argc, char** argv) {
   add_bench_mlp(*bench, mlp_options);
   colrow::apps::EvalOptions eval_options;
   add_eval(app, eval_options);
+  colrow::apps::GenerateOptions generate_options;
+  add_generate(app, generate_options);
 
   try {
     try {
@@ -98,6 +125,9 @@ int main(int argc, char** argv) {
     }
     if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, mpi);
     if (app.got_subcommand("eval")) return colrow::apps::run_eval(eval_options, mpi);
+    if (app.got_subcommand("generate")) {
+      return colrow::apps::run_generate(generate_options, mpi);
+    }
     return 0;
   } catch (const std::exception& e) {
     return fail(mpi, e.what());
