@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev
+  jargon-text
   python3
 )
 
