@@ -1,4 +1,4 @@
-// colrow: the command-line tool. Verbs so far: eval, generate, bench mlp. Run under mpirun;
+// colrow: the command-line tool. Verbs: train, eval, generate, bench mlp. Run under mpirun;
 // every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
@@ -11,6 +11,7 @@
 #include "colrow/runtime/blas_kernels.h"
 #include "eval.h"
 #include "generate.h"
+#include "train.h"
 
 namespace {
 
@@ -112,6 +113,8 @@ int main(int argc, char** argv) {
   add_eval(app, eval_options);
   colrow::apps::GenerateOptions generate_options;
   add_generate(app, generate_options);
+  colrow::TrainOptions train_options;
+  colrow::apps::add_train(app, train_options);
 
   try {
     try {
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("generate")) {
       return colrow::apps::run_generate(generate_options, mpi);
     }
+    if (app.got_subcommand("train")) return colrow::run_training(train_options, mpi);
     return 0;
   } catch (const std::exception& e) {
     return fail(mpi, e.what());

@@ -23,7 +23,9 @@ constexpr const char* kState = "train_state.json";
 constexpr const char* kExpAvg = "optimizer.exp_avg.safetensors";
 constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.safetensors";
 
-bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+bool exists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
 
 // rm -rf: a checkpoint directory holds only files.
 void remove_tree(const std::string& dir) {
@@ -91,8 +93,8 @@ void agree(Communicator& world, int err, const std::string& what) {
   Tensor flag = Tensor::full({1}, static_cast<float>(err));
   world.broadcast(flag, 0);
   if (flag.data()[0] != 0.0f) {
-    throw BackendError("[train] " + what + ": " +
-                       std::strerror(static_cast<int>(flag.data()[0])) + ".");
+    throw BackendError("[train] " + what + ": " + std::strerror(static_cast<int>(flag.data()[0])) +
+                       ".");
   }
 }
 
@@ -115,10 +117,12 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
     save_checkpoint(model, tmp_dir, mesh.tp());
     const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
     Segments m(opt, exp_avg), v(opt, exp_avg_sq);
-    save_tensors(bindings, tmp_dir + "/" + kExpAvg,
-                 [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp());
-    save_tensors(bindings, tmp_dir + "/" + kExpAvgSq,
-                 [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp());
+    save_tensors(
+        bindings, tmp_dir + "/" + kExpAvg,
+        [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp());
+    save_tensors(
+        bindings, tmp_dir + "/" + kExpAvgSq,
+        [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp());
     if (mesh.tp_rank() == 0) write_state(tmp_dir + "/" + kState, state, opt, mesh);
   }
   world.barrier();
@@ -156,8 +160,8 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
   try {
     in >> j;
   } catch (const nlohmann::json::exception& e) {
-    throw InvalidInputError("[train] " + step_dir + "/" + kState + " is not valid JSON: " +
-                            e.what());
+    throw InvalidInputError("[train] " + step_dir + "/" + kState +
+                            " is not valid JSON: " + e.what());
   }
   TrainState state;
   state.step = j.value("step", int64_t{0});
@@ -165,12 +169,13 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
   load_checkpoint(model, step_dir);
   // The moments, whole, then this rank's dp slice.
   const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
-  for (const auto& [file, moment] : {std::pair<const char*, Tensor*>{kExpAvg, &opt.exp_avg()},
-                                     {kExpAvgSq, &opt.exp_avg_sq()}}) {
+  for (const auto& [file, moment] :
+       {std::pair<const char*, Tensor*>{kExpAvg, &opt.exp_avg()}, {kExpAvgSq, &opt.exp_avg_sq()}}) {
     Tensor whole = Tensor::zeros({opt.padded_size()});
     Segments views(opt, whole);
-    load_tensors(bindings, step_dir + "/" + file,
-                 [&views](Parameter& p) -> Tensor& { return views.of(p); }, false);
+    load_tensors(
+        bindings, step_dir + "/" + file, [&views](Parameter& p) -> Tensor& { return views.of(p); },
+        false);
     moment->copy_from(whole.slice(0, opt.slice_begin(), opt.slice_size()));
   }
   opt.set_step_count(j.value("adam_steps", state.step));

@@ -32,7 +32,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) { g_interrupted = true; }
+extern "C" void on_interrupt(int) {
+  g_interrupted = true;
+}
 
 bool is_directory(const std::string& path) {
   struct stat st;
@@ -59,8 +61,8 @@ double dp_mean(Communicator& dp, double value) {
 double validation_loss(GptModel& model, const TokenDataset& data, ProcessMesh& mesh,
                        const TrainOptions& o) {
   double sum = 0.0, count = 0.0;
-  for (const Batch& b : data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(),
-                                                o.seq_len, o.eval_windows)) {
+  for (const Batch& b : data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len,
+                                                o.eval_windows)) {
     const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
     sum += static_cast<double>(out.mean) * out.counted;
     count += static_cast<double>(out.counted);
@@ -96,12 +98,14 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
           "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
               "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
   require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
-  require(o.grad_accum >= 1, "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
+  require(o.grad_accum >= 1,
+          "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
   require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0,
           "save_every, eval_every, eval_windows and stop_after must not be negative.");
   require(o.resume.empty() || o.init.empty(),
-          "resume (" + o.resume + ") and init (" + o.init + ") exclude each other: --resume "
-          "continues a run, --init starts a new one from a model.");
+          "resume (" + o.resume + ") and init (" + o.init +
+              ") exclude each other: --resume "
+              "continues a run, --init starts a new one from a model.");
   const int zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
   LrSchedule schedule;
   schedule.lr = o.lr;
@@ -140,16 +144,17 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
         << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
         << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
         << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero << ", " << threads
-        << " thread(s)/rank; per rank: " << local_params << " parameters = "
-        << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params) << " grads + "
-        << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"
+        << " thread(s)/rank; per rank: " << local_params
+        << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
+        << " grads + " << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"
         << "  data " << (o.data.empty() ? std::string(kDefaultCorpus) : o.data) << ": "
         << data.train_size() << " train / " << data.val_size() << " validation tokens; "
         << tokens_per_step << " tokens per step (batch " << o.batch << " x seq " << o.seq_len
         << " x accum " << o.grad_accum << " x dp " << o.dp << ")\n"
-        << "  unigram baseline (validation, nats): " << data.unigram_cross_entropy(config.vocab_size)
-        << "\n  steps " << state.step << " -> " << o.steps << ", lr " << o.lr << " (warmup "
-        << schedule.warmup_steps << ", cosine to " << schedule.min_lr << ")";
+        << "  unigram baseline (validation, nats): "
+        << data.unigram_cross_entropy(config.vocab_size) << "\n  steps " << state.step << " -> "
+        << o.steps << ", lr " << o.lr << " (warmup " << schedule.warmup_steps << ", cosine to "
+        << schedule.min_lr << ")";
   if (!o.resume.empty()) about << ", resumed from " << resolve_checkpoint_dir(o.resume);
   log.line(about.str());
 

@@ -12,29 +12,29 @@ namespace colrow {
 
 struct TrainOptions {
   std::string model = "gpt2-tiny";  // a preset, or a directory with config.json
-  std::string data;                 // token file (.bin / llm.c header) or text (.txt, .gz); "" = the Jargon File
-  int64_t steps = 200;              // counted from the start of training, also when resuming
-  int64_t stop_after = 0;           // > 0: save and stop after this step, as if interrupted
-                                    // (Megatron's --exit-interval); the schedule still spans steps
+  std::string data;  // token file (.bin / llm.c header) or text (.txt, .gz); "" = the Jargon File
+  int64_t steps = 200;     // counted from the start of training, also when resuming
+  int64_t stop_after = 0;  // > 0: save and stop after this step, as if interrupted
+                           // (Megatron's --exit-interval); the schedule still spans steps
   int64_t seq_len = 128;
-  int64_t batch = 8;                // sequences per dp rank per micro-batch
+  int64_t batch = 8;  // sequences per dp rank per micro-batch
   int64_t grad_accum = 1;
   double lr = 1e-3;
-  double min_lr = -1.0;             // < 0: lr / 10
-  int64_t warmup = -1;              // < 0: steps / 20
+  double min_lr = -1.0;  // < 0: lr / 10
+  int64_t warmup = -1;   // < 0: steps / 20
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   uint64_t seed = 1337;
-  int tp = 0;                       // 0: world size / dp
+  int tp = 0;  // 0: world size / dp
   int dp = 1;
-  int zero = -1;                    // -1: 1 when dp > 1
-  std::string out;                  // run directory for checkpoints ("" = none)
-  int64_t save_every = 0;           // 0: only at the end
-  int64_t eval_every = 0;           // 0: only at the end
-  int64_t eval_windows = 64;        // validation windows per evaluation (0 = all)
-  std::string metrics;              // JSONL file ("" = none)
-  std::string resume;               // run or step directory to continue
-  std::string init;                 // Hugging Face checkpoint to start from
+  int zero = -1;              // -1: 1 when dp > 1
+  std::string out;            // run directory for checkpoints ("" = none)
+  int64_t save_every = 0;     // 0: only at the end
+  int64_t eval_every = 0;     // 0: only at the end
+  int64_t eval_windows = 64;  // validation windows per evaluation (0 = all)
+  std::string metrics;        // JSONL file ("" = none)
+  std::string resume;         // run or step directory to continue
+  std::string init;           // Hugging Face checkpoint to start from
   int threads = 0;
 };
 
