@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "colrow/core/error.h"
@@ -25,6 +27,19 @@ std::string duration(double seconds) {
   return text;
 }
 
+// Whether what rank 0 prints ends up on a terminal. Alone, that is
+// isatty(stdout). Under mpirun, stdout is a pseudo-terminal that mpirun
+// relays whatever mpirun's own stdout is, so ask about the parent (mpirun,
+// which launches the ranks on its own node) instead.
+bool prints_to_terminal() {
+  if (!isatty(STDOUT_FILENO)) return false;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) return true;
+  char target[256];
+  const std::string fd1 = "/proc/" + std::to_string(getppid()) + "/fd/1";
+  const ssize_t n = readlink(fd1.c_str(), target, sizeof target - 1);
+  return n > 0 && std::string(target, n).rfind("/dev/pts/", 0) == 0;
+}
+
 }  // namespace
 
 double peak_rss_mib() {
@@ -34,7 +49,7 @@ double peak_rss_mib() {
 }
 
 TrainingLog::TrainingLog(bool is_root, const std::string& metrics_path, int64_t total_steps)
-    : root_(is_root), terminal_(is_root && isatty(STDOUT_FILENO)), total_steps_(total_steps) {
+    : root_(is_root), terminal_(is_root && prints_to_terminal()), total_steps_(total_steps) {
   if (!root_ || metrics_path.empty()) return;
   metrics_ = std::fopen(metrics_path.c_str(), "a");
   if (metrics_ == nullptr) {

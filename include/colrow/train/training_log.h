@@ -1,5 +1,5 @@
 // TrainingLog: what a training run shows and records, on rank 0 only.
-// On a terminal, one progress line redrawn in place (step/total, loss,
+// On a terminal (also through mpirun), one progress line redrawn in place (step/total, loss,
 // tokens/s, ETA); otherwise one plain line per report, so logs and pipes stay
 // readable. Every step also goes to the metrics file as one JSON object per
 // line (JSONL), flushed, so a killed run keeps what it measured.
