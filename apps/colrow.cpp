@@ -105,6 +105,9 @@ int main(int argc, char** argv) {
   colrow::MpiSession mpi(&argc, &argv);
   CLI::App app{"colrow: Megatron-style tensor-parallel Transformers in C++ (run under mpirun)"};
   app.require_subcommand(1);
+  // A flag given twice takes its last value, as argparse does, so scripts can
+  // override a shared set of flags by appending.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks that verify, then time");
   bench->require_subcommand(1);
   colrow::apps::MlpBenchOptions mlp_options;

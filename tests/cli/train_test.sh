@@ -90,6 +90,22 @@ for delay in 1.5 2.5 3.5; do
 done
 echo "killed runs: latest stays loadable"
 
+# --init starts a new run from a model checkpoint: its first loss is the loss
+# the checkpoint has on that batch, far below a fresh model's.
+run 1 train $common --steps 1 --batch 4 --init "$dir/run11/latest" --metrics "$dir/init.jsonl" > /dev/null
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+fresh = json.loads(open(f"{d}/m11.jsonl").readline())["loss"]
+init = json.loads(open(f"{d}/init.jsonl").readline())["loss"]
+assert init < fresh - 0.5, ("--init did not load the trained weights", init, fresh)
+print("init: first loss %.3f (fresh model %.3f)" % (init, fresh))
+PY
+
+# A loss that blows up stops the run with one clear line on every rank.
+err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --lr 1e30 --grad-clip 0 2>&1 >/dev/null) && { echo "FAIL: divergence not caught"; exit 1; }
+[ "$(echo "$err" | grep -c 'is not finite; training stopped')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+
 # Errors before training, on every rank alike.
 err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --out /proc/nope 2>&1 >/dev/null) && { echo "FAIL: unwritable out accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'cannot create directory /proc/nope')" = 2 ] || { echo "FAIL: $err"; exit 1; }
