@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -199,9 +200,13 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
     m.grad_norm = grad_norm;
     m.tokens_per_s = tokens_per_step / seconds;
     m.gflops_per_s = flops_per_token * m.tokens_per_s / world.size() / 1e9;
-    Tensor rss = Tensor::full({1}, static_cast<float>(peak_rss_mib()));
-    world.all_reduce_max(rss);  // the largest over ranks
-    m.peak_rss_mib = rss.data()[0];
+    Tensor rss_all = Tensor::empty({world.size()});
+    world.all_gather(Tensor::full({1}, static_cast<float>(peak_rss_mib())),
+                     rss_all);  // every rank's
+    for (int64_t r = 0; r < world.size(); ++r) {
+      m.peak_rss_mib_per_rank.push_back(rss_all.data()[r]);
+      m.peak_rss_mib = std::max(m.peak_rss_mib, m.peak_rss_mib_per_rank.back());
+    }
     const bool last = state.step == o.steps;
     if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
       m.val_loss = validation_loss(model, data, mesh, o);

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "colrow/core/error.h"
 
@@ -80,7 +80,8 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
                         {"grad_norm", m.grad_norm},
                         {"tokens_per_s", m.tokens_per_s},
                         {"gflops_per_s", m.gflops_per_s},
-                        {"peak_rss_mib", m.peak_rss_mib}};
+                        {"peak_rss_mib", m.peak_rss_mib},
+                        {"peak_rss_mib_per_rank", m.peak_rss_mib_per_rank}};
     if (m.val_loss >= 0.0) j["val_loss"] = m.val_loss;
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);

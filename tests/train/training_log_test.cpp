@@ -31,6 +31,7 @@ TEST(TrainingLogTest, MetricsFileHasOneObjectPerStep) {
     m.step = 1;
     m.loss = 5.5;
     m.lr = 1e-3;
+    m.peak_rss_mib_per_rank = {10.0, 12.5};
     log.step(m, 1.0);
     m.step = 2;
     m.loss = 5.0;
@@ -49,6 +50,7 @@ TEST(TrainingLogTest, MetricsFileHasOneObjectPerStep) {
   EXPECT_EQ(lines[0]["step"], 1);
   EXPECT_DOUBLE_EQ(lines[0]["loss"].get<double>(), 5.5);
   EXPECT_FALSE(lines[0].contains("val_loss"));
+  EXPECT_EQ(lines[0]["peak_rss_mib_per_rank"], (std::vector<double>{10.0, 12.5}));
   EXPECT_DOUBLE_EQ(lines[1]["val_loss"].get<double>(), 5.25);
   EXPECT_EQ(lines[2]["step"], 3);
   for (const auto& l : lines) {

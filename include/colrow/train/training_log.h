@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace colrow {
 
@@ -17,9 +18,10 @@ struct StepMetrics {
   double lr = 0.0;
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
-  double gflops_per_s = 0.0;  // achieved, per rank
-  double peak_rss_mib = 0.0;  // the largest over ranks
-  double val_loss = -1.0;     // < 0: not measured at this step
+  double gflops_per_s = 0.0;                  // achieved, per rank
+  double peak_rss_mib = 0.0;                  // the largest over ranks
+  std::vector<double> peak_rss_mib_per_rank;  // world rank order
+  double val_loss = -1.0;                     // < 0: not measured at this step
 };
 
 class TrainingLog {
