@@ -90,6 +90,14 @@ for delay in 1.5 2.5 3.5; do
 done
 echo "killed runs: latest stays loadable"
 
+# SIGUSR1 to mpirun (which forwards it) stops every rank after the same step,
+# saved, with status 0.
+run 2 train $common --batch 4 --tp 2 --steps 100000 --out "$dir/usr1" > "$dir/usr1.log" 2>&1 &
+sleep 3; pkill -USR1 -f "^[^ ]*mpiexec .*$dir/usr1" || true  # mpiexec itself, not timeout
+wait $! || { echo "FAIL: SIGUSR1 did not end the run cleanly"; cat "$dir/usr1.log"; exit 1; }
+grep -q "continue with --resume" "$dir/usr1.log" || { echo "FAIL: no clean stop"; cat "$dir/usr1.log"; exit 1; }
+[ -f "$dir/usr1/latest/train_state.json" ] || { echo "FAIL: nothing saved on SIGUSR1"; exit 1; }
+
 # --init starts a new run from a model checkpoint: its first loss is the loss
 # the checkpoint has on that batch, far below a fresh model's.
 run 1 train $common --steps 1 --batch 4 --init "$dir/run11/latest" --metrics "$dir/init.jsonl" > /dev/null
