@@ -32,9 +32,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_interrupt(int) {
-  g_interrupted = true;
+std::atomic<int> g_signal{0};  // the last stop signal received
+extern "C" void on_interrupt(int sig) {
+  g_signal = sig;
 }
 
 bool is_directory(const std::string& path) {
@@ -161,7 +161,13 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
 
   // Ctrl-C (SIGINT), a polite kill (SIGTERM) or SIGUSR1, which mpirun
   // forwards to every rank: finish the step, save, stop.
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, on_interrupt);
+  // Without SA_RESTART, so a write blocked on a launcher that stopped
+  // reading (mpirun after Ctrl-C stops relaying output, then sends SIGTERM)
+  // returns instead of hanging the rank.
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &action, nullptr);
   const auto start = Clock::now();
   const std::vector<Parameter*> params = model.parameters();
   const double flops_per_token = 6.0 * config.parameter_count();  // forward + backward, matmuls
@@ -211,10 +217,15 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
     if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
       m.val_loss = validation_loss(model, data, mesh, o);
     }
-    Tensor interrupted = Tensor::full({1}, g_interrupted ? 1.0f : 0.0f);
-    world.all_reduce_max(interrupted);  // Ctrl-C on any rank stops every rank
-    const bool stop =
-        interrupted.data()[0] > 0.0f || (o.stop_after > 0 && state.step == o.stop_after);
+    // The signal, if any rank got one: every rank stops after the same step.
+    // SIGINT/SIGTERM: the launcher may no longer relay output, so the rest
+    // of the run is silent on stdout (the metrics file still gets the step).
+    const int signal_here = g_signal;
+    Tensor signalled = Tensor::full({1}, static_cast<float>(signal_here));
+    world.all_reduce_max(signalled);  // a stop signal on any rank stops every rank
+    const int sig = static_cast<int>(signalled.data()[0]);
+    if (sig == SIGINT || sig == SIGTERM) log.silence();
+    const bool stop = sig != 0 || (o.stop_after > 0 && state.step == o.stop_after);
     log.step(m, std::chrono::duration<double>(Clock::now() - start).count());
     if (!o.out.empty() && (last || stop || (o.save_every > 0 && state.step % o.save_every == 0))) {
       const std::string dir = save_training_checkpoint(model, optimizer, state, o.out, mesh);

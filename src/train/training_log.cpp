@@ -49,7 +49,10 @@ double peak_rss_mib() {
 }
 
 TrainingLog::TrainingLog(bool is_root, const std::string& metrics_path, int64_t total_steps)
-    : root_(is_root), terminal_(is_root && prints_to_terminal()), total_steps_(total_steps) {
+    : root_(is_root),
+      root_printing_(is_root),
+      terminal_(is_root && prints_to_terminal()),
+      total_steps_(total_steps) {
   if (!root_ || metrics_path.empty()) return;
   metrics_ = std::fopen(metrics_path.c_str(), "a");
   if (metrics_ == nullptr) {
@@ -59,12 +62,12 @@ TrainingLog::TrainingLog(bool is_root, const std::string& metrics_path, int64_t 
 }
 
 TrainingLog::~TrainingLog() {
-  if (progress_open_) std::fputc('\n', stdout);
+  if (progress_open_ && root_printing_) std::fputc('\n', stdout);
   if (metrics_ != nullptr) std::fclose(metrics_);
 }
 
 void TrainingLog::line(const std::string& text) {
-  if (!root_) return;
+  if (!root_printing_) return;
   if (progress_open_) std::fputc('\n', stdout);
   progress_open_ = false;
   std::printf("%s\n", text.c_str());
@@ -86,6 +89,7 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
+  if (!root_printing_) return;
   const double eta = m.step > 0 ? elapsed_seconds / m.step * (total_steps_ - m.step) : 0.0;
   char val[32] = "";
   if (m.val_loss >= 0.0) std::snprintf(val, sizeof val, "  val %.4f", m.val_loss);

@@ -98,6 +98,12 @@ wait $! || { echo "FAIL: SIGUSR1 did not end the run cleanly"; cat "$dir/usr1.lo
 grep -q "continue with --resume" "$dir/usr1.log" || { echo "FAIL: no clean stop"; cat "$dir/usr1.log"; exit 1; }
 [ -f "$dir/usr1/latest/train_state.json" ] || { echo "FAIL: nothing saved on SIGUSR1"; exit 1; }
 
+# Ctrl-C on mpirun: Open MPI stops relaying output and signals the ranks,
+# which finish the step and save within its one-second grace.
+run 2 train $common --batch 4 --tp 2 --steps 100000 --out "$dir/sigint" > /dev/null 2>&1 &
+sleep 3; pkill -INT -f "^[^ ]*mpiexec .*$dir/sigint" || true; wait $! || true
+[ -f "$dir/sigint/latest/train_state.json" ] || { echo "FAIL: nothing saved on Ctrl-C"; exit 1; }
+
 # --init starts a new run from a model checkpoint: its first loss is the loss
 # the checkpoint has on that batch, far below a fresh model's.
 run 1 train $common --steps 1 --batch 4 --init "$dir/run11/latest" --metrics "$dir/init.jsonl" > /dev/null

@@ -33,10 +33,14 @@ class TrainingLog {
   TrainingLog& operator=(const TrainingLog&) = delete;
 
   void line(const std::string& text);  // a plain line (ends the progress line first)
+  // From now on nothing goes to stdout (the metrics file still gets every
+  // step): for a run stopping because its launcher is shutting down.
+  void silence() { root_printing_ = false; }
   void step(const StepMetrics& m, double elapsed_seconds);
 
  private:
   bool root_;
+  bool root_printing_;
   bool terminal_;
   FILE* metrics_ = nullptr;
   int64_t total_steps_;
