@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/io/checkpoint.h"
+#include "nn/model_test_cases.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -32,59 +32,12 @@ using testing::world;
 constexpr uint64_t kSeed = 7;
 constexpr int64_t kBatch = 2, kSeq = 8;
 
-ModelConfig gpt2_config() {
-  ModelConfig c = model_preset("gpt2-tiny");
-  c.n_layer = 2;
-  c.n_head = c.n_kv_head = 12;
-  c.d_model = 48;
-  c.head_dim = 4;
-  c.ffn_hidden_size = 192;
-  c.vocab_size = 300;  // pads to 384, 512, 384, 512 at tp 1..4
-  c.max_position_embeddings = 32;
-  return c;
-}
-
-ModelConfig llama_config(int n_head, int n_kv_head, int64_t d_model, bool tied) {
-  ModelConfig c = model_preset("llama-tiny");
-  c.n_layer = 2;
-  c.n_head = n_head;
-  c.n_kv_head = n_kv_head;
-  c.d_model = d_model;
-  c.head_dim = d_model / n_head;
-  c.ffn_hidden_size = 96;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
-struct Case {
-  const char* name;
-  ModelConfig config;
-};
-
-std::vector<Case> cases() {
-  return {{"gpt2", gpt2_config()},
-          {"llama_gqa", llama_config(12, 6, 48, false)},           // groups of 2; tp 4 invalid
-          {"llama_replicated_kv", llama_config(4, 2, 32, false)},  // tp 4: each KV head on 2 ranks
-          {"llama_mqa_tied", llama_config(12, 1, 48, true)}};      // one KV head everywhere
-}
-
-std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> ids(count);
-  for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
-  return ids;
-}
-
-bool valid_at(const ModelConfig& c, int tp) {
-  try {
-    validate(c, tp);
-    return true;
-  } catch (const ConfigError&) {
-    return false;
-  }
-}
+using testing::model_cases;
+using testing::ModelCase;
+using testing::random_ids;
+using testing::small_gpt2_config;
+using testing::small_llama_config;
+using testing::valid_at;
 
 // Rows [row0, row0+rows) x columns [col0, col0+cols) of the full tensor that
 // this shard holds (1-d: cols = 1).
@@ -128,7 +81,7 @@ Comparison compare_shard(const Tensor& mine, const ShardSpec& spec, const Tensor
 
 TEST(GptModelTest, ShardedMatchesUnshardedLossParametersAndGradients) {
   Communicator& tp = world();
-  for (const Case& c : cases()) {
+  for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, tp.size())) continue;  // e.g. llama_gqa at tp 4: a config error
     GptModel sharded(tp, c.config, kSeed);
@@ -168,7 +121,7 @@ TEST(GptModelTest, ShardedMatchesUnshardedLossParametersAndGradients) {
 
 TEST(GptModelTest, GradientsMatchCentralFiniteDifferences) {
   // Unsharded (a group of one): the test above ties every tp to it.
-  for (const Case& c : cases()) {
+  for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     LocalCommunicator alone;
     GptModel model(alone, c.config, kSeed);
@@ -216,7 +169,7 @@ std::string shared_temp_dir(Communicator& group, const std::string& tag) {
 
 TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
   Communicator& tp = world();
-  for (const Case& c : cases()) {
+  for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, tp.size())) continue;
     const std::string dir = shared_temp_dir(tp, c.name);
@@ -257,7 +210,7 @@ TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
   Communicator& world_group = world();
   if (world_group.size() != 4) GTEST_SKIP() << "needs 4 ranks: tp 2 x dp 2, then tp 4";
   ProcessMesh mesh(world_group, /*tp=*/2, /*dp=*/2);
-  for (const Case& c : cases()) {
+  for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, 4)) continue;
     const std::string dir = shared_temp_dir(world_group, std::string(c.name) + "_tp2");
@@ -283,7 +236,7 @@ TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
 TEST(GptModelTest, IndivisibleHeadsAreAConfigErrorOnEveryRank) {
   Communicator& tp = world();
   if (tp.size() != 3) GTEST_SKIP() << "the heads below divide by 1, 2 and 4";
-  ModelConfig c = llama_config(4, 2, 32, false);
+  ModelConfig c = small_llama_config(4, 2, 32, false);
   try {
     GptModel model(tp, c, kSeed);
     ADD_FAILURE() << "no ConfigError";
@@ -295,7 +248,7 @@ TEST(GptModelTest, IndivisibleHeadsAreAConfigErrorOnEveryRank) {
 
 TEST(GptModelTest, BadIdsAndShapesAreInvalidInput) {
   LocalCommunicator alone;
-  GptModel model(alone, gpt2_config(), kSeed);
+  GptModel model(alone, small_gpt2_config(), kSeed);
   std::vector<int32_t> ids(kBatch * kSeq, 1), targets(kBatch * kSeq, 1);
   EXPECT_THROW(model.forward(ids, targets, kBatch, kSeq + 1), InvalidInputError);
   ids[3] = 300;  // == vocab_size: outside the real vocabulary

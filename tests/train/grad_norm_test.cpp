@@ -15,6 +15,7 @@
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/gpt_model.h"
 #include "nn/layer_test_helpers.h"
+#include "nn/model_test_cases.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -22,47 +23,10 @@ namespace {
 
 using testing::world;
 
-ModelConfig gpt2_config() {
-  ModelConfig c = model_preset("gpt2-tiny");
-  c.n_layer = 2;
-  c.n_head = c.n_kv_head = 12;
-  c.d_model = 48;
-  c.head_dim = 4;
-  c.ffn_hidden_size = 192;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 32;
-  return c;
-}
-
-ModelConfig llama_config(int n_head, int n_kv_head, int64_t d_model, bool tied) {
-  ModelConfig c = model_preset("llama-tiny");
-  c.n_layer = 2;
-  c.n_head = n_head;
-  c.n_kv_head = n_kv_head;
-  c.d_model = d_model;
-  c.head_dim = d_model / n_head;
-  c.ffn_hidden_size = 96;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 32;
-  c.tie_word_embeddings = tied;
-  return c;
-}
-
-bool valid_at(const ModelConfig& c, int tp) {
-  try {
-    validate(c, tp);
-    return true;
-  } catch (const ConfigError&) {
-    return false;
-  }
-}
-
-std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> ids(count);
-  for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
-  return ids;
-}
+using testing::model_cases;
+using testing::ModelCase;
+using testing::random_ids;
+using testing::valid_at;
 
 TEST(GradNorm, CountedOnRankFollowsTheShardSpec) {
   const Shape full{8, 4};
@@ -81,16 +45,8 @@ TEST(GradNorm, CountedOnRankFollowsTheShardSpec) {
 // once would be off by a factor up to sqrt(tp) (41% at tp 2).
 TEST(GradNorm, EqualsTheUnshardedModelAtEveryTp) {
   const int tp = world().size();
-  struct Case {
-    const char* name;
-    ModelConfig config;
-  };
-  const Case cases[] = {{"gpt2", gpt2_config()},
-                        {"llama_gqa", llama_config(12, 6, 48, false)},
-                        {"llama_replicated_kv", llama_config(4, 2, 32, false)},
-                        {"llama_mqa_tied", llama_config(12, 1, 48, true)}};
   int tested = 0;
-  for (const Case& c : cases) {
+  for (const ModelCase& c : model_cases()) {
     if (!valid_at(c.config, tp)) continue;  // e.g. 6 KV heads at tp 4: neither split nor replicable
     SCOPED_TRACE(c.name);
     ++tested;
