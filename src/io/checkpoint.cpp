@@ -89,13 +89,6 @@ int64_t stored_rows(const CheckpointBinding& b) {
   return b.transposed ? b.file_shape[1] : b.file_shape[0];
 }
 
-// Of ranks holding the same shard (replicated tensors; replicated KV heads),
-// the first one writes it.
-bool writes_shard(const ShardSpec& s, int tp_rank, int tp_size) {
-  const int replicas = tp_size / s.count;
-  return replicas <= 1 || tp_rank % replicas == 0;
-}
-
 void write_text_atomically(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
@@ -166,7 +159,7 @@ void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
   SafetensorsWriter writer(tp, path, entries);
   for (const CheckpointBinding& b : bindings) {
     const ShardSpec& shard = b.parameter->shard;
-    if (!writes_shard(shard, tp.rank(), tp.size())) continue;
+    if (!shard.first_replica(tp.rank(), tp.size())) continue;  // one replica writes
     const Block blk = block_of(shard);
     const int64_t rows_in_file =
         std::max<int64_t>(0, std::min(blk.rows, stored_rows(b) - b.row_offset - blk.row0));

@@ -11,6 +11,7 @@
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/residual.h"
 #include "kernels/cpu/rope.h"
 
 namespace colrow {
@@ -76,13 +77,6 @@ LinearSpec projection(const AttentionConfig& c, const std::string& suffix, int64
   spec.weight_init = output && c.output_init ? c.output_init : c.weight_init;
   spec.bias_init = c.bias_init;
   return spec;
-}
-
-void add_into(Tensor& dst, const Tensor& src) {
-  float* d = dst.data();
-  const float* s = src.data();
-  const int64_t n = dst.numel();
-  for (int64_t i = 0; i < n; ++i) d[i] += s[i];
 }
 
 }  // namespace
@@ -239,7 +233,7 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
     kv_replicas_->all_reduce_sum(v_proj_.weight().grad);
     if (v_proj_.bias()) kv_replicas_->all_reduce_sum(v_proj_.bias()->grad);
     for (size_t i = 0; i < kv.size(); ++i) {
-      if (kv[i] != nullptr) add_into(kv[i]->grad, kv_grad_stash_[i]);
+      if (kv[i] != nullptr) kernels::cpu::add_into(kv[i]->grad, kv_grad_stash_[i]);
     }
   }
   return dx_;

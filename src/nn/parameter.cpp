@@ -21,6 +21,14 @@ Shape ShardSpec::local_shape() const {
   return s;
 }
 
+bool ShardSpec::first_replica(int tp_rank, int tp_size) const {
+  if (count < 1 || tp_size % count != 0) {
+    throw InternalError("[parameter] shard count (" + std::to_string(count) +
+                        ") must divide tp (" + std::to_string(tp_size) + ").");
+  }
+  return tp_rank % (tp_size / count) == 0;
+}
+
 Init Init::linear_default(int64_t fan_in_full) {
   return uniform(static_cast<float>(1.0 / std::sqrt(static_cast<double>(fan_in_full))));
 }

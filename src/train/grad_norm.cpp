@@ -11,12 +11,7 @@
 namespace colrow {
 
 bool counted_on_rank(const ShardSpec& shard, int tp_rank, int tp_size) {
-  if (shard.count < 1 || tp_size % shard.count != 0) {
-    throw InternalError("[grad_norm] shard count (" + std::to_string(shard.count) +
-                        ") must divide tp (" + std::to_string(tp_size) + ").");
-  }
-  const int replicas = tp_size / shard.count;
-  return tp_rank % replicas == 0;
+  return shard.first_replica(tp_rank, tp_size);
 }
 
 double sum_over(Communicator& group, double partial) {

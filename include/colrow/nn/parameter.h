@@ -21,6 +21,11 @@ struct ShardSpec {
 
   static ShardSpec replicated(const Shape& full_shape) { return {full_shape, 0, 0, 1}; }
   Shape local_shape() const;
+  // Whether tp_rank is the first of the ranks holding this same block (tp /
+  // count replicas: a replicated tensor, a replicated KV head): the one that
+  // counts it in a global sum or writes it to a file. InternalError unless
+  // count divides tp_size.
+  bool first_replica(int tp_rank, int tp_size) const;
   int64_t offset_along_dim() const { return local_shape()[dim] * index; }
 };
 

@@ -1,6 +1,6 @@
 // OpenBLAS picks its kernels from the CPU model at load time. On a CPU newer
 // than the library (Debian 12's OpenBLAS 0.3.21 does not know Emerald Rapids)
-// it falls back to the generic "Prescott" SSE3 kernels, about 9x slower than
+// it falls back to the generic "Prescott" SSE3 kernels, about 7x slower than
 // the AVX-512 ones the CPU runs. OpenBLAS honours OPENBLAS_CORETYPE, but reads
 // it only when it is loaded, so the program must be restarted with it set.
 #pragma once
