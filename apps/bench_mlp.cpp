@@ -19,13 +19,13 @@
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
 #include "colrow/runtime/threads.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/ops.h"
 
 namespace colrow::apps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using kernels::cpu::Trans;
+using ops::Trans;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -92,12 +92,15 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
 // The largest relative error between the sharded MLP and the unsharded one on
 // the first `tokens` tokens of x and dy: output, input gradient, and every
 // parameter gradient's shard.
-double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy) {
+// The sharded MLP on `device` against the unsharded one on the CPU (the reference path).
+double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy,
+              Device device) {
   ParallelMLP sharded(tp, config);
+  for (Parameter* p : sharded.parameters()) p->to(device);
   LocalCommunicator alone("unsharded");
   ParallelMLP reference(alone, config);
-  const Tensor y = sharded.forward(x).clone();
-  const Tensor dx = sharded.backward(dy).clone();
+  const Tensor y = sharded.forward(x.to(device)).to(Device::cpu()).clone();
+  const Tensor dx = sharded.backward(dy.to(device)).to(Device::cpu()).clone();
   const Tensor y_ref = reference.forward(x).clone();
   const Tensor dx_ref = reference.backward(dy).clone();
   double err = std::max(relative_error(y, y_ref), relative_error(dx, dx_ref));
@@ -120,37 +123,37 @@ struct PlainGemms {
   void add(Trans trans_a, Trans trans_b, Tensor a_, Tensor b_, Tensor c_, float beta_) {
     const int64_t m = trans_a == Trans::kNo ? a_.size(0) : a_.size(1);
     const int64_t k = trans_a == Trans::kNo ? a_.size(1) : a_.size(0);
-    flops += kernels::cpu::gemm_flops(m, c_.size(1), k);
+    flops += 2.0 * m * c_.size(1) * k;
     ta.push_back(trans_a), tb.push_back(trans_b), beta.push_back(beta_);
     a.push_back(a_), b.push_back(b_), c.push_back(c_);
   }
   void run() {
     for (size_t i = 0; i < a.size(); ++i)
-      kernels::cpu::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
+      ops::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
   }
 };
 
-PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp) {
+PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Device device) {
   const int64_t d = config.d_model, h = config.ffn_hidden_size / tp;
-  const Tensor x = Tensor::full({tokens, d}, 0.5f), w_up = Tensor::full({h, d}, 0.01f);
-  const Tensor w_down = Tensor::full({d, h}, 0.01f), hid = Tensor::full({tokens, h}, 0.5f);
+  const Tensor x = Tensor::full({tokens, d}, 0.5f, device), w_up = Tensor::full({h, d}, 0.01f, device);
+  const Tensor w_down = Tensor::full({d, h}, 0.01f, device), hid = Tensor::full({tokens, h}, 0.5f, device);
   PlainGemms g;
   const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
   for (int i = 0; i < up_projections; ++i) {
-    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}), 0.0f);  // y = x W^T
-    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}), 1.0f);        // dW += dy^T x
-    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}), i ? 1.0f : 0.0f);  // dx
+    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}, device), 0.0f);  // y = x W^T
+    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}, device), 1.0f);        // dW += dy^T x
+    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}, device), i ? 1.0f : 0.0f);  // dx
   }
-  g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}), 0.0f);
-  g.add(Trans::kYes, Trans::kNo, x, hid, Tensor::zeros({d, h}), 1.0f);
-  g.add(Trans::kNo, Trans::kNo, x, w_down, Tensor::empty({tokens, h}), 0.0f);
+  g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}, device), 0.0f);
+  g.add(Trans::kYes, Trans::kNo, x, hid, Tensor::zeros({d, h}, device), 1.0f);
+  g.add(Trans::kNo, Trans::kNo, x, w_down, Tensor::empty({tokens, h}, device), 0.0f);
   return g;
 }
 
 }  // namespace
 
-int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
-  Communicator& world = mpi.world();
+int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
+  Communicator& world = launch.world;
   // Everything is checked before anything is allocated, identically on every rank.
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
@@ -164,16 +167,20 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
   if (o.tokens < 1) {
     throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be positive.");
   }
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks());
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
+  const Device device = placement.device;
+  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
-  ProcessMesh mesh(world, tp_size, o.dp);
-  const Tensor x = random_tensor({o.tokens, o.d_model}, o.seed, "bench.x");
-  const Tensor dy = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
+  ProcessMesh mesh(world, tp_size, o.dp, device, placement.comm);
+  const Tensor x_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.x");
+  const Tensor dy_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
 
   const int64_t verify_tokens = std::min<int64_t>(o.tokens, o.verify_tokens);
   const double verify_error =
-      verify(mesh.tp(), config, x.slice(0, 0, verify_tokens), dy.slice(0, 0, verify_tokens));
+      verify(mesh.tp(), config, x_host.slice(0, 0, verify_tokens),
+             dy_host.slice(0, 0, verify_tokens), device);
+  const Tensor x = x_host.to(device), dy = dy_host.to(device);
   // fp32 sums of up to a few thousand terms in different orders: ~1e-6
   // relative typically; 1e-4 would only be crossed by a wrong shard or sum.
   constexpr double kVerifyTolerance = 1e-4;
@@ -184,25 +191,33 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
 
   RecordingCommunicator tp(mesh.tp());
   ParallelMLP mlp(tp, config);
+  for (Parameter* p : mlp.parameters()) p->to(device);
   for (int warmup = 0; warmup < 2; ++warmup) {
     mlp.forward(x);
     mlp.backward(dy);
   }
-  PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size);
+  PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size, device);
   plain.run();
   std::vector<double> comm_share;
   const Timings timings =
       time_rounds(world, o,
                   {
-                      [&] { mlp.forward(x); },
+                      [&] {
+                        mlp.forward(x);
+                        synchronize(device);
+                      },
                       [&] {
                         tp.clear();
                         const auto t0 = Clock::now();
                         mlp.forward(x);
                         mlp.backward(dy);
+                        synchronize(device);
                         comm_share.push_back(tp.total_seconds() / seconds_since(t0));
                       },
-                      [&] { plain.run(); },
+                      [&] {
+                        plain.run();
+                        synchronize(device);
+                      },
                   });
   const std::vector<double>& fwd = timings.seconds[0];
   const std::vector<double>& fwdbwd = timings.seconds[1];
@@ -226,6 +241,7 @@ int run_mlp_bench(const MlpBenchOptions& o, MpiSession& mpi) {
                         {"tokens", o.tokens},
                         {"activation", to_string(config.activation)},
                         {"threads_per_rank", threads},
+                        {"device", device.str()},
                         {"blas_core", blas_core_name()},
                         {"verify_relative_error", verify_error},
                         {"fwd_ms", fwd_ms},

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/dist/mpi_communicator.h"
+#include "colrow/runtime/placement.h"
 #include "colrow/nn/parallel_mlp.h"
 
 namespace colrow::apps {
@@ -25,9 +25,10 @@ struct MlpBenchOptions {
   int verify_tokens = 64;
   uint64_t seed = 1234;
   bool json = false;
+  DeviceOptions device;  // --device, --comm, --tf32
 };
 
 // Returns the process exit status.
-int run_mlp_bench(const MlpBenchOptions& options, MpiSession& mpi);
+int run_mlp_bench(const MlpBenchOptions& options, const Launch& launch);
 
 }  // namespace colrow::apps

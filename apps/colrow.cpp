@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench_mlp.h"
+#include "device_flags.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
@@ -54,6 +55,7 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
       ->capture_default_str();
   mlp->add_option("--seed", o.seed, "Seed of weights and inputs")->capture_default_str();
   mlp->add_flag("--json", o.json, "Print one JSON object instead of text");
+  colrow::apps::add_device_flags(*mlp, o.device);
 }
 
 void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
@@ -72,6 +74,7 @@ void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
   eval->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
   eval->add_flag("--json", o.json, "Print one JSON object instead of text");
+  colrow::apps::add_device_flags(*eval, o.device);
 }
 
 void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
@@ -96,6 +99,7 @@ void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   gen->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
   gen->add_flag("--json", o.json, "Print one JSON object instead of text");
+  colrow::apps::add_device_flags(*gen, o.device);
 }
 
 }  // namespace
@@ -129,12 +133,13 @@ int main(int argc, char** argv) {
       }
       throw colrow::ConfigError("[cli] " + std::string(e.what()) + ". Run 'colrow --help'.");
     }
-    if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, mpi);
-    if (app.got_subcommand("eval")) return colrow::apps::run_eval(eval_options, mpi);
+    const colrow::Launch launch{mpi.world(), mpi.local_rank(), mpi.local_ranks()};
+    if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, launch);
+    if (app.got_subcommand("eval")) return colrow::apps::run_eval(eval_options, launch);
     if (app.got_subcommand("generate")) {
-      return colrow::apps::run_generate(generate_options, mpi);
+      return colrow::apps::run_generate(generate_options, launch);
     }
-    if (app.got_subcommand("train")) return colrow::run_training(train_options, mpi);
+    if (app.got_subcommand("train")) return colrow::run_training(train_options, launch);
     return 0;
   } catch (const std::exception& e) {
     return fail(mpi, e.what());

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "colrow/data/token_dataset.h"
 #include "colrow/data/token_file.h"
+#include "colrow/data/token_source.h"
 #include "colrow/dist/process_mesh.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/runtime/threads.h"
 
@@ -36,8 +38,8 @@ void require_ids_in_vocab(const TokenFile& file, int64_t vocab_size) {
 
 }  // namespace
 
-int run_eval(const EvalOptions& o, MpiSession& mpi) {
-  Communicator& world = mpi.world();
+int run_eval(const EvalOptions& o, const Launch& launch) {
+  Communicator& world = launch.world;
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
   const ModelConfig config = load_hf_config(o.model + "/config.json");
@@ -50,6 +52,7 @@ int run_eval(const EvalOptions& o, MpiSession& mpi) {
   if (o.batch < 1) {
     throw ConfigError("[eval] batch (" + std::to_string(o.batch) + ") must be positive.");
   }
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
   const TokenFile file(o.tokens);
   const int64_t windows = (file.size() - 1) / o.seq_len;
   if (windows < 1) {
@@ -59,29 +62,21 @@ int run_eval(const EvalOptions& o, MpiSession& mpi) {
                             "longer file or a smaller --seq-len.");
   }
   require_ids_in_vocab(file, config.vocab_size);
-  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks()));
+  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  // The whole file is the evaluation set: TokenDataset's validation windows
+  // over it are exactly the windows described above.
+  const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));
 
-  ProcessMesh mesh(world, tp_size, o.dp);
+  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);
+  model.to(placement.device);
 
-  // This replica's windows: dp_rank, dp_rank + dp, ...
-  std::vector<int64_t> mine;
-  for (int64_t k = mesh.dp_rank(); k < windows; k += o.dp) mine.push_back(k);
   double loss_sum = 0.0;
-  std::vector<int32_t> ids, targets;
-  for (size_t first = 0; first < mine.size(); first += o.batch) {
-    const int64_t batch = std::min<int64_t>(o.batch, mine.size() - first);
-    ids.resize(batch * o.seq_len);
-    targets.resize(batch * o.seq_len);
-    for (int64_t b = 0; b < batch; ++b) {
-      const int64_t start = mine[first + b] * o.seq_len;
-      file.copy(start, o.seq_len, ids.data() + b * o.seq_len);
-      file.copy(start + 1, o.seq_len, targets.data() + b * o.seq_len);
-    }
-    const CrossEntropyOutput out = model.forward(ids, targets, batch, o.seq_len);
-    const float* losses = out.losses.data();
-    for (int64_t i = 0; i < batch * o.seq_len; ++i) loss_sum += losses[i];
+  for (const Batch& b :
+       data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len)) {
+    const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
+    for (float loss : out.losses.to_vector()) loss_sum += loss;  // in double, token order
   }
   // Sum over the dp replicas in double. Tensors are fp32, so each replica's
   // double sum travels as two floats (hi + lo, exact to ~2^-48 relative) and

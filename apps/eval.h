@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/dist/mpi_communicator.h"
+#include "colrow/runtime/placement.h"
 
 namespace colrow::apps {
 
@@ -18,9 +18,10 @@ struct EvalOptions {
   int dp = 1;
   int threads = 0;  // per rank; 0: cores / ranks on the node
   bool json = false;
+  DeviceOptions device;  // --device, --comm, --tf32
 };
 
 // Returns the process exit status.
-int run_eval(const EvalOptions& options, MpiSession& mpi);
+int run_eval(const EvalOptions& options, const Launch& launch);
 
 }  // namespace colrow::apps

@@ -12,32 +12,23 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "colrow/data/byte_tokenizer.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/infer/generator.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/runtime/threads.h"
 
 namespace colrow::apps {
 namespace {
 
-constexpr int64_t kByteVocab = 256;
-
-// The byte-level tokenizer: one token per byte, id = byte value.
-std::vector<int32_t> encode_bytes(const std::string& text) {
-  std::vector<int32_t> ids;
-  ids.reserve(text.size());
-  for (unsigned char c : text) ids.push_back(static_cast<int32_t>(c));
-  return ids;
-}
-
 // Ids above the byte range (a model with a larger vocabulary) have no byte;
 // they print as <|id|>.
-std::string decode_bytes(const std::vector<int32_t>& ids) {
+std::string decode_bytes(const ByteTokenizer& tokenizer, const std::vector<int32_t>& ids) {
   std::string text;
   for (int32_t id : ids) {
-    if (id >= 0 && id < kByteVocab) {
-      text.push_back(static_cast<char>(static_cast<unsigned char>(id)));
+    if (id >= 0 && id < tokenizer.vocab_size()) {
+      text += tokenizer.decode({id});
     } else {
       text += "<|" + std::to_string(id) + "|>";
     }
@@ -47,8 +38,9 @@ std::string decode_bytes(const std::vector<int32_t>& ids) {
 
 }  // namespace
 
-int run_generate(const GenerateOptions& o, MpiSession& mpi) {
-  Communicator& world = mpi.world();
+int run_generate(const GenerateOptions& o, const Launch& launch) {
+  Communicator& world = launch.world;
+  const ByteTokenizer tokenizer;
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
   GenerationOptions generation;
@@ -60,22 +52,24 @@ int run_generate(const GenerateOptions& o, MpiSession& mpi) {
   validate(generation.sampling);
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
-  if (config.vocab_size < kByteVocab) {
+  if (config.vocab_size < tokenizer.vocab_size()) {
     throw ConfigError("[generate] vocab_size (" + std::to_string(config.vocab_size) +
                       ") must be >= the byte tokenizer's 256 ids. Use a model with a byte-level "
                       "vocabulary.");
   }
-  const std::vector<int32_t> prompt = encode_bytes(o.prompt);
+  const std::vector<int32_t> prompt = tokenizer.encode(o.prompt);
   validate_generation(generation, prompt, config);
-  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks()));
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
+  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
-  ProcessMesh mesh(world, tp_size, o.dp);
+  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);
+  model.to(placement.device);
   const std::vector<int32_t> generated = generate(model, mesh.tp(), prompt, generation);
 
   if (world.rank() != 0) return 0;
-  const std::string completion = decode_bytes(generated);
+  const std::string completion = decode_bytes(tokenizer, generated);
   if (o.json) {
     nlohmann::json j = {{"prompt", o.prompt},  {"completion", completion},
                         {"tokens", generated}, {"tp", tp_size},

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/dist/mpi_communicator.h"
+#include "colrow/runtime/placement.h"
 
 namespace colrow::apps {
 
@@ -22,9 +22,10 @@ struct GenerateOptions {
   int dp = 1;       // every dp replica generates the same text; rank 0 prints it
   int threads = 0;  // per rank; 0: cores / ranks on the node
   bool json = false;
+  DeviceOptions device;  // --device, --comm, --tf32
 };
 
 // Returns the process exit status.
-int run_generate(const GenerateOptions& options, MpiSession& mpi);
+int run_generate(const GenerateOptions& options, const Launch& launch);
 
 }  // namespace colrow::apps

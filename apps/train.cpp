@@ -1,6 +1,8 @@
 // `colrow train` flags.
 #include "train.h"
 
+#include "device_flags.h"
+
 namespace colrow::apps {
 
 CLI::App* add_train(CLI::App& app, TrainOptions& o) {
@@ -46,6 +48,7 @@ CLI::App* add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--init", o.init, "Start from this Hugging Face checkpoint (fine-tuning)");
   t->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
+  add_device_flags(*t, o.device);
   return t;
 }
 

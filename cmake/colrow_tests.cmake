@@ -29,3 +29,28 @@ function(colrow_add_test name source)
                          ENVIRONMENT "${COLROW_MPI_TEST_ENV}" PROCESSORS ${np})
   endforeach()
 endfunction()
+
+# colrow_add_gpu_test(name source [NP n1 n2 ...])
+# A test of the CUDA backend: built only with it (it calls kernels/cuda
+# directly), labelled `gpu` (ctest -L gpu runs the GPU suite), and reported by
+# ctest as skipped, not passed, when it finds no GPU: every test body starts
+# with COLROW_REQUIRE_GPU(), which prints "GPU test skipped: <why>".
+function(colrow_add_gpu_test name source)
+  if(NOT COLROW_WITH_CUDA)
+    return()
+  endif()
+  colrow_add_test(${name} ${source} ${ARGN})
+  target_link_libraries(${name} PRIVATE CUDA::cudart)
+  cmake_parse_arguments(ARG "" "" "NP" ${ARGN})
+  if(NOT ARG_NP)
+    set(ARG_NP 1)
+  endif()
+  foreach(np IN LISTS ARG_NP)
+    set(test_name ${name})
+    if(NOT np EQUAL 1)
+      set(test_name ${name}_np${np})
+    endif()
+    set_tests_properties(${test_name} PROPERTIES LABELS gpu
+                         SKIP_REGULAR_EXPRESSION "GPU test skipped")
+  endforeach()
+endfunction()

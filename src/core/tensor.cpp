@@ -1,16 +1,15 @@
 // Tensor storage, views and copies (see include/colrow/core/tensor.h).
 #include "colrow/core/tensor.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
+#include "core/device_runtime.h"
 
 namespace colrow {
 namespace {
-
-constexpr size_t kAlignment = 64;  // one cache line; what AVX-512 loads like
 
 std::vector<int64_t> contiguous_strides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size());
@@ -22,15 +21,12 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-std::shared_ptr<float> allocate(int64_t count) {
+std::shared_ptr<float> allocate(int64_t count, Device device) {
   const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(float);
-  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (p == nullptr) {
-    throw BackendError("[tensor] allocation of " + std::to_string(bytes) +
-                       " bytes failed. Reduce the model or batch size, or add ranks.");
-  }
-  return std::shared_ptr<float>(static_cast<float*>(p), [](float* q) { std::free(q); });
+  Allocator& allocator = allocator_for(device);
+  void* p = allocator.allocate(bytes);
+  return std::shared_ptr<float>(static_cast<float*>(p),
+                                [&allocator, bytes](float* q) { allocator.deallocate(q, bytes); });
 }
 
 // Calls fn(dst_offset, src_offset) for every element, row by row over the last dim.
@@ -78,24 +74,25 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
-Tensor Tensor::empty(const Shape& shape) {
+Tensor Tensor::empty(const Shape& shape, Device device) {
   for (int64_t d : shape) {
     if (d < 0) throw InternalError("[tensor] negative dimension in " + shape_to_string(shape));
   }
   Tensor t;
-  t.storage_ = allocate(shape_numel(shape));
+  t.device_ = device;
+  t.storage_ = allocate(shape_numel(shape), device);
   t.data_ = t.storage_.get();
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape) {
-  return full(shape, 0.0f);
+Tensor Tensor::zeros(const Shape& shape, Device device) {
+  return full(shape, 0.0f, device);
 }
 
-Tensor Tensor::full(const Shape& shape, float value) {
-  Tensor t = empty(shape);
+Tensor Tensor::full(const Shape& shape, float value, Device device) {
+  Tensor t = empty(shape, device);
   t.fill(value);
   return t;
 }
@@ -168,13 +165,20 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_);
+  Tensor t = empty(shape_, device_);
+  t.copy_from(*this);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, device);
   t.copy_from(*this);
   return t;
 }
 
 std::vector<float> Tensor::to_vector() const {
-  const Tensor c = is_contiguous() ? *this : clone();
+  const Tensor c = device_.is_cpu() && is_contiguous() ? *this : to(Device::cpu()).clone();
   return std::vector<float>(c.data_, c.data_ + c.numel());
 }
 
@@ -182,6 +186,10 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.shape_ != shape_) {
     throw InternalError("[tensor] copy from shape " + shape_to_string(src.shape_) + " into " +
                         shape_to_string(shape_));
+  }
+  if (!device_.is_cpu() || !src.device_.is_cpu()) {
+    device_runtime::copy(src, *this);
+    return;
   }
   if (is_contiguous() && src.is_contiguous()) {
     std::memmove(data_, src.data_, static_cast<size_t>(numel()) * sizeof(float));
@@ -193,13 +201,27 @@ void Tensor::copy_from(const Tensor& src) {
 }
 
 void Tensor::fill(float value) {
+  if (!device_.is_cpu()) {
+    device_runtime::fill(*this, value);
+    return;
+  }
   float* dst = data_;
   for_each_index(shape_, strides_, strides_, [dst, value](int64_t a, int64_t) { dst[a] = value; });
 }
 
-void ensure_shape(Tensor& t, const Shape& shape) {
-  if (t.owns_storage() && t.shape() == shape && t.is_contiguous()) return;
-  t = Tensor::empty(shape);
+void ensure_shape(Tensor& t, const Shape& shape, Device device) {
+  if (t.owns_storage() && t.shape() == shape && t.is_contiguous() && t.device() == device) return;
+  t = Tensor::empty(shape, device);
+}
+
+void require_device(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t == nullptr || t->numel() == 0 || t->device() == device) continue;
+    throw InternalError(std::string("[device] ") + what + ": an operand lives on " +
+                        t->device().str() + ", the others on " + device.str() +
+                        ". Move it with to() first: colrow never copies between devices "
+                        "implicitly.");
+  }
 }
 
 }  // namespace colrow

@@ -54,12 +54,19 @@ TokenDataset::TokenDataset(std::unique_ptr<TokenSource> source, double val_fract
   train_size_ = size() - std::llround(val_fraction * static_cast<double>(size()));
 }
 
+TokenDataset TokenDataset::for_evaluation(std::unique_ptr<TokenSource> source) {
+  TokenDataset data(std::move(source));
+  data.train_size_ = 0;
+  data.evaluation_only_ = true;
+  return data;
+}
+
 void TokenDataset::require_windows(int64_t seq_len) const {
   require_positive("seq_len", seq_len);
   const std::string window = "one window (seq_len " + std::to_string(seq_len) +
                              " + the token it predicts = " + std::to_string(seq_len + 1) +
                              " tokens)";
-  if (train_size() < seq_len + 1) {
+  if (!evaluation_only_ && train_size() < seq_len + 1) {
     throw InvalidInputError("[data] the train split of " + path() + " (" +
                             std::to_string(train_size()) + " of its " + std::to_string(size()) +
                             " tokens) is shorter than " + window +

@@ -34,4 +34,10 @@ ProcessMesh::ProcessMesh(Communicator& world, int tp, int dp) : world_(world) {
   dp_ = world.split(/*color=*/r % tp, /*key=*/r / tp, "dp");
 }
 
+ProcessMesh::ProcessMesh(Communicator& world, int tp, int dp, Device device, CommKind comm)
+    : ProcessMesh(world, tp, dp) {
+  tp_ = make_device_communicator(std::move(tp_), device, comm);
+  dp_ = make_device_communicator(std::move(dp_), device, comm);
+}
+
 }  // namespace colrow

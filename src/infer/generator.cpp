@@ -45,9 +45,10 @@ std::vector<int32_t> generate(GptModel& model, Communicator& tp, const std::vect
   std::vector<int32_t> generated;
   generated.reserve(o.max_new_tokens);
   std::vector<int32_t> context, targets;
-  Tensor row_local = Tensor::zeros({1, vocab_local});  // [1, V_pad/tp]: my columns, last position
-  Tensor row =
-      Tensor::zeros({tp.size(), vocab_local});  // [tp, V_pad/tp] = [1, V_pad] in rank order
+  // [1, V_pad/tp]: my columns at the last position; [tp, V_pad/tp] = [1, V_pad]
+  // in rank order. On the model's device; the sampler reads a host copy.
+  Tensor row_local = Tensor::zeros({1, vocab_local}, model.device());
+  Tensor row = Tensor::zeros({tp.size(), vocab_local}, model.device());
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
     // The last max_positions tokens: the window the model can place.
     const int64_t length = std::min<int64_t>(static_cast<int64_t>(sequence.size()), max_positions);
@@ -60,7 +61,8 @@ std::vector<int32_t> generate(GptModel& model, Communicator& tp, const std::vect
     // [sample] all-gather the last row's vocab shards over tp: [V_pad/tp] -> [V_pad]
     tp.all_gather(row_local, row);
     // Drop the padded columns (>= vocab_size): they are never sampled.
-    const int32_t next = sample_token(row.data(), config.vocab_size, o.sampling, o.seed,
+    const std::vector<float> logits = row.to_vector();
+    const int32_t next = sample_token(logits.data(), config.vocab_size, o.sampling, o.seed,
                                       static_cast<uint64_t>(step));
     sequence.push_back(next);
     generated.push_back(next);

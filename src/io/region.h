@@ -9,7 +9,7 @@
 #include <string>
 
 #include "colrow/core/tensor.h"
-#include "colrow/nn/parameter.h"
+#include "colrow/core/shard_spec.h"
 
 namespace colrow {
 

@@ -5,13 +5,12 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/mappings.h"
-#include "kernels/cpu/bias.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
 
-using kernels::cpu::Trans;
+using ops::Trans;
 
 ShardSpec rows_of(const Shape& full, OutputBlock block) {
   return {full, /*dim=*/0, block.index, block.count};
@@ -58,11 +57,11 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
   // [f fwd] identity: x is replicated over tp
   x_ = x;
   const int64_t tokens = x.size(0);
-  ensure_shape(y_local_, {tokens, out_features_local_});
-  kernels::cpu::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
-  if (bias_) kernels::cpu::add_bias(y_local_, bias_->value);
+  ensure_shape(y_local_, {tokens, out_features_local_}, weight_.value.device());
+  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
+  if (bias_) ops::add_bias(y_local_, bias_->value);
   if (!gather_output_) return y_local_;
-  ensure_shape(y_full_, {tokens, spec_.out_features});
+  ensure_shape(y_full_, {tokens, spec_.out_features}, weight_.value.device());
   gather_from_tp_forward(y_local_, y_full_, tp_);  // all-gather of the last dim over tp
   return y_full_;
 }
@@ -71,20 +70,20 @@ void ColumnParallelLinear::backward_partial(const Tensor& dy, Tensor& dx, bool a
   const Tensor* dy_local = &dy;
   if (gather_output_) {
     // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)
-    ensure_shape(dy_local_, {dy.size(0), out_features_local_});
+    ensure_shape(dy_local_, {dy.size(0), out_features_local_}, weight_.value.device());
     gather_from_tp_backward(dy, dy_local_, tp_);
     dy_local = &dy_local_;
   }
   // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in])
-  kernels::cpu::gemm(Trans::kYes, Trans::kNo, 1.0f, *dy_local, x_, 1.0f, weight_.grad);
-  if (bias_) kernels::cpu::accumulate_bias_grad(*dy_local, bias_->grad);
+  ops::gemm(Trans::kYes, Trans::kNo, 1.0f, *dy_local, x_, 1.0f, weight_.grad);
+  if (bias_) ops::accumulate_bias_grad(*dy_local, bias_->grad);
   // dx (partial over tp) = dy_local W_local  ([tokens, out/tp] x [out/tp, in])
-  kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value,
+  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value,
                      accumulate ? 1.0f : 0.0f, dx);
 }
 
 const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {
-  ensure_shape(dx_, x_.shape());
+  ensure_shape(dx_, x_.shape(), weight_.value.device());
   backward_partial(dy, dx_, /*accumulate=*/false);
   tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
   return dx_;

@@ -7,12 +7,12 @@
 #include <algorithm>
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/gemm.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
 
-using kernels::cpu::Trans;
+using ops::Trans;
 
 const ModelConfig& validated(const ModelConfig& config, int tp) {
   validate(config, tp);
@@ -63,6 +63,11 @@ GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed)
   }
 }
 
+void GptModel::to(Device device) {
+  for (Parameter* p : parameters()) p->to(device);
+  device_ = device;
+}
+
 CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
                                      const std::vector<int32_t>& targets, int64_t batch,
                                      int64_t seq) {
@@ -76,7 +81,7 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
   seq_ = seq;
   // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
   const Tensor& embedded = embedding_.forward(ids);
-  ensure_shape(x_, embedded.shape());
+  ensure_shape(x_, embedded.shape(), embedded.device());
   x_.copy_from(embedded);
   if (positions_) positions_->forward(x_, batch, seq);
 
@@ -90,8 +95,8 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
     logits_local_ = lm_head_->forward(normed);  // column-parallel: no communication
   } else {
     // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
-    ensure_shape(logits_local_, {normed.size(0), embedding_.vocab_size_local()});
-    kernels::cpu::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
+    ensure_shape(logits_local_, {normed.size(0), embedding_.vocab_size_local()}, normed.device());
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
                        logits_local_);
   }
   return loss_.forward(logits_local_, targets);  // three all-reduces of [tokens]
@@ -105,11 +110,11 @@ void GptModel::backward() {
   } else {
     const Tensor& normed = normed_;
     // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    kernels::cpu::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f,
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f,
                        embedding_.weight().grad);
     // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
-    ensure_shape(dh_, normed.shape());
-    kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f,
+    ensure_shape(dh_, normed.shape(), normed.device());
+    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f,
                        dh_);
     tp_.all_reduce_sum(dh_);  // [f bwd] all-reduce partial input gradients over tp
     dh = &dh_;

@@ -10,9 +10,7 @@
 #include <sstream>
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/residual.h"
-#include "kernels/cpu/rope.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
@@ -147,12 +145,6 @@ ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& co
               projection(config_, "o_proj", config_.n_head * config_.head_dim, config_.d_model,
                          /*output=*/true),
               /*input_is_parallel=*/true) {
-  if (kv_replicas_) {
-    const std::array<Parameter*, 4> kv = kv_parameters();
-    for (size_t i = 0; i < kv.size(); ++i) {
-      if (kv[i] != nullptr) kv_grad_stash_[i] = Tensor::zeros(kv[i]->grad.shape());
-    }
-  }
 }
 
 const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t seq) {
@@ -173,18 +165,20 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   const Tensor& v = v_proj_.forward(x);
   // [kv replicas fwd] identity: replicas of a KV head hold its rows alike and compute one k, v
   if (config_.rope) {
-    if (cos_.ndim() != 2 || cos_.size(0) != seq) {
-      kernels::cpu::rope_table(seq, hd, config_.rope_theta, cos_, sin_);
+    if (cos_.ndim() != 2 || cos_.size(0) != seq || cos_.device() != q.device()) {
+      ensure_shape(cos_, {seq, hd / 2}, q.device());
+      ensure_shape(sin_, {seq, hd / 2}, q.device());
+      ops::rope_table(seq, hd, config_.rope_theta, cos_, sin_);
     }
-    ensure_shape(q_rot_, q.shape());
-    ensure_shape(k_rot_, k.shape());
-    kernels::cpu::rope_forward(q, cos_, sin_, q_rot_);
-    kernels::cpu::rope_forward(k, cos_, sin_, k_rot_);
+    ensure_shape(q_rot_, q.shape(), q.device());
+    ensure_shape(k_rot_, k.shape(), k.device());
+    ops::rope_forward(q, cos_, sin_, q_rot_);
+    ops::rope_forward(k, cos_, sin_, k_rot_);
   }
   // q, k, v -> probs: [batch, n_head_local, seq, seq], attn_out: [tokens, n_head_local*hd]
-  ensure_shape(probs_, {batch, n_head_local_, seq, seq});
-  ensure_shape(attn_out_, {tokens, n_head_local_ * hd});
-  kernels::cpu::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, probs_,
+  ensure_shape(probs_, {batch, n_head_local_, seq, seq}, q.device());
+  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
+  ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, probs_,
                                   attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
   return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
@@ -202,14 +196,16 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   const Tensor& d_attn = o_proj_.backward(dy);
   const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
   const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
-  ensure_shape(dq_, q.shape());
-  ensure_shape(dk_, k.shape());
-  ensure_shape(dv_, k.shape());
-  ensure_shape(scratch_, kernels::cpu::attention_backward_scratch_shape(seq_));
-  kernels::cpu::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch_);
+  ensure_shape(dq_, q.shape(), q.device());
+  ensure_shape(dk_, k.shape(), k.device());
+  ensure_shape(dv_, k.shape(), k.device());
+  ensure_shape(scratch_,
+               ops::attention_backward_scratch_shape(q.device(), batch_, n_head_local_, seq_),
+               q.device());
+  ops::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch_);
   if (config_.rope) {  // back through the rotation, in place
-    kernels::cpu::rope_backward(dq_, cos_, sin_, dq_);
-    kernels::cpu::rope_backward(dk_, cos_, sin_, dk_);
+    ops::rope_backward(dq_, cos_, sin_, dq_);
+    ops::rope_backward(dk_, cos_, sin_, dk_);
   }
   // A replicated KV head's gradients from this step are partial (this rank's
   // query heads only) and are summed over the replicas below; set aside what
@@ -217,11 +213,12 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   const std::array<Parameter*, 4> kv = kv_parameters();
   for (size_t i = 0; kv_replicas_ && i < kv.size(); ++i) {
     if (kv[i] == nullptr) continue;
+    ensure_shape(kv_grad_stash_[i], kv[i]->grad.shape(), kv[i]->grad.device());
     kv_grad_stash_[i].copy_from(kv[i]->grad);
     kv[i]->zero_grad();
   }
   // Every projection read the same x: sum their partial dx, then reduce once.
-  ensure_shape(dx_, {tokens, config_.d_model});
+  ensure_shape(dx_, {tokens, config_.d_model}, dy.device());
   q_proj_.backward_partial(dq_, dx_, /*accumulate=*/false);
   k_proj_.backward_partial(dk_, dx_, /*accumulate=*/true);
   v_proj_.backward_partial(dv_, dx_, /*accumulate=*/true);
@@ -233,7 +230,7 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
     kv_replicas_->all_reduce_sum(v_proj_.weight().grad);
     if (v_proj_.bias()) kv_replicas_->all_reduce_sum(v_proj_.bias()->grad);
     for (size_t i = 0; i < kv.size(); ++i) {
-      if (kv[i] != nullptr) kernels::cpu::add_into(kv[i]->grad, kv_grad_stash_[i]);
+      if (kv[i] != nullptr) ops::add_into(kv[i]->grad, kv_grad_stash_[i]);
     }
   }
   return dx_;

@@ -2,7 +2,7 @@
 #include "colrow/nn/parallel_mlp.h"
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/activation.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
@@ -65,27 +65,27 @@ ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
 const Tensor& ParallelMLP::forward(const Tensor& x) {
   // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
   const Tensor& up = up_.forward(x);  // no communication
-  ensure_shape(hidden_, up.shape());
+  ensure_shape(hidden_, up.shape(), up.device());
   if (gate_) {
-    kernels::cpu::swiglu_forward(gate_->forward(x), up, hidden_);
+    ops::swiglu_forward(gate_->forward(x), up, hidden_);
   } else {
-    kernels::cpu::gelu_forward(up, hidden_);
+    ops::gelu_forward(up, hidden_);
   }
   return down_.forward(hidden_);  // one all-reduce over tp ([g fwd])
 }
 
 const Tensor& ParallelMLP::backward(const Tensor& dy) {
   const Tensor& d_hidden = down_.backward(dy);  // [tokens, ffn/tp], no communication
-  ensure_shape(d_up_, d_hidden.shape());
+  ensure_shape(d_up_, d_hidden.shape(), d_hidden.device());
   if (!gate_) {
     // c_fc's output is still in up_'s buffer: GELU backward reads its input.
-    kernels::cpu::gelu_backward(up_.output(), d_hidden, d_up_);
+    ops::gelu_backward(up_.output(), d_hidden, d_up_);
     return up_.backward(d_up_);  // one all-reduce over tp ([f bwd])
   }
-  ensure_shape(d_gate_, d_hidden.shape());
-  kernels::cpu::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
+  ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());
+  ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
   // Both branches read the same x: sum their partial dx, then reduce once.
-  ensure_shape(dx_, {dy.size(0), config_.d_model});
+  ensure_shape(dx_, {dy.size(0), config_.d_model}, dy.device());
   gate_->backward_partial(d_gate_, dx_, /*accumulate=*/false);
   up_.backward_partial(d_up_, dx_, /*accumulate=*/true);
   tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp

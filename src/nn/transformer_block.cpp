@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/cpu/residual.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 
@@ -67,22 +67,22 @@ TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, 
       mlp_(tp, mlp_config(config, BlockNames::of(config.family, layer).mlp, seed)) {}
 
 const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
-  ensure_shape(h_, x.shape());
-  ensure_shape(y_, x.shape());
+  ensure_shape(h_, x.shape(), x.device());
+  ensure_shape(y_, x.shape(), x.device());
   // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
-  kernels::cpu::add(x, attention_.forward(norm_1_.forward(x), batch, seq), h_);
+  ops::add(x, attention_.forward(norm_1_.forward(x), batch, seq), h_);
   // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
-  kernels::cpu::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
+  ops::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
   return y_;
 }
 
 const Tensor& TransformerBlock::backward(const Tensor& dy) {
-  ensure_shape(dh_, dy.shape());
-  ensure_shape(dx_, dy.shape());
+  ensure_shape(dh_, dy.shape(), dy.device());
+  ensure_shape(dx_, dy.shape(), dy.device());
   // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
-  kernels::cpu::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
+  ops::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
   // dx = dh + norm_1'(attention'(dh))   one all-reduce, in attention's input gradient
-  kernels::cpu::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx_);
+  ops::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx_);
   return dx_;
 }
 

@@ -3,15 +3,12 @@
 #include "colrow/nn/vocab_parallel_embedding.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "colrow/core/error.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
-
-constexpr int64_t kParallelElements = 1 << 15;  // below this, threads cost more than they save
-constexpr int64_t kColumnBlock = 64;            // features per task in the gradient scatter-add
 
 // The whole table, before any allocation.
 int64_t validated_rows(int64_t vocab_size, int64_t padded, int64_t d_model, int tp) {
@@ -85,18 +82,8 @@ const Tensor& VocabParallelEmbedding::forward(const std::vector<int32_t>& ids) {
   ids_ = ids;
   const int64_t tokens = static_cast<int64_t>(ids.size()), d = d_model_;
   // ids: [tokens] -> y: [tokens, d_model], my rows or zero (Megatron's input mask)
-  ensure_shape(y_, {tokens, d});
-  const float* table = weight_.value.data();
-  float* out = y_.data();
-#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
-  for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t row = ids[t] - vocab_start_;
-    if (row >= 0 && row < vocab_size_local_) {
-      std::memcpy(out + t * d, table + row * d, d * sizeof(float));
-    } else {
-      std::memset(out + t * d, 0, d * sizeof(float));
-    }
-  }
+  ensure_shape(y_, {tokens, d}, weight_.value.device());
+  ops::embedding_forward(ids, vocab_start_, weight_.value, y_);
   tp_.all_reduce_sum(
       y_);  // [g fwd] all-reduce over tp: each row comes from the one rank owning its id
   return y_;
@@ -110,25 +97,8 @@ void VocabParallelEmbedding::backward(const Tensor& dy) {
                         " must be [tokens (" + std::to_string(tokens) + "), d_model (" +
                         std::to_string(d) + ")] with contiguous rows");
   }
-  // dW[id - vocab_start] += dy[t] for my ids. Each task owns a block of
-  // features and walks the tokens in order: repeated ids never race, and the
-  // sum order is the token order whatever the thread count.
-  const int64_t ld = dy.row_stride();
-  const float* grad = dy.data();
-  float* dw = weight_.grad.data();
-  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kColumnBlock, j1 = std::min(d, j0 + kColumnBlock);
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t row = ids_[t] - vocab_start_;
-      if (row < 0 || row >= vocab_size_local_) continue;
-      const float* src = grad + t * ld;
-      float* dst = dw + row * d;
-#pragma omp simd
-      for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
-    }
-  }
+  // dW[id - vocab_start] += dy[t] for my ids, in token order (deterministic)
+  ops::embedding_backward(ids_, vocab_start_, dy, weight_.grad);
 }
 
 }  // namespace colrow

@@ -11,6 +11,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/train/grad_norm.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 
@@ -50,26 +51,27 @@ AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params,
     }
     offsets_.push_back(total_size_);
     total_size_ += p->value.numel();
-    counted_.push_back(counted_on_rank(p->shard, tp_.rank(), tp_.size()));
+    counted_.push_back(p->shard.first_replica(tp_.rank(), tp_.size()));
     decayed_.push_back(config_.decays(*p));
   }
+  const Device device = params_.empty() ? Device::cpu() : params_.front()->value.device();
   if (config_.zero == 1) {
     // Padded so that dp equal slices tile the buffer; the padding stays zero.
     const int64_t dp_size = dp_.size();
     padded_size_ = (total_size_ + dp_size - 1) / dp_size * dp_size;
     slice_size_ = padded_size_ / dp_size;
     slice_begin_ = slice_size_ * dp_.rank();
-    grad_slice_ = Tensor::zeros({slice_size_});
-    param_slice_ = Tensor::zeros({slice_size_});
+    grad_slice_ = Tensor::zeros({slice_size_}, device);
+    param_slice_ = Tensor::zeros({slice_size_}, device);
   } else {
     padded_size_ = total_size_;
     slice_size_ = total_size_;
     slice_begin_ = 0;
   }
-  flat_ = Tensor::zeros({padded_size_});
+  flat_ = Tensor::zeros({padded_size_}, device);
   if (config_.zero == 0) grad_slice_ = flat_;  // every rank owns everything
-  exp_avg_ = Tensor::zeros({slice_size_});
-  exp_avg_sq_ = Tensor::zeros({slice_size_});
+  exp_avg_ = Tensor::zeros({slice_size_}, device);
+  exp_avg_sq_ = Tensor::zeros({slice_size_}, device);
 }
 
 void AdamW::zero_grad() {
@@ -85,13 +87,22 @@ double AdamW::step(float lr) {
   return norm;
 }
 
+// The part of parameter i inside this rank's slice: [begin, end) of the flat
+// layout, empty when begin >= end.
+std::pair<int64_t, int64_t> AdamW::in_slice(size_t i) const {
+  return {std::max(offsets_[i], slice_begin_),
+          std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_)};
+}
+
 // grads -> grad_slice_ (dp-averaged); returns the global norm of the averaged grads.
 double AdamW::reduce_and_norm() {
   // flat_: [padded_size] = every local grad in order, then zero padding
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor::wrap(flat_.data() + offsets_[i], params_[i]->grad.shape()).copy_from(params_[i]->grad);
+    flat_.slice(0, offsets_[i], params_[i]->grad.numel())
+        .view(params_[i]->grad.shape())
+        .copy_from(params_[i]->grad);
   }
-  std::fill(flat_.data() + total_size_, flat_.data() + padded_size_, 0.0f);
+  flat_.slice(0, total_size_, padded_size_ - total_size_).zero();
   if (config_.zero == 0) {
     // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
     dp_.all_reduce_sum(flat_);
@@ -100,22 +111,15 @@ double AdamW::reduce_and_norm() {
     dp_.reduce_scatter_sum(flat_, grad_slice_);
   }
   // The same float division in both modes, so equal sums give equal averages.
-  const float dp_size = static_cast<float>(dp_.size());
-  float* g = grad_slice_.data();
-  for (int64_t j = 0; j < slice_size_; ++j) g[j] /= dp_size;
+  ops::divide(grad_slice_, static_cast<float>(dp_.size()));
 
   // Squares of the counted parameters' elements inside this rank's slice.
-  double partial = 0.0;
+  std::vector<Tensor> counted;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!counted_[i]) continue;
-    const int64_t begin = std::max(offsets_[i], slice_begin_);
-    const int64_t end =
-        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
-    for (int64_t j = begin; j < end; ++j) {
-      const double x = g[j - slice_begin_];
-      partial += x * x;
-    }
+    const auto [begin, end] = in_slice(i);
+    if (counted_[i] && begin < end) counted.push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
   }
+  double partial = ops::sum_of_squares(counted);
   if (config_.zero == 1) {
     // [norm] the slices of one tp rank's gradients lie on its dp ranks: sum them
     partial = sum_over(dp_, partial);
@@ -124,57 +128,49 @@ double AdamW::reduce_and_norm() {
   return std::sqrt(sum_over(tp_, partial));
 }
 
-// torch.optim.AdamW's _single_tensor_adamw, element by element, on this rank's
-// slice; `grad_scale` is the clipping factor (1 when not clipping).
+// torch.optim.AdamW's _single_tensor_adamw on this rank's slice, one kernel
+// for every parameter; `grad_scale` is the clipping factor (1 when not clipping).
 void AdamW::update(float lr, float grad_scale) {
   const double bias_correction1 = 1.0 - std::pow(static_cast<double>(config_.beta1), step_count_);
   const double bias_correction2 = 1.0 - std::pow(static_cast<double>(config_.beta2), step_count_);
-  const float step_size = static_cast<float>(lr / bias_correction1);
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * config_.weight_decay);
-  const float one_minus_beta1 = static_cast<float>(1.0 - config_.beta1);
-  const float one_minus_beta2 = static_cast<float>(1.0 - config_.beta2);
-  const float beta2 = config_.beta2, eps = config_.eps;
-
+  ops::AdamWStep step;
+  step.step_size = static_cast<float>(lr / bias_correction1);
+  step.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  step.decay = static_cast<float>(1.0 - static_cast<double>(lr) * config_.weight_decay);
+  step.beta1 = config_.beta1;
+  step.beta2 = config_.beta2;
+  step.eps = config_.eps;
+  step.grad_scale = grad_scale;
+  std::vector<ops::AdamWSegment> segments;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t begin = std::max(offsets_[i], slice_begin_);
-    const int64_t end =
-        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
+    const auto [begin, end] = in_slice(i);
     if (begin >= end) continue;
-    const int64_t n = end - begin;
-    float* p = params_[i]->value.data() + (begin - offsets_[i]);
-    float* g = grad_slice_.data() + (begin - slice_begin_);
-    float* m = exp_avg_.data() + (begin - slice_begin_);
-    float* v = exp_avg_sq_.data() + (begin - slice_begin_);
-    const float wd = decayed_[i] ? decay : 1.0f;
-#pragma omp parallel for if (n > (1 << 16))
-    for (int64_t j = 0; j < n; ++j) {
-      const float grad = g[j] * grad_scale;
-      p[j] *= wd;                                           // param.mul_(1 - lr * wd)
-      m[j] += one_minus_beta1 * (grad - m[j]);              // exp_avg.lerp_(grad, 1 - beta1)
-      v[j] = v[j] * beta2 + one_minus_beta2 * grad * grad;  // mul_(beta2).addcmul_
-      const float denom = std::sqrt(v[j]) / bias_correction2_sqrt + eps;
-      p[j] += -step_size * (m[j] / denom);  // addcdiv_(m, denom, -step_size)
-    }
+    const int64_t n = end - begin, local = begin - slice_begin_;
+    ops::AdamWSegment segment;
+    segment.param = params_[i]->value.view({params_[i]->value.numel()}).slice(0, begin - offsets_[i], n);
+    segment.grad = grad_slice_.slice(0, local, n);
+    segment.exp_avg = exp_avg_.slice(0, local, n);
+    segment.exp_avg_sq = exp_avg_sq_.slice(0, local, n);
+    segment.decay = decayed_[i];
+    segments.push_back(std::move(segment));
   }
+  ops::adamw_update(segments, step);
 }
 
 // zero 1: every dp rank's updated slice -> every parameter on every dp rank.
 void AdamW::gather_parameters() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t begin = std::max(offsets_[i], slice_begin_);
-    const int64_t end =
-        std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_);
+    const auto [begin, end] = in_slice(i);
     if (begin >= end) continue;
-    std::copy(params_[i]->value.data() + (begin - offsets_[i]),
-              params_[i]->value.data() + (end - offsets_[i]),
-              param_slice_.data() + (begin - slice_begin_));
+    param_slice_.slice(0, begin - slice_begin_, end - begin)
+        .copy_from(params_[i]->value.view({params_[i]->value.numel()})
+                       .slice(0, begin - offsets_[i], end - begin));
   }
   // [dp params] all-gather the updated slices over dp: [padded/dp] -> [padded]
   dp_.all_gather(param_slice_, flat_);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& value = params_[i]->value;
-    std::copy(flat_.data() + offsets_[i], flat_.data() + offsets_[i] + value.numel(), value.data());
+    value.copy_from(flat_.slice(0, offsets_[i], value.numel()).view(value.shape()));
   }
 }
 

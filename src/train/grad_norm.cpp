@@ -1,6 +1,5 @@
-// Global gradient norm under tp and clipping (torch.nn.utils.clip_grad_norm_,
-// Megatron's clip_grad_norm_fp32 with its "param is not tensor-parallel
-// duplicate" filter). Collective: one all_gather over tp.
+// Exact group sums of partial squares, and the clipping factor (see grad_norm.h).
+// Collective: one all_gather over the group.
 #include "colrow/train/grad_norm.h"
 
 #include <cmath>
@@ -9,10 +8,6 @@
 #include "colrow/core/error.h"
 
 namespace colrow {
-
-bool counted_on_rank(const ShardSpec& shard, int tp_rank, int tp_size) {
-  return shard.first_replica(tp_rank, tp_size);
-}
 
 double sum_over(Communicator& group, double partial) {
   const float hi = static_cast<float>(partial);
@@ -28,46 +23,10 @@ double sum_over(Communicator& group, double partial) {
   return total;
 }
 
-namespace {
-
-double sum_of_squares(const Tensor& t) {
-  const Tensor c = t.is_contiguous() ? t : t.clone();
-  const float* g = c.data();
-  double sum = 0.0;
-  for (int64_t i = 0; i < c.numel(); ++i) sum += static_cast<double>(g[i]) * g[i];
-  return sum;
-}
-
-}  // namespace
-
-double global_grad_norm(Communicator& tp, const std::vector<Parameter*>& params) {
-  double local = 0.0;
-  for (const Parameter* p : params) {
-    if (counted_on_rank(p->shard, tp.rank(), tp.size())) local += sum_of_squares(p->grad);
-  }
-  return std::sqrt(sum_over(tp, local));
-}
-
 double clip_coefficient(double norm, double max_norm) {
   if (max_norm <= 0.0) return 1.0;
   const double coefficient = max_norm / (norm + 1e-6);
   return coefficient < 1.0 ? coefficient : 1.0;
-}
-
-double clip_grad_norm(Communicator& tp, const std::vector<Parameter*>& params, double max_norm) {
-  const double norm = global_grad_norm(tp, params);
-  const double coefficient = clip_coefficient(norm, max_norm);
-  if (coefficient < 1.0) {
-    const float scale = static_cast<float>(coefficient);
-    for (Parameter* p : params) {
-      Tensor& g = p->grad;
-      if (!g.is_contiguous())
-        throw InternalError("[grad_norm] " + p->name + ": grad not contiguous");
-      float* d = g.data();
-      for (int64_t i = 0; i < g.numel(); ++i) d[i] *= scale;
-    }
-  }
-  return norm;
 }
 
 }  // namespace colrow

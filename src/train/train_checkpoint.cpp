@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "colrow/core/error.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 
 namespace colrow {
 namespace {
@@ -45,7 +45,7 @@ std::string step_name(int64_t step) {
 // flat array on every dp rank: gathered over dp under ZeRO-1.
 Tensor whole_moment(AdamW& opt, Tensor& slice, Communicator& dp) {
   if (opt.slice_size() == opt.padded_size()) return slice;
-  Tensor whole = Tensor::empty({opt.padded_size()});
+  Tensor whole = Tensor::empty({opt.padded_size()}, slice.device());
   dp.all_gather(slice, whole);  // every replica's slice of the moments
   return whole;
 }

@@ -19,13 +19,14 @@
 #include "colrow/data/token_dataset.h"
 #include "colrow/data/token_source.h"
 #include "colrow/dist/process_mesh.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/runtime/threads.h"
 #include "colrow/train/adamw.h"
 #include "colrow/train/lr_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
@@ -79,6 +80,19 @@ int64_t local_parameter_count(GptModel& model) {
   return n;
 }
 
+// Forward + backward FLOPs per token, as llm.c and the PyTorch peer count
+// them: 6 N for the matmuls of N parameters, 6 L d T for attention's scores
+// and weighted sums (L layers, width d, context T).
+double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
+  return 6.0 * static_cast<double>(c.parameter_count()) +
+         6.0 * c.n_layer * static_cast<double>(c.d_model) * static_cast<double>(seq_len);
+}
+
+std::string placement_text(const Placement& p, int threads) {
+  if (p.device.is_cpu()) return std::to_string(threads) + " thread(s)/rank";
+  return p.device.str() + (p.tf32 ? " (TF32 allowed)" : " (fp32)");
+}
+
 std::string mib(double bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.1f MiB", bytes / (1024.0 * 1024.0));
@@ -87,8 +101,8 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-int run_training(const TrainOptions& o, MpiSession& mpi) {
-  Communicator& world = mpi.world();
+int run_training(const TrainOptions& o, const Launch& launch) {
+  Communicator& world = launch.world;
   // ---- everything checked before anything is allocated, identically on every rank
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
@@ -123,14 +137,16 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
                                          : open_token_source(o.data));
   data.require_windows(o.seq_len);
   data.require_ids_below(config.vocab_size);
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(mpi.local_ranks());
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
+  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
   // ---- the run
-  ProcessMesh mesh(world, tp_size, o.dp);
+  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
   GptModel model(mesh.tp(), config, o.seed);
   if (!o.init.empty()) load_checkpoint(model, o.init);
+  model.to(placement.device);
   AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam);
   TrainState state;
   state.seed = o.seed;
@@ -144,8 +160,8 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
         << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "
         << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
         << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
-        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero << ", " << threads
-        << " thread(s)/rank; per rank: " << local_params
+        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero << ", "
+        << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
         << " grads + " << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"
         << "  data " << (o.data.empty() ? std::string(kDefaultCorpus) : o.data) << ": "
@@ -170,7 +186,8 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
   for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigaction(sig, &action, nullptr);
   const auto start = Clock::now();
   const std::vector<Parameter*> params = model.parameters();
-  const double flops_per_token = 6.0 * config.parameter_count();  // forward + backward, matmuls
+  const double flops_per_token = training_flops_per_token(config, o.seq_len);
+  const double peak = peak_flops(placement);
   while (state.step < o.steps) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, state.step);
@@ -182,10 +199,7 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
       model.backward();
     }
     if (o.grad_accum > 1) {  // the mean over micro-batches
-      for (Parameter* p : params) {
-        float* g = p->grad.data();
-        for (int64_t i = 0; i < p->grad.numel(); ++i) g[i] /= static_cast<float>(o.grad_accum);
-      }
+      for (Parameter* p : params) ops::divide(p->grad, static_cast<float>(o.grad_accum));
     }
     const double grad_norm = optimizer.step(static_cast<float>(lr));  // dp reduce, clip, update
     optimizer.zero_grad();
@@ -198,6 +212,7 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
           (o.out.empty() ? std::string(".") : ", the last checkpoint in " + o.out + " is kept.") +
           " Lower --lr or raise --warmup.");
     }
+    synchronize(placement.device);  // the step's GPU work is done: time it whole
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     StepMetrics m;
     m.step = state.step;
@@ -206,6 +221,7 @@ int run_training(const TrainOptions& o, MpiSession& mpi) {
     m.grad_norm = grad_norm;
     m.tokens_per_s = tokens_per_step / seconds;
     m.gflops_per_s = flops_per_token * m.tokens_per_s / world.size() / 1e9;
+    if (peak > 0.0) m.mfu = m.gflops_per_s * 1e9 / peak;
     Tensor rss_all = Tensor::empty({world.size()});
     world.all_gather(Tensor::full({1}, static_cast<float>(peak_rss_mib())),
                      rss_all);  // every rank's

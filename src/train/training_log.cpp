@@ -86,6 +86,7 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
                         {"peak_rss_mib", m.peak_rss_mib},
                         {"peak_rss_mib_per_rank", m.peak_rss_mib_per_rank}};
     if (m.val_loss >= 0.0) j["val_loss"] = m.val_loss;
+    if (m.mfu >= 0.0) j["mfu"] = m.mfu;
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -93,11 +94,13 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
   const double eta = m.step > 0 ? elapsed_seconds / m.step * (total_steps_ - m.step) : 0.0;
   char val[32] = "";
   if (m.val_loss >= 0.0) std::snprintf(val, sizeof val, "  val %.4f", m.val_loss);
-  char text[256];
+  char mfu[32] = "";
+  if (m.mfu >= 0.0) std::snprintf(mfu, sizeof mfu, "  MFU %.1f%%", 100.0 * m.mfu);
+  char text[288];
   std::snprintf(text, sizeof text,
-                "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s  eta %s",
+                "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s  eta %s",
                 static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr,
-                m.grad_norm, m.tokens_per_s, m.gflops_per_s, duration(eta).c_str());
+                m.grad_norm, m.tokens_per_s, m.gflops_per_s, mfu, duration(eta).c_str());
   if (terminal_) {
     std::printf("\r\033[K%s", text);  // redraw in place
     progress_open_ = true;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "colrow/dist/local_communicator.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
 
 int main(int argc, char** argv) {

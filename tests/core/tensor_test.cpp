@@ -46,7 +46,7 @@ TEST(TensorTest, EmptyIsOwningContiguousAndAligned) {
   EXPECT_TRUE(t.owns_storage());
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_EQ(t.dtype(), DType::kF32);
-  EXPECT_EQ(t.device(), Device::kCpu);
+  EXPECT_EQ(t.device(), Device::cpu());
   EXPECT_EQ(t.ndim(), 3);
   EXPECT_EQ(t.shape(), (Shape{2, 3, 4}));
   EXPECT_EQ(t.strides(), (std::vector<int64_t>{12, 4, 1}));
@@ -320,17 +320,17 @@ TEST(TensorTest, FillAndZero) {
 
 TEST(TensorTest, EnsureShapeReallocatesOnlyOnShapeChange) {
   Tensor t;
-  ensure_shape(t, {3, 4});
+  ensure_shape(t, {3, 4}, Device::cpu());
   EXPECT_TRUE(t.owns_storage());
   EXPECT_EQ(t.shape(), (Shape{3, 4}));
   t.fill(7.0f);
   const float* first = t.data();
   // Same shape: same buffer, contents untouched.
-  ensure_shape(t, {3, 4});
+  ensure_shape(t, {3, 4}, Device::cpu());
   EXPECT_EQ(t.data(), first);
   EXPECT_EQ(t(2, 3), 7.0f);
   // New shape: a new contiguous buffer of that shape.
-  ensure_shape(t, {4, 3});
+  ensure_shape(t, {4, 3}, Device::cpu());
   EXPECT_EQ(t.shape(), (Shape{4, 3}));
   EXPECT_TRUE(t.is_contiguous());
   EXPECT_TRUE(t.owns_storage());
@@ -341,13 +341,13 @@ TEST(TensorTest, EnsureShapeReplacesViews) {
   // later, so it allocates even though the shape matches.
   std::vector<float> buffer(6, 1.0f);
   Tensor w = Tensor::wrap(buffer.data(), {2, 3});
-  ensure_shape(w, {2, 3});
+  ensure_shape(w, {2, 3}, Device::cpu());
   EXPECT_TRUE(w.owns_storage());
   EXPECT_NE(w.data(), buffer.data());
   // A strided column block of the right shape is replaced by a contiguous buffer.
   Tensor parent = Tensor::zeros({2, 6});
   Tensor block = parent.slice(-1, 0, 3);
-  ensure_shape(block, {2, 3});
+  ensure_shape(block, {2, 3}, Device::cpu());
   EXPECT_TRUE(block.is_contiguous());
   EXPECT_NE(block.data(), parent.data());
 }

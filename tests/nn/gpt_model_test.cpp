@@ -20,7 +20,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 #include "nn/model_test_cases.h"
 #include "support/test_world.h"
 

@@ -1,7 +1,8 @@
-// The global gradient norm at tp = world size equals the unsharded model's
-// (gpt2; llama with grouped, replicated and multi-query KV heads), so no
-// sqrt(tp) error from replicated parameters; the counting rule per shard; and
-// clipping scales by max_norm / (norm + 1e-6) only when the norm exceeds it.
+// The global gradient norm (computed in one place, AdamW::step) at tp = world
+// size equals the unsharded model's (gpt2; llama with grouped, replicated and
+// multi-query KV heads), so no sqrt(tp) error from replicated parameters; the
+// counting rule per shard; and the clipping factor max_norm / (norm + 1e-6),
+// below 1 only when the norm exceeds max_norm.
 #include "colrow/train/grad_norm.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/train/adamw.h"
 #include "nn/layer_test_helpers.h"
 #include "nn/model_test_cases.h"
 #include "support/test_world.h"
@@ -28,14 +30,24 @@ using testing::ModelCase;
 using testing::random_ids;
 using testing::valid_at;
 
-TEST(GradNorm, CountedOnRankFollowsTheShardSpec) {
+// The global norm of `params`' grads as AdamW::step reports it (before
+// clipping; lr 0 leaves the parameters as they are).
+double step_norm(Communicator& tp, const std::vector<Parameter*>& params) {
+  LocalCommunicator dp("dp");
+  AdamWConfig config;
+  config.grad_clip = 0.0f;
+  AdamW optimizer(tp, dp, params, config);
+  return optimizer.step(0.0f);
+}
+
+TEST(GradNorm, FirstReplicaCountsEachBlockOnce) {
   const Shape full{8, 4};
   for (int r = 0; r < 4; ++r) {
-    EXPECT_TRUE(counted_on_rank({full, 0, r, 4}, r, 4));                // split: every rank
-    EXPECT_EQ(counted_on_rank({full, 0, 0, 1}, r, 4), r == 0);          // replicated: rank 0
-    EXPECT_EQ(counted_on_rank({full, 0, r / 2, 2}, r, 4), r % 2 == 0);  // 2 replicas per block
+    EXPECT_TRUE(ShardSpec({full, 0, r, 4}).first_replica(r, 4));              // split: every rank
+    EXPECT_EQ(ShardSpec({full, 0, 0, 1}).first_replica(r, 4), r == 0);        // replicated: rank 0
+    EXPECT_EQ(ShardSpec({full, 0, r / 2, 2}).first_replica(r, 4), r % 2 == 0);  // 2 replicas
   }
-  EXPECT_THROW(counted_on_rank({full, 0, 0, 3}, 0, 4), InternalError);
+  EXPECT_THROW(ShardSpec({full, 0, 0, 3}).first_replica(0, 4), InternalError);
 }
 
 // Same seed, same tokens: the model at tp = world and the same model on a
@@ -58,13 +70,13 @@ TEST(GradNorm, EqualsTheUnshardedModelAtEveryTp) {
     GptModel full(local, c.config, /*seed=*/5);
     full.forward(ids, targets, batch, seq);
     full.backward();
-    const double expected = global_grad_norm(local, full.parameters());
+    const double expected = step_norm(local, full.parameters());
 
     GptModel sharded(world(), c.config, /*seed=*/5);
     sharded.forward(ids, targets, batch, seq);
     sharded.backward();
     RecordingCommunicator recording(world());
-    const double norm = global_grad_norm(recording, sharded.parameters());
+    const double norm = step_norm(recording, sharded.parameters());
     EXPECT_NEAR(norm, expected, 1e-5 * expected);
     EXPECT_GT(expected, 0.0);
     // One collective: each rank's partial sum as two floats.
@@ -85,29 +97,14 @@ struct Toy {
   std::vector<Parameter*> params() { return {&split, &replicated}; }
 };
 
-TEST(GradNorm, ClipsOnlyAboveMaxNorm) {
+TEST(GradNorm, ExactOnSmallIntegersAndClipsOnlyAboveMaxNorm) {
   Communicator& tp = world();
   const double expected = std::sqrt(48.0 * tp.size() + 5.0);
-  {
-    Toy toy(tp.rank(), tp.size());
-    EXPECT_EQ(clip_grad_norm(tp, toy.params(), expected + 1.0), expected);
-    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f));  // untouched
-    EXPECT_EQ(toy.replicated.grad.to_vector(), std::vector<float>(5, 1.0f));
-  }
-  {
-    Toy toy(tp.rank(), tp.size());
-    const double max_norm = expected / 4;
-    EXPECT_EQ(clip_grad_norm(tp, toy.params(), max_norm), expected);
-    const float scale = static_cast<float>(max_norm / (expected + 1e-6));
-    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f * scale));
-    EXPECT_EQ(toy.replicated.grad.to_vector(), std::vector<float>(5, scale));
-    EXPECT_NEAR(global_grad_norm(tp, toy.params()), max_norm, 1e-6 * max_norm);
-  }
-  {
-    Toy toy(tp.rank(), tp.size());
-    EXPECT_EQ(clip_grad_norm(tp, toy.params(), 0.0), expected);  // disabled
-    EXPECT_EQ(toy.split.grad.to_vector(), std::vector<float>(12, 2.0f));
-  }
+  Toy toy(tp.rank(), tp.size());
+  EXPECT_EQ(step_norm(tp, toy.params()), expected);
+  EXPECT_EQ(clip_coefficient(expected, expected + 1.0), 1.0);  // below max_norm: untouched
+  EXPECT_EQ(clip_coefficient(expected, expected / 4), (expected / 4) / (expected + 1e-6));
+  EXPECT_EQ(clip_coefficient(expected, 0.0), 1.0);  // disabled
 }
 
 // A double survives the (hi, lo) all_gather to far better than fp32.

@@ -1,9 +1,12 @@
-// Tensor: an fp32 n-d array with a shape and strides over shared storage.
-// Copies are shallow (like torch.Tensor): a slice or view shares the storage
-// and keeps it alive; Tensor::wrap() views memory colrow does not own (an mmap,
-// a caller's buffer). Shards are slices along one dimension, so a rank's
-// column block of a row-major matrix is a strided view that BLAS reads through
-// its leading dimension, never a copy.
+// Tensor: an fp32 n-d array with a shape and strides over shared storage on
+// one device. Copies are shallow (like torch.Tensor): a slice or view shares
+// the storage and keeps it alive; Tensor::wrap() views host memory colrow does
+// not own (an mmap, a caller's buffer). Shards are slices along one dimension,
+// so a rank's column block of a row-major matrix is a strided view that BLAS
+// (or cuBLAS) reads through its leading dimension, never a copy.
+// Storage comes from the device's allocator (core/allocator.h). Data moves
+// between devices only through to() and copy_from(), never implicitly; data()
+// of a GPU tensor is a device pointer.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/device.h"
+
 namespace colrow {
 
 using Shape = std::vector<int64_t>;
 
 // fp32 now; bf16 arrives behind the same type.
 enum class DType { kF32 };
-// Where the storage lives; a CUDA backend adds kCuda.
-enum class Device { kCpu };
 
 std::string shape_to_string(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
@@ -28,16 +31,17 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Owning, 64-byte aligned, uninitialized.
-  static Tensor empty(const Shape& shape);
-  static Tensor zeros(const Shape& shape);
-  static Tensor full(const Shape& shape, float value);
+  // Owning, from the device's allocator, uninitialized.
+  static Tensor empty(const Shape& shape, Device device = Device::cpu());
+  static Tensor zeros(const Shape& shape, Device device = Device::cpu());
+  static Tensor full(const Shape& shape, float value, Device device = Device::cpu());
+  // On the CPU.
   static Tensor from_vector(const Shape& shape, const std::vector<float>& values);
-  // Non-owning view of `data` (contiguous); the caller keeps the memory alive.
+  // Non-owning view of host memory `data` (contiguous); the caller keeps it alive.
   static Tensor wrap(float* data, const Shape& shape);
 
   DType dtype() const { return DType::kF32; }
-  Device device() const { return Device::kCpu; }
+  Device device() const { return device_; }
   bool defined() const { return data_ != nullptr || numel() == 0; }
   bool owns_storage() const { return storage_ != nullptr; }
 
@@ -56,7 +60,8 @@ class Tensor {
   float* data() { return data_; }
   const float* data() const { return data_; }
 
-  // 2-d element access (tests, references, small loops; kernels use raw pointers).
+  // 2-d element access on the CPU (tests, references, small loops; kernels use
+  // raw pointers).
   float& operator()(int64_t i, int64_t j) { return data_[i * strides_[0] + j * strides_[1]]; }
   float operator()(int64_t i, int64_t j) const { return data_[i * strides_[0] + j * strides_[1]]; }
 
@@ -66,11 +71,17 @@ class Tensor {
   Tensor shard(int dim, int index, int count) const;
   // Same storage, new shape; requires contiguity.
   Tensor view(const Shape& shape) const;
-  // A contiguous owning copy.
+  // A contiguous owning copy on the same device.
   Tensor clone() const;
+  // A contiguous owning copy on `device`; this tensor itself when it already
+  // lives there (shallow, like torch's .to()).
+  Tensor to(Device device) const;
+  // The elements in row-major order, copied to the host from any device.
   std::vector<float> to_vector() const;
 
-  // Element-wise copy from a tensor of the same shape (either may be strided).
+  // Element-wise copy from a tensor of the same shape (either may be strided:
+  // any view on the CPU, 2-d views with a contiguous last dim across devices),
+  // from any device to any device.
   void copy_from(const Tensor& src);
   void fill(float value);
   void zero() { fill(0.0f); }
@@ -80,13 +91,18 @@ class Tensor {
 
   std::shared_ptr<float> storage_;  // null for wrapped memory
   float* data_ = nullptr;
+  Device device_;
   Shape shape_;
   std::vector<int64_t> strides_;
 };
 
-// Ensures `t` is an owning contiguous tensor of `shape`, reallocating only when
-// the shape changes: layers keep their activation buffers across steps so the
-// step loop does not allocate.
-void ensure_shape(Tensor& t, const Shape& shape);
+// Ensures `t` is an owning contiguous tensor of `shape` on `device`,
+// reallocating only when either changes: layers keep their activation buffers
+// across steps so the step loop does not allocate.
+void ensure_shape(Tensor& t, const Shape& shape, Device device);
+
+// Throws InternalError unless every defined tensor lives on `device`; `what`
+// names the operation for the message.
+void require_device(const char* what, Device device, std::initializer_list<const Tensor*> tensors);
 
 }  // namespace colrow

@@ -33,6 +33,9 @@ class TokenDataset {
   // val_fraction must lie in (0, 1) (ConfigError otherwise).
   explicit TokenDataset(std::unique_ptr<TokenSource> source,
                         double val_fraction = kDefaultValFraction);
+  // Every token validates and none trains (`colrow eval` over a whole file):
+  // validation_windows / validation_batches cover the file from its start.
+  static TokenDataset for_evaluation(std::unique_ptr<TokenSource> source);
 
   const TokenSource& source() const { return *source_; }
   const std::string& path() const { return source_->path(); }
@@ -45,6 +48,7 @@ class TokenDataset {
   // inputs plus the token after them ("shorter than one window"), naming the
   // file and both lengths. train_batch and validation_batches check it too;
   // call it up front to fail before allocating a model.
+  // (For an evaluation dataset only the validation split is checked.)
   void require_windows(int64_t seq_len) const;
   // InvalidInputError naming the first id >= vocab_size and its position.
   void require_ids_below(int64_t vocab_size) const;
@@ -80,6 +84,7 @@ class TokenDataset {
  private:
   std::unique_ptr<TokenSource> source_;
   double val_fraction_;
+  bool evaluation_only_ = false;
   int64_t train_size_ = 0;
 };
 

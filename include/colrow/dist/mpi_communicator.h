@@ -55,12 +55,15 @@ class MpiSession {
   MpiSession& operator=(const MpiSession&) = delete;
 
   MpiCommunicator& world() { return *world_; }
-  // Ranks of this job on this node (they share its cores).
+  // Ranks of this job on this node (they share its cores and GPUs), and this
+  // rank's place among them.
   int local_ranks() const { return local_ranks_; }
+  int local_rank() const { return local_rank_; }
 
  private:
   std::unique_ptr<MpiCommunicator> world_;
   int local_ranks_ = 1;
+  int local_rank_ = 0;
 };
 
 // Throws BackendError naming the failed MPI statement.

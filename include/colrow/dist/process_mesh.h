@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "colrow/dist/communicator.h"
+#include "colrow/dist/device_communicator.h"
 
 namespace colrow {
 
@@ -17,6 +18,10 @@ class ProcessMesh {
 
   // Collective over `world` (every rank must call it with the same tp, dp).
   ProcessMesh(Communicator& world, int tp, int dp);
+  // The same grid for tensors on `device`: each group is wrapped by
+  // make_device_communicator (NCCL or host-staged for a GPU, `comm` choosing;
+  // unchanged on the CPU). Control traffic stays on world's MPI.
+  ProcessMesh(Communicator& world, int tp, int dp, Device device, CommKind comm);
 
   Communicator& world() { return world_; }
   Communicator& tp() { return *tp_; }

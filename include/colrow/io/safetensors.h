@@ -14,7 +14,7 @@
 
 #include "colrow/core/tensor.h"
 #include "colrow/dist/communicator.h"
-#include "colrow/nn/parameter.h"
+#include "colrow/core/shard_spec.h"
 
 namespace colrow {
 

@@ -28,7 +28,14 @@ namespace colrow {
 class GptModel {
  public:
   // Validates config against tp (ConfigError) before allocating anything.
+  // Parameters are made on the CPU; to() moves them to another device.
   GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed = 0);
+
+  // Moves every parameter (value and grad) to `device`; activations follow
+  // the parameters at the next forward. `tp` must carry tensors of that
+  // device (dist/device_communicator.h).
+  void to(Device device);
+  Device device() const { return device_; }
 
   // ids, targets: [batch * seq], row-major by sequence; a target equal to
   // ignore_index (-100) does not count. Returns the per-token losses and
@@ -47,6 +54,7 @@ class GptModel {
  private:
   Communicator& tp_;
   ModelConfig config_;
+  Device device_;
   VocabParallelEmbedding embedding_;            // wte / model.embed_tokens
   std::optional<PositionEmbedding> positions_;  // wpe (gpt2)
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;

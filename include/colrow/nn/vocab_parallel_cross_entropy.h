@@ -62,7 +62,7 @@ class VocabParallelCrossEntropy {
   int32_t ignore_index() const { return ignore_index_; }
 
  private:
-  const Tensor& backward_scaled(const float* dloss, float uniform_scale);
+  const Tensor& backward_scaled(const Tensor* dloss, float uniform_scale);
 
   Communicator& tp_;
   int64_t vocab_size_;
@@ -76,10 +76,7 @@ class VocabParallelCrossEntropy {
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
   std::vector<int32_t> targets_;  // [tokens]
   int64_t counted_ = 0;
-  std::vector<float> local_max_;           // [tokens]: max over my real classes
-  std::vector<double> local_sum_exp_;      // [tokens]: sum_j exp(x_j - local max), mine
-  std::vector<double> local_sum_shifted_;  // [tokens]: sum_j (x_j - local max), mine
-  Tensor max_;                             // [tokens]: row max over the real classes (all-reduced)
+  Tensor max_;      // [tokens]: row max over the real classes (all-reduced)
   Tensor sum_exp_;  // [tokens]: sum_j exp(x_j - max) over the real classes (all-reduced)
   Tensor target_;   // [tokens] or [tokens, 2]: x_target - max (and sum_j (x_j - max))
   Tensor losses_;   // [tokens]

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include "colrow/dist/communicator.h"
@@ -68,6 +69,7 @@ class AdamW {
   const AdamWConfig& config() const { return config_; }
 
  private:
+  std::pair<int64_t, int64_t> in_slice(size_t i) const;
   double reduce_and_norm();
   void update(float lr, float grad_scale);
   void gather_parameters();

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/dist/mpi_communicator.h"
+#include "colrow/runtime/placement.h"
 
 namespace colrow {
 
@@ -36,9 +36,10 @@ struct TrainOptions {
   std::string resume;         // run or step directory to continue
   std::string init;           // Hugging Face checkpoint to start from
   int threads = 0;
+  DeviceOptions device;  // --device, --comm, --tf32
 };
 
 // Returns the process exit status.
-int run_training(const TrainOptions& options, MpiSession& mpi);
+int run_training(const TrainOptions& options, const Launch& launch);
 
 }  // namespace colrow

@@ -19,6 +19,7 @@ struct StepMetrics {
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
   double gflops_per_s = 0.0;                  // achieved, per rank
+  double mfu = -1.0;  // gflops_per_s over the device's peak; < 0 when the peak is unknown (cpu)
   double peak_rss_mib = 0.0;                  // the largest over ranks
   std::vector<double> peak_rss_mib_per_rank;  // world rank order
   double val_loss = -1.0;                     // < 0: not measured at this step

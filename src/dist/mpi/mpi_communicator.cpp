@@ -1,6 +1,7 @@
 // Communicator over MPI. Large tensors are sent in chunks because MPI counts
 // are int; every call is checked, and errors return to us (MPI_ERRORS_RETURN)
 // so they become exceptions with a message instead of an abort inside MPI.
+// Host tensors only: GPU tensors go through make_device_communicator.
 #include "colrow/dist/mpi_communicator.h"
 
 #include <chrono>
@@ -20,6 +21,23 @@ void require_contiguous(const Tensor& t, const char* what, const std::string& gr
                         " needs a contiguous tensor, got strides of shape " +
                         shape_to_string(t.shape()));
   }
+}
+
+// GPU tensors reach MPI only through a device communicator, which stages them
+// or hands them to NCCL; a device pointer given to MPI would be read as host memory.
+void require_host(const Tensor& t, const char* what, const std::string& group) {
+  if (!t.device().is_cpu()) {
+    throw InternalError("[dist] " + std::string(what) + " over " + group +
+                        ": MPI takes host tensors, got one on " + t.device().str() +
+                        ". Wrap the group with make_device_communicator "
+                        "(dist/device_communicator.h).");
+  }
+}
+
+// Both checks, at every group size, so tp = 1 catches a wrong operand too.
+void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
+  require_host(t, what, group);
+  require_contiguous(t, what, group);
 }
 
 int world_rank() {
@@ -58,7 +76,7 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
-  require_contiguous(x, what, name_);  // checked at every size, so tp = 1 catches it too
+  require_host_contiguous(x, what, name_);
   if (size_ == 1) return;
   float* p = x.data();
   for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
@@ -76,8 +94,8 @@ void MpiCommunicator::all_reduce_max(Tensor& x) {
 }
 
 void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
-  require_contiguous(in, "all_gather", name_);
-  require_contiguous(out, "all_gather", name_);
+  require_host_contiguous(in, "all_gather", name_);
+  require_host_contiguous(out, "all_gather", name_);
   if (out.numel() != in.numel() * size_) {
     throw InternalError("[dist] all_gather over " + name_ + ": output " +
                         shape_to_string(out.shape()) + " must hold " + std::to_string(size_) +
@@ -96,8 +114,8 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
 }
 
 void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  require_contiguous(in, "reduce_scatter_sum", name_);
-  require_contiguous(out, "reduce_scatter_sum", name_);
+  require_host_contiguous(in, "reduce_scatter_sum", name_);
+  require_host_contiguous(out, "reduce_scatter_sum", name_);
   if (in.numel() != out.numel() * size_) {
     throw InternalError("[dist] reduce_scatter_sum over " + name_ + ": input " +
                         shape_to_string(in.shape()) + " must hold " + std::to_string(size_) +
@@ -116,7 +134,7 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 void MpiCommunicator::broadcast(Tensor& x, int root) {
-  require_contiguous(x, "broadcast", name_);
+  require_host_contiguous(x, "broadcast", name_);
   if (root < 0 || root >= size_) {
     throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
                         name_ + " (size " + std::to_string(size_) + ")");
@@ -166,6 +184,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
   COLROW_MPI_CHECK(
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
   COLROW_MPI_CHECK(MPI_Comm_size(node, &local_ranks_));
+  COLROW_MPI_CHECK(MPI_Comm_rank(node, &local_rank_));  // ordered by world rank (key 0)
   COLROW_MPI_CHECK(MPI_Comm_free(&node));
 }
 

@@ -9,10 +9,11 @@
 #pragma once
 
 #include "colrow/core/tensor.h"
+#include "kernels/trans.h"
 
 namespace colrow::kernels::cpu {
 
-enum class Trans { kNo, kYes };
+using kernels::Trans;  // cpu::Trans, as callers spell it
 
 // c = alpha * op(a) op(b) + beta * c.
 // op(a): [m, k], op(b): [k, n], c: [m, n].

@@ -68,8 +68,8 @@ void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, T
         std::to_string(rope_theta));
   }
   const int64_t half = head_dim / 2;
-  ensure_shape(cos, {seq, half});
-  ensure_shape(sin, {seq, half});
+  ensure_shape(cos, {seq, half}, Device::cpu());
+  ensure_shape(sin, {seq, half}, Device::cpu());
   for (int64_t i = 0; i < half; ++i) {
     const double inv_freq = std::pow(rope_theta, -2.0 * static_cast<double>(i) / head_dim);
     for (int64_t p = 0; p < seq; ++p) {

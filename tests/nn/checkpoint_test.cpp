@@ -4,7 +4,7 @@
 // vocabulary rows not stored); a missing tensor or a shape that disagrees
 // with config.json is one clear error naming the file and the tensor; a save
 // into an unwritable place fails before it touches anything.
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

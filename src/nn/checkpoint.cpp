@@ -1,6 +1,6 @@
 // Hugging Face checkpoints at any tp: the name/layout map and the per-rank
 // slice reads and writes it drives.
-#include "colrow/io/checkpoint.h"
+#include "colrow/nn/checkpoint.h"
 
 #include <sys/stat.h>
 
@@ -130,22 +130,26 @@ void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
                               shape_to_string(info.shape) + " but config.json implies " +
                               shape_to_string(b.file_shape) + ".");
     }
-    Tensor& local = tensor_of(*b.parameter);
+    Tensor& destination = tensor_of(*b.parameter);
+    // Files are read into host memory; a tensor on a GPU is filled from a host copy.
+    Tensor local = destination.device().is_cpu() ? destination : Tensor::empty(destination.shape());
     const Block blk = block_of(b.parameter->shard);
     // Rows past the file's (vocab padding) stay zero.
     const int64_t rows_in_file =
         std::max<int64_t>(0, std::min(blk.rows, stored_rows(b) - b.row_offset - blk.row0));
     local.zero();
-    if (rows_in_file == 0) continue;
-    Tensor target = local.slice(0, 0, rows_in_file);
-    const int64_t row0 = b.row_offset + blk.row0;
-    if (local.ndim() == 1) {
-      file.read_rows(name, row0, rows_in_file, target);
-    } else if (b.transposed) {
-      file.read_block_transposed(name, row0, rows_in_file, blk.col0, blk.cols, target);
-    } else {
-      file.read_block(name, row0, rows_in_file, blk.col0, blk.cols, target);
+    if (rows_in_file > 0) {
+      Tensor target = local.slice(0, 0, rows_in_file);
+      const int64_t row0 = b.row_offset + blk.row0;
+      if (local.ndim() == 1) {
+        file.read_rows(name, row0, rows_in_file, target);
+      } else if (b.transposed) {
+        file.read_block_transposed(name, row0, rows_in_file, blk.col0, blk.cols, target);
+      } else {
+        file.read_block(name, row0, rows_in_file, blk.col0, blk.cols, target);
+      }
     }
+    if (!destination.device().is_cpu()) destination.copy_from(local);
   }
 }
 
@@ -164,7 +168,8 @@ void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
     const int64_t rows_in_file =
         std::max<int64_t>(0, std::min(blk.rows, stored_rows(b) - b.row_offset - blk.row0));
     if (rows_in_file == 0) continue;
-    const Tensor block = tensor_of(*b.parameter).slice(0, 0, rows_in_file);
+    // Written from host memory: a GPU tensor's block is copied down first.
+    const Tensor block = tensor_of(*b.parameter).slice(0, 0, rows_in_file).to(Device::cpu());
     const int64_t row0 = b.row_offset + blk.row0;
     if (block.ndim() == 1) {
       writer.write_rows(b.file_name, row0, block);

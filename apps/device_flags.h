@@ -1,0 +1,21 @@
+// The flags every verb shares for where it runs: --device, --comm, --tf32.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "colrow/runtime/placement.h"
+
+namespace colrow::apps {
+
+inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
+  verb.add_option("--device", o.device, "Where to compute: cpu, cuda (GPU = local rank mod GPUs) "
+                                        "or cuda:N")
+      ->capture_default_str();
+  verb.add_option("--comm", o.comm,
+                  "How GPU tensors cross ranks: auto (NCCL when each rank has its own GPU, "
+                  "host-staged MPI otherwise), nccl or staged")
+      ->capture_default_str();
+  verb.add_flag("--tf32", o.tf32, "Allow TF32 tensor cores in fp32 GEMMs (GPU; off by default)");
+}
+
+}  // namespace colrow::apps

@@ -1,0 +1,45 @@
+// Where a run computes: the device (--device cpu|cuda), how device tensors
+// travel between ranks (--comm auto|nccl|staged) and whether fp32 GEMMs may
+// use TF32 (--tf32). Resolved once, before anything is allocated, identically
+// on every rank, so a bad choice fails everywhere with one line.
+#pragma once
+
+#include <string>
+
+#include "colrow/core/device.h"
+#include "colrow/dist/communicator.h"
+#include "colrow/dist/device_communicator.h"
+
+namespace colrow {
+
+// What the user asked for, as given on the command line.
+struct DeviceOptions {
+  std::string device = "cpu";  // cpu | cuda | cuda:N
+  std::string comm = "auto";   // auto | nccl | staged (device tensors only)
+  bool tf32 = false;           // allow TF32 in fp32 GEMMs (GPUs only)
+};
+
+// The resolved choice.
+struct Placement {
+  Device device;
+  CommKind comm = CommKind::kAuto;
+  bool tf32 = false;
+};
+
+// This process in the job: the world, and its place among the ranks of its node.
+struct Launch {
+  Communicator& world;
+  int local_rank = 0;
+  int local_ranks = 1;
+};
+
+// Parses and checks `options`; "cuda" picks GPU local_rank mod the GPUs
+// visible. ConfigError (never a silent CPU run) when a GPU is asked for and
+// none can be used, or --tf32 is given for the CPU. Applies the TF32 choice.
+Placement resolve_placement(const DeviceOptions& options, int local_rank);
+
+// Peak dense FLOP/s of `device` for fp32 GEMMs (TF32 when allowed), the
+// denominator of MFU; 0 when unknown (the CPU).
+double peak_flops(const Placement& placement);
+
+}  // namespace colrow

@@ -1,0 +1,23 @@
+// The per-GPU context every CUDA kernel and communicator shares: one compute
+// stream per device, on which kernels, cuBLAS calls, copies and NCCL
+// collectives are queued in program order, so no host synchronization is
+// needed between them. Sizes of launches are derived here once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace colrow::cuda {
+
+// Makes `device` current on this thread and returns its compute stream
+// (created on first use, alive for the program).
+cudaStream_t compute_stream(int device);
+
+// Blocks for a 1-d grid of `n` threads at `threads` per block (at least 1).
+inline unsigned int blocks_for(int64_t n, int threads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned int>(b < 1 ? 1 : b);
+}
+
+}  // namespace colrow::cuda

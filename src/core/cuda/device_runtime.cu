@@ -1,0 +1,239 @@
+// The CUDA device runtime: device discovery, the compute stream, copies and
+// fills, and a caching allocator over cudaMalloc (never managed memory).
+// The allocator keeps freed blocks in per-size free lists and hands them out
+// again; every use is on the one compute stream, so a block freed by the host
+// while kernels that read it are still queued is only reused by kernels queued
+// after them. On a failed cudaMalloc it returns the cache to the driver and
+// tries once more before it reports the bytes asked for and the bytes free.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+#include "core/device_runtime.h"
+
+namespace colrow {
+
+void throw_cuda_error(cudaError_t code, const char* statement, const char* file, int line) {
+  int device = -1;
+  cudaGetDevice(&device);
+  throw BackendError("[cuda] " + std::string(statement) + " failed on cuda:" +
+                     std::to_string(device) + ": " + cudaGetErrorString(code) + " (" +
+                     std::string(file) + ":" + std::to_string(line) + ")");
+}
+
+namespace cuda {
+
+cudaStream_t compute_stream(int device) {
+  static std::mutex mutex;
+  static std::vector<cudaStream_t> streams;
+  std::lock_guard<std::mutex> lock(mutex);
+  COLROW_CUDA_CHECK(cudaSetDevice(device));
+  if (static_cast<int>(streams.size()) <= device) streams.resize(device + 1, nullptr);
+  if (streams[device] == nullptr) {
+    COLROW_CUDA_CHECK(cudaStreamCreateWithFlags(&streams[device], cudaStreamNonBlocking));
+  }
+  return streams[device];
+}
+
+}  // namespace cuda
+
+namespace device_runtime {
+namespace {
+
+constexpr size_t kSmallRound = 512;             // bytes; cuBLAS wants 256-byte alignment at most
+constexpr size_t kLargeRound = size_t{2} << 20;  // blocks above 1 MiB round to 2 MiB
+constexpr size_t kLargeBlock = size_t{1} << 20;
+
+std::string gib(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+  return text;
+}
+
+size_t rounded(size_t bytes) {
+  const size_t unit = bytes > kLargeBlock ? kLargeRound : kSmallRound;
+  return (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
+}
+
+class CachingCudaAllocator final : public Allocator {
+ public:
+  explicit CachingCudaAllocator(int index) : index_(index) {}
+
+  Device device() const override { return Device::cuda(index_); }
+
+  void* allocate(size_t bytes) override {
+    const size_t size = rounded(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    void* p = nullptr;
+    auto cached = free_.find(size);
+    if (cached != free_.end()) {
+      p = cached->second;
+      free_.erase(cached);
+      cached_bytes_ -= size;
+    } else {
+      COLROW_CUDA_CHECK(cudaSetDevice(index_));
+      if (cudaMalloc(&p, size) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky-free error state of the failed call
+        release_cache();
+        if (cudaMalloc(&p, size) != cudaSuccess) {
+          cudaGetLastError();
+          size_t free_bytes = 0, total_bytes = 0;
+          cudaMemGetInfo(&free_bytes, &total_bytes);
+          throw BackendError("[cuda] out of memory on cuda:" + std::to_string(index_) + ": " +
+                             gib(size) + " asked for, " + gib(free_bytes) + " free of " +
+                             gib(total_bytes) + " (" + gib(in_use_) +
+                             " held by colrow's tensors). Reduce --batch or --seq-len, or "
+                             "add ranks (--tp) to split the model.");
+        }
+      }
+    }
+    in_use_ += size;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+  }
+
+  void deallocate(void* p, size_t bytes) override {
+    const size_t size = rounded(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.emplace(size, p);
+    cached_bytes_ += size;
+    in_use_ -= size;
+  }
+
+  size_t bytes_in_use() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_use_;
+  }
+  size_t peak_bytes_in_use() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+  }
+
+ private:
+  // The cached blocks back to the driver, after the stream is done with them.
+  void release_cache() {
+    cudaStreamSynchronize(cuda::compute_stream(index_));
+    for (auto& [size, p] : free_) cudaFree(p);
+    free_.clear();
+    cached_bytes_ = 0;
+  }
+
+  const int index_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, void*> free_;  // exact rounded size -> block
+  size_t cached_bytes_ = 0;
+  size_t in_use_ = 0;
+  size_t peak_ = 0;
+};
+
+__global__ void fill_rows(float* data, int64_t rows, int64_t cols, int64_t ld, float value) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < rows * cols) data[(i / cols) * ld + i % cols] = value;
+}
+
+// rows, cols and the row stride of a tensor seen as a 2-d matrix whose rows
+// are contiguous; InternalError for other layouts.
+struct Matrix {
+  int64_t rows, cols, ld;
+};
+
+Matrix as_matrix(const Tensor& t, const char* what) {
+  if (t.is_contiguous()) return {1, t.numel(), t.numel()};
+  if (t.ndim() == 2 && t.stride(1) == 1) return {t.size(0), t.size(1), t.row_stride()};
+  throw InternalError(std::string("[cuda] ") + what + ": tensor " + shape_to_string(t.shape()) +
+                      " must be contiguous or a 2-d view with contiguous rows");
+}
+
+cudaMemcpyKind kind_of(const Tensor& src, const Tensor& dst) {
+  if (src.device().is_cpu()) return cudaMemcpyHostToDevice;
+  return dst.device().is_cpu() ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice;
+}
+
+}  // namespace
+
+bool built() {
+  return true;
+}
+
+int device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::string unavailable_reason() {
+  int count = 0;
+  const cudaError_t code = cudaGetDeviceCount(&count);
+  cudaGetLastError();
+  if (code != cudaSuccess) return std::string("the CUDA runtime reports: ") + cudaGetErrorString(code);
+  return count == 0 ? "no GPU is visible (CUDA_VISIBLE_DEVICES?)" : "";
+}
+
+Allocator& allocator(int index) {
+  static std::mutex mutex;
+  static std::map<int, std::unique_ptr<CachingCudaAllocator>> allocators;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = allocators[index];
+  if (!slot) {
+    const int count = device_count();
+    if (index < 0 || index >= count) {
+      throw ConfigError("[device] cuda:" + std::to_string(index) + " does not exist: " +
+                        std::to_string(count) + " GPU(s) are visible. " +
+                        (count == 0 ? unavailable_reason() + "." : "Use cuda:0 .. cuda:" +
+                                                                     std::to_string(count - 1) + "."));
+    }
+    slot = std::make_unique<CachingCudaAllocator>(index);
+  }
+  return *slot;
+}
+
+void copy(const Tensor& src, Tensor& dst) {
+  const Matrix s = as_matrix(src, "copy source"), d = as_matrix(dst, "copy destination");
+  const int device = dst.device().is_cuda() ? dst.device().index : src.device().index;
+  cudaStream_t stream = cuda::compute_stream(device);
+  const cudaMemcpyKind kind = kind_of(src, dst);
+  const int64_t rows = std::max(s.rows, d.rows), cols = rows == s.rows ? s.cols : d.cols;
+  if (s.rows == d.rows) {
+    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.data(), d.ld * sizeof(float), src.data(),
+                                        s.ld * sizeof(float), s.cols * sizeof(float), s.rows, kind,
+                                        stream));
+  } else {
+    // One side contiguous ([1, n]), the other [rows, cols]: view both as [rows, cols].
+    const int64_t sld = s.rows == 1 ? cols : s.ld, dld = d.rows == 1 ? cols : d.ld;
+    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.data(), dld * sizeof(float), src.data(),
+                                        sld * sizeof(float), cols * sizeof(float), rows, kind,
+                                        stream));
+  }
+  // Host memory is pageable and may be freed or read right after: finish now.
+  if (kind != cudaMemcpyDeviceToDevice) COLROW_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void fill(Tensor& t, float value) {
+  const Matrix m = as_matrix(t, "fill");
+  if (m.rows * m.cols == 0) return;
+  cudaStream_t stream = cuda::compute_stream(t.device().index);
+  if (value == 0.0f) {
+    COLROW_CUDA_CHECK(cudaMemset2DAsync(t.data(), m.ld * sizeof(float), 0,
+                                        m.cols * sizeof(float), m.rows, stream));
+    return;
+  }
+  constexpr int kThreads = 256;
+  fill_rows<<<cuda::blocks_for(m.rows * m.cols, kThreads), kThreads, 0, stream>>>(
+      t.data(), m.rows, m.cols, m.ld, value);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void synchronize(int index) {
+  COLROW_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(index)));
+}
+
+}  // namespace device_runtime
+}  // namespace colrow

@@ -1,0 +1,28 @@
+// The per-device side of core: what Tensor and allocator_for() need from a
+// GPU. Two implementations with one interface, chosen by CMake as MLX chooses
+// its backends: core/cuda/device_runtime.cu (CUDA runtime) and
+// core/no_cuda/device_runtime.cpp (a CPU-only build: every entry says how to
+// get CUDA). Core code has no #ifdef.
+#pragma once
+
+#include "colrow/core/allocator.h"
+#include "colrow/core/tensor.h"
+
+namespace colrow::device_runtime {
+
+bool built();
+int device_count();
+// Why device_count() is 0, as the end of a sentence ("no CUDA-capable device
+// is detected"), or "" when it is not.
+std::string unavailable_reason();
+// The caching allocator of GPU `index`.
+Allocator& allocator(int index);
+// dst = src (same shape) where at least one lives on a GPU: contiguous
+// tensors, or 2-d views whose last dim is contiguous. Queued on the compute
+// stream; a copy to or from the host returns when the host side is done.
+void copy(const Tensor& src, Tensor& dst);
+// t = value, t on a GPU (any 2-d view with a contiguous last dim).
+void fill(Tensor& t, float value);
+void synchronize(int index);
+
+}  // namespace colrow::device_runtime

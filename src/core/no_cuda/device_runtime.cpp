@@ -1,0 +1,45 @@
+// The device runtime of a CPU-only build (COLROW_CUDA=OFF, or no CUDA toolkit
+// at configure time): there is no GPU to reach, and every entry that needs one
+// says so and how to rebuild.
+#include "core/device_runtime.h"
+
+#include "colrow/core/error.h"
+
+namespace colrow::device_runtime {
+namespace {
+
+[[noreturn]] void not_built(const std::string& what) {
+  throw ConfigError("[device] " + what +
+                    " needs CUDA, but this colrow was built without it. Rebuild with the CUDA "
+                    "toolkit installed (cmake -DCOLROW_CUDA=ON), or use --device cpu.");
+}
+
+}  // namespace
+
+bool built() {
+  return false;
+}
+
+int device_count() {
+  return 0;
+}
+
+std::string unavailable_reason() {
+  return "this colrow was built without CUDA (configure with -DCOLROW_CUDA=ON)";
+}
+
+Allocator& allocator(int index) {
+  not_built("a tensor on cuda:" + std::to_string(index));
+}
+
+void copy(const Tensor&, Tensor&) {
+  not_built("a copy to or from a GPU");
+}
+
+void fill(Tensor&, float) {
+  not_built("filling a GPU tensor");
+}
+
+void synchronize(int) {}
+
+}  // namespace colrow::device_runtime

@@ -1,0 +1,137 @@
+// Chooses a group's device communicator (see dist/device_communicator.h).
+// Which GPU each rank uses is learned with one all_gather over the MPI group:
+// a 64-bit hash of the host name, as four 16-bit pieces (floats hold integers
+// below 2^24 exactly), and the GPU index. Every rank sees the same table, so
+// every rank makes the same choice or throws the same error.
+#include "colrow/dist/device_communicator.h"
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/staged_communicator.h"
+#include "dist/nccl/nccl_communicator.h"
+
+namespace colrow {
+namespace {
+
+constexpr int kHashPieces = 4;                // 16 bits each
+constexpr int kFields = kHashPieces + 1;      // + the GPU index
+
+// FNV-1a: stable across processes and builds, unlike std::hash.
+uint64_t hash_name(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur
+
+
+struct Placement {
+  uint64_t node;  // hash of the host name
+  int gpu;        // device index on that node
+};
+
+// Every rank's placement, in group rank order. Collective over `host`; a rank
+// that cannot read its host name says so in the table, so all ranks throw.
+std::vector<Placement> gather_placements(Communicator& host, Device device) {
+  char name[256] = {};
+  const bool named = gethostname(name, sizeof name - 1) == 0;
+  const uint64_t node = hash_name(name);
+  Tensor mine = Tensor::empty({1, kFields});
+  for (int i = 0; i < kHashPieces; ++i) {
+    mine.data()[i] = named ? static_cast<float>((node >> (16 * i)) & 0xFFFFu) : kNoHostName;
+  }
+  mine.data()[kHashPieces] = static_cast<float>(device.index);
+  Tensor all = Tensor::empty({host.size(), kFields});  // [size, 5]
+  host.all_gather(mine, all);
+
+  std::vector<Placement> placements(host.size());
+  for (int r = 0; r < host.size(); ++r) {
+    const float* row = all.data() + r * kFields;
+    if (row[0] == kNoHostName) {
+      throw BackendError("[dist] gethostname failed on rank " + std::to_string(r) + " of " +
+                         host.name() + ": cannot tell which ranks share a GPU");
+    }
+    uint64_t h = 0;
+    for (int i = 0; i < kHashPieces; ++i) h |= static_cast<uint64_t>(row[i]) << (16 * i);
+    placements[r] = {h, static_cast<int>(row[kHashPieces])};
+  }
+  return placements;
+}
+
+// A GPU used by more than one rank of the group, and those ranks (ascending).
+struct SharedGpu {
+  int gpu = -1;
+  std::vector<int> ranks;  // empty when every rank has a GPU of its own
+};
+
+// The shared GPU whose lowest rank is lowest: the same answer on every rank.
+SharedGpu first_shared_gpu(const std::vector<Placement>& placements) {
+  std::map<std::pair<uint64_t, int>, std::vector<int>> users;
+  for (int r = 0; r < static_cast<int>(placements.size()); ++r) {
+    users[{placements[r].node, placements[r].gpu}].push_back(r);
+  }
+  SharedGpu first;
+  for (const auto& [where, ranks] : users) {
+    if (ranks.size() > 1 && (first.ranks.empty() || ranks[0] < first.ranks[0])) {
+      first = {where.second, ranks};
+    }
+  }
+  return first;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += i + 1 == ranks.size() ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  return text;
+}
+
+}  // namespace
+
+CommKind parse_comm_kind(const std::string& text) {
+  if (text == "auto") return CommKind::kAuto;
+  if (text == "nccl") return CommKind::kNccl;
+  if (text == "staged") return CommKind::kStaged;
+  throw ConfigError("[dist] comm (" + text + ") must be auto, nccl or staged.");
+}
+
+std::string to_string(CommKind kind) {
+  switch (kind) {
+    case CommKind::kAuto:
+      return "auto";
+    case CommKind::kNccl:
+      return "nccl";
+    case CommKind::kStaged:
+      return "staged";
+  }
+  return "unknown";
+}
+
+std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
+                                                       Device device, CommKind kind) {
+  COLROW_CHECK(host != nullptr, "make_device_communicator needs the group's MPI communicator");
+  if (device.is_cpu()) return host;
+  if (kind == CommKind::kStaged) return std::make_unique<StagedCommunicator>(std::move(host), device);
+
+  const SharedGpu shared = first_shared_gpu(gather_placements(*host, device));
+  if (shared.ranks.empty()) return make_nccl_communicator(std::move(host), device);
+  if (kind == CommKind::kAuto) return std::make_unique<StagedCommunicator>(std::move(host), device);
+  throw ConfigError("[dist] comm (nccl) over " + host->name() +
+                    " must give each rank its own GPU, but ranks " + rank_list(shared.ranks) +
+                    " share cuda:" + std::to_string(shared.gpu) +
+                    " on one node. NCCL 2.28 refuses two ranks on one GPU; use --comm staged.");
+}
+
+}  // namespace colrow

@@ -1,0 +1,158 @@
+// Backend: the one kernel interface nn/ and train/ compute through (via
+// kernels/ops.h). kernels/cpu (BLAS + OpenMP, the reference) and kernels/cuda
+// (cuBLAS + CUDA) implement every operation under the same file names; a
+// tensor's device picks the backend (ggml's backends, MLX's eval_cpu /
+// eval_gpu). Every tensor argument lives on the backend's device; token ids
+// and targets are host vectors (a few KiB per step) that a GPU backend uploads.
+// Shapes, layouts and formulas of each operation are documented once, in the
+// kernels/cpu header of the same name.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "colrow/core/tensor.h"
+#include "kernels/trans.h"
+
+namespace colrow::kernels {
+
+// The vocabulary-parallel cross-entropy's view of one rank's logits
+// (nn/vocab_parallel_cross_entropy.h): classes [vocab_start, vocab_start +
+// real) are real on this rank, the rest of the local columns are padding.
+struct CrossEntropyRows {
+  const std::vector<int32_t>* targets = nullptr;  // [tokens], replicated over tp
+  int32_t ignore_index = -100;
+  int64_t vocab_start = 0;  // global id of local column 0
+  int64_t real = 0;         // real (non-padded) local columns, 0..vocab_size_local
+  int64_t vocab_size = 0;   // real classes over all ranks
+  float label_smoothing = 0.0f;
+};
+
+// One parameter's part of an AdamW update: 1-d views of equal length.
+struct AdamWSegment {
+  Tensor param;
+  Tensor grad;
+  Tensor exp_avg;
+  Tensor exp_avg_sq;
+  bool decay = false;  // weight decay applies
+};
+
+// The scalars of one AdamW step (torch.optim.AdamW, single-tensor form).
+struct AdamWStep {
+  float step_size = 0.0f;              // lr / (1 - beta1^t)
+  float bias_correction2_sqrt = 1.0f;  // sqrt(1 - beta2^t)
+  float decay = 1.0f;                  // 1 - lr * weight_decay, on decayed segments
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float grad_scale = 1.0f;  // the clipping factor
+};
+
+// Parameters of a TP-invariant random fill (nn/parameter.h, core/philox.h).
+struct RandomFill {
+  Shape full_shape;
+  int dim = 0;                     // the sharded dim
+  int64_t offset_along_dim = 0;    // where the shard starts along it
+  bool normal = true;              // N(0, scale^2), else U(-scale, scale)
+  float scale = 0.0f;
+  uint64_t seed = 0;
+  uint64_t stream = 0;             // name_stream(parameter name)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Whether fp32 GEMMs may use TF32 tensor cores (off by default). The CPU
+  // has none: asking for it there is a ConfigError.
+  virtual void set_allow_tf32(bool allowed) = 0;
+  // Peak dense FLOP/s of fp32 GEMMs on `device` (TF32 when allowed); 0 when unknown.
+  virtual double peak_flops(Device device) = 0;
+
+  // --- GEMM (kernels/cpu/gemm.h): c = alpha op(a) op(b) + beta c
+  virtual void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b,
+                    float beta, Tensor& c) = 0;
+
+  // --- bias (kernels/cpu/bias.h)
+  virtual void add_bias(Tensor& y, const Tensor& b) = 0;
+  virtual void accumulate_bias_grad(const Tensor& dy, Tensor& db) = 0;
+
+  // --- activations (kernels/cpu/activation.h)
+  virtual void gelu_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  virtual void silu_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  virtual void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) = 0;
+  virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh,
+                               Tensor& dgate, Tensor& dup) = 0;
+
+  // --- norms (kernels/cpu/norm.h)
+  virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  float eps, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& dy, Tensor& dx,
+                                   Tensor& dgamma, Tensor& dbeta) = 0;
+  virtual void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
+                                Tensor& rstd) = 0;
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                 const Tensor& dy, Tensor& dx, Tensor& dweight) = 0;
+
+  // --- residual (kernels/cpu/residual.h)
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;
+  virtual void add_into(Tensor& out, const Tensor& a) = 0;
+
+  // --- RoPE (kernels/cpu/rope.h); cos and sin are allocated by the caller
+  virtual void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+                          Tensor& sin) = 0;
+  virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) = 0;
+  virtual void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin,
+                             Tensor& dx) = 0;
+
+  // --- causal attention (kernels/cpu/attention.h)
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
+                                 Tensor& out) = 0;
+  // The scratch attention_backward needs for this problem size.
+  virtual Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) = 0;
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk,
+                                  Tensor& dv, Tensor& scratch) = 0;
+
+  // --- embeddings (kernels/cpu/embedding.h)
+  virtual void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                                 const Tensor& table_local, Tensor& y) = 0;
+  virtual void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                                  const Tensor& dy, Tensor& dtable_local) = 0;
+  virtual void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) = 0;
+  virtual void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) = 0;
+
+  // --- vocabulary-parallel cross-entropy pieces (kernels/cpu/cross_entropy.h)
+  virtual void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                                       Tensor& max) = 0;
+  virtual void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
+                                  const Tensor& max, Tensor& sum_exp, Tensor& target_logit) = 0;
+  virtual double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                                    const CrossEntropyRows& rows, Tensor& losses) = 0;
+  virtual void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                                      const Tensor& max, const Tensor& sum_exp,
+                                      const Tensor* dloss, float uniform_scale,
+                                      Tensor& dlogits_local) = 0;
+
+  // --- optimizer and reductions (kernels/cpu/adamw.h, kernels/cpu/reduce.h)
+  virtual void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) = 0;
+  virtual double sum_of_squares(const std::vector<Tensor>& parts) = 0;
+  virtual void divide(Tensor& x, float divisor) = 0;
+
+  // --- initialization (kernels/cpu/init.h): local = the shard of the full
+  // random tensor, drawn by full index, identical for any tp
+  virtual void fill_random(Tensor& local, const RandomFill& fill) = 0;
+};
+
+// The backend of `device`: the CPU's, or the CUDA one (ConfigError in a build
+// without CUDA).
+Backend& backend_for(Device device);
+
+// Defined by kernels/cuda/cuda_backend.cpp, or kernels/no_cuda/cuda_backend.cpp
+// in a CPU-only build.
+Backend& cuda_backend(int device);
+
+}  // namespace colrow::kernels

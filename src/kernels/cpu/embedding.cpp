@@ -1,0 +1,116 @@
+// Embedding gathers and deterministic scatter-adds (see embedding.h).
+#include "kernels/cpu/embedding.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/parallel.h"
+
+namespace colrow::kernels::cpu {
+namespace {
+
+constexpr int64_t kColumnBlock = 64;  // features per task in the gradient scatter-add
+
+void require_rows(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
+  if (t.ndim() != 2 || t.size(0) != rows || t.size(1) != cols || (cols > 1 && t.stride(1) != 1)) {
+    throw InternalError(std::string("[embedding] ") + what + " " + shape_to_string(t.shape()) +
+                        " must be [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                        "] with contiguous rows");
+  }
+}
+
+}  // namespace
+
+void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                       const Tensor& table_local, Tensor& y) {
+  const int64_t tokens = static_cast<int64_t>(ids.size()), d = table_local.size(1);
+  const int64_t rows = table_local.size(0);
+  require_rows(table_local, rows, d, "table_local");
+  require_rows(y, tokens, d, "y");
+  const int64_t ld_table = table_local.row_stride(), ld_y = y.row_stride();
+  const float* table = table_local.data();
+  float* out = y.data();
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = ids[t] - vocab_start;
+    if (row >= 0 && row < rows) {
+      std::memcpy(out + t * ld_y, table + row * ld_table, d * sizeof(float));
+    } else {
+      std::memset(out + t * ld_y, 0, d * sizeof(float));
+    }
+  }
+}
+
+void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                        Tensor& dtable_local) {
+  const int64_t tokens = static_cast<int64_t>(ids.size()), d = dtable_local.size(1);
+  const int64_t rows = dtable_local.size(0);
+  require_rows(dy, tokens, d, "dy");
+  require_rows(dtable_local, rows, d, "dtable_local");
+  // Each task owns a block of features and walks the tokens in order: repeated
+  // ids never race, and the sum order is the token order whatever the thread count.
+  const int64_t ld = dy.row_stride(), ld_table = dtable_local.row_stride();
+  const float* grad = dy.data();
+  float* dw = dtable_local.data();
+  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t j0 = blk * kColumnBlock, j1 = std::min(d, j0 + kColumnBlock);
+    for (int64_t t = 0; t < tokens; ++t) {
+      const int64_t row = ids[t] - vocab_start;
+      if (row < 0 || row >= rows) continue;
+      const float* src = grad + t * ld;
+      float* dst = dw + row * ld_table;
+#pragma omp simd
+      for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
+    }
+  }
+}
+
+void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
+  const int64_t d = x.size(1), tokens = x.size(0);
+  if (!x.is_contiguous() || !table.is_contiguous() || table.size(1) != d || seq < 1 ||
+      table.size(0) < seq || tokens % seq != 0) {
+    throw InternalError("[position_embedding] x " + shape_to_string(x.shape()) + " and table " +
+                        shape_to_string(table.shape()) +
+                        " must be contiguous [tokens, d] and [>= seq, d], tokens a multiple of "
+                        "seq (" + std::to_string(seq) + ")");
+  }
+  const float* rows = table.data();
+  float* out = x.data();
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t token = 0; token < tokens; ++token) {
+    const float* row = rows + (token % seq) * d;
+    float* dst = out + token * d;
+#pragma omp simd
+    for (int64_t j = 0; j < d; ++j) dst[j] += row[j];
+  }
+}
+
+void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
+  const int64_t d = dx.size(1), tokens = dx.size(0);
+  if (!dx.is_contiguous() || !dtable.is_contiguous() || dtable.size(1) != d || seq < 1 ||
+      dtable.size(0) < seq || tokens % seq != 0) {
+    throw InternalError("[position_embedding] dx " + shape_to_string(dx.shape()) +
+                        " and dtable " + shape_to_string(dtable.shape()) +
+                        " must be contiguous [tokens, d] and [>= seq, d], tokens a multiple of "
+                        "seq (" + std::to_string(seq) + ")");
+  }
+  const int64_t batch = tokens / seq;
+  const float* in = dx.data();
+  float* grad = dtable.data();
+  // Parallel over positions: each position's row is owned by one thread, and
+  // sums its sequences in order.
+#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
+  for (int64_t t = 0; t < seq; ++t) {
+    float* row = grad + t * d;
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* src = in + (b * seq + t) * d;
+#pragma omp simd
+      for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+    }
+  }
+}
+
+}  // namespace colrow::kernels::cpu

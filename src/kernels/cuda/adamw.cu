@@ -1,0 +1,133 @@
+// AdamW on the GPU as one multi-tensor launch: the host uploads a table of
+// the segments (pointers, length, decay flag, first chunk); block b updates
+// chunk b of the concatenation, finding its segment by binary search over the
+// first chunks. Element formula and operation order as kernels/cpu/adamw.h
+// (and torch's _single_tensor_adamw). Plain fp32 operations; sqrtf and the
+// divisions are IEEE-rounded (nvcc's defaults), but nvcc may fuse a multiply
+// and an add into an FMA where the CPU build does not (or the reverse), so
+// results can differ from the CPU's by an ulp or so per operation.
+#include "kernels/cuda/adamw.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kPerThread = 8;
+constexpr int64_t kChunk = int64_t{kThreads} * kPerThread;  // elements per block
+
+// One row of the uploaded table; 8-byte fields only, so host and device agree
+// on the layout.
+struct Segment {
+  float* param;
+  const float* grad;
+  float* exp_avg;
+  float* exp_avg_sq;
+  int64_t count;
+  int64_t first_chunk;  // chunks of the segments before this one
+  int64_t decay;        // 1: weight decay applies
+};
+
+// The step's scalars, as the element formula uses them.
+struct Scalars {
+  float grad_scale, decay, one_minus_beta1, beta2, one_minus_beta2, bias_correction2_sqrt, eps,
+      step_size;
+};
+
+[[noreturn]] void fail(const std::string& detail) {
+  throw InternalError("[adamw] adamw_update: " + detail);
+}
+
+__global__ void adamw_chunks(const Segment* table, int64_t n_segments, Scalars s) {
+  const int64_t chunk = blockIdx.x;
+  // The last segment whose first chunk is <= this one (first_chunk[0] = 0).
+  int64_t lo = 0, hi = n_segments - 1;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (table[mid].first_chunk <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const Segment seg = table[lo];
+  const int64_t begin = (chunk - seg.first_chunk) * kChunk;
+  const float decay = seg.decay != 0 ? s.decay : 1.0f;
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = begin + int64_t{k} * kThreads + threadIdx.x;
+    if (i >= seg.count) break;
+    const float g = seg.grad[i] * s.grad_scale;
+    float p = seg.param[i];
+    float m = seg.exp_avg[i];
+    float v = seg.exp_avg_sq[i];
+    p *= decay;                                    // param.mul_(1 - lr * wd)
+    m += s.one_minus_beta1 * (g - m);              // exp_avg.lerp_(grad, 1 - beta1)
+    v = v * s.beta2 + s.one_minus_beta2 * g * g;   // exp_avg_sq.mul_(beta2).addcmul_
+    const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+    p += -s.step_size * (m / denom);               // param.addcdiv_(m, denom, -step_size)
+    seg.param[i] = p;
+    seg.exp_avg[i] = m;
+    seg.exp_avg_sq[i] = v;
+  }
+}
+
+}  // namespace
+
+void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) {
+  std::vector<Segment> table;
+  Device device;
+  int64_t chunks = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const AdamWSegment& s = segments[i];
+    const int64_t n = s.param.numel();
+    for (const Tensor* t : {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq}) {
+      if (t->numel() != n || !t->is_contiguous()) {
+        fail("segment " + std::to_string(i) + ": param " + shape_to_string(s.param.shape()) +
+             ", grad " + shape_to_string(s.grad.shape()) + ", exp_avg " +
+             shape_to_string(s.exp_avg.shape()) + ", exp_avg_sq " +
+             shape_to_string(s.exp_avg_sq.shape()) + " must be contiguous, of one length");
+      }
+    }
+    if (n == 0) continue;
+    if (table.empty()) {
+      device = s.param.device();
+      if (!device.is_cuda()) fail("segment " + std::to_string(i) + " lives on " + device.str());
+    }
+    require_device("adamw_update", device, {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq});
+    // Tensors are shallow handles: copies of them write the segment's storage.
+    Tensor param = s.param, exp_avg = s.exp_avg, exp_avg_sq = s.exp_avg_sq;
+    table.push_back(Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(), n,
+                            chunks, s.decay ? 1 : 0});
+    chunks += (n + kChunk - 1) / kChunk;
+  }
+  if (table.empty()) return;
+  if (chunks > 2147483647) fail("too many elements for one launch");
+  // The table as bytes of a float tensor (Segment is a multiple of 8 bytes;
+  // device allocations are 256-byte aligned).
+  const size_t bytes = table.size() * sizeof(Segment);
+  Tensor host = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))});
+  std::memcpy(host.data(), table.data(), bytes);
+  const Tensor table_gpu = host.to(device);  // returns once the host buffer is read
+  const Scalars s{step.grad_scale,
+                  step.decay,
+                  1.0f - step.beta1,  // in fp32, as the CPU
+                  step.beta2,
+                  1.0f - step.beta2,
+                  step.bias_correction2_sqrt,
+                  step.eps,
+                  step.step_size};
+  adamw_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0,
+                 colrow::cuda::compute_stream(device.index)>>>(
+      reinterpret_cast<const Segment*>(table_gpu.data()), static_cast<int64_t>(table.size()), s);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

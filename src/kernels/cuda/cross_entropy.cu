@@ -1,0 +1,319 @@
+// Vocabulary-parallel cross-entropy pieces on the GPU. The row passes (max,
+// sums, backward) run one block per token row; its threads stride over the
+// row's real columns and combine through warp shuffles and then the warps in
+// index order, so a row's result has the same bits every run. Sums of
+// exponentials and of shifted logits accumulate in double, as on the CPU.
+// The loss sum is taken on the host over the copied losses, in token order,
+// exactly as the CPU does it. exp is CUDA's expf (within 2 ulp; the CPU's
+// vectorized exp is within 1.5 ulp and flushes e^z to 0 below z = -87), so
+// sums and gradients agree with the CPU to a few ulp, not bit for bit.
+#include "kernels/cuda/cross_entropy.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kThreads = 256;  // per token row
+constexpr int kWarps = kThreads / kWarp;
+constexpr int kLossThreads = 256;
+
+[[noreturn]] void fail(const char* what, const std::string& detail) {
+  throw InternalError(std::string("[cross_entropy] ") + what + ": " + detail);
+}
+
+bool is_vector(const Tensor& t, int64_t n) {
+  return t.ndim() == 1 && t.size(0) == n && t.is_contiguous();
+}
+
+int64_t token_count(const char* what, const CrossEntropyRows& rows) {
+  if (rows.targets == nullptr) fail(what, "rows.targets is null");
+  return static_cast<int64_t>(rows.targets->size());
+}
+
+// logits: [tokens, vocab_size_local] with contiguous rows, 0 <= real <= vocab_size_local.
+void check_logits(const char* what, const Tensor& logits, const CrossEntropyRows& rows,
+                  int64_t tokens) {
+  if (logits.ndim() != 2 || logits.size(0) != tokens ||
+      (logits.size(1) > 1 && logits.stride(1) != 1) || rows.real < 0 ||
+      rows.real > logits.size(1)) {
+    fail(what, "logits " + shape_to_string(logits.shape()) + " must be [tokens (" +
+                   std::to_string(tokens) + "), vocab_size_local >= real (" +
+                   std::to_string(rows.real) + ")] with contiguous rows");
+  }
+  if (!logits.device().is_cuda()) fail(what, "logits live on " + logits.device().str());
+}
+
+void check_vector(const char* what, const char* name, const Tensor& t, int64_t tokens) {
+  if (!is_vector(t, tokens)) {
+    fail(what, std::string(name) + " " + shape_to_string(t.shape()) + " must be [tokens (" +
+                   std::to_string(tokens) + ")], contiguous");
+  }
+}
+
+bool smoothing(const CrossEntropyRows& rows) {
+  return rows.label_smoothing > 0.0f;
+}
+
+void check_target_logit(const char* what, const Tensor& t, const CrossEntropyRows& rows,
+                        int64_t tokens) {
+  const bool ok = smoothing(rows) ? t.ndim() == 2 && t.size(0) == tokens && t.size(1) == 2 &&
+                                        t.is_contiguous()
+                                  : is_vector(t, tokens);
+  if (!ok) {
+    fail(what, "target_logit " + shape_to_string(t.shape()) + " must be [tokens (" +
+                   std::to_string(tokens) + ")" + (smoothing(rows) ? ", 2]" : "]") +
+                   ", contiguous (with label smoothing, [tokens, 2])");
+  }
+}
+
+// The targets as int32 bits in a float tensor on `device`.
+Tensor upload_targets(const std::vector<int32_t>& targets, Device device) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(targets.size())});
+  std::memcpy(host.data(), targets.data(), targets.size() * sizeof(int32_t));
+  return host.to(device);
+}
+
+const int32_t* ints(const Tensor& t) {
+  return reinterpret_cast<const int32_t*>(t.data());
+}
+
+// Block-wide max / sum, every thread gets the result. shared: [kWarps].
+__device__ float block_max(float x, float* shared) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
+  __syncthreads();
+  float r = shared[0];
+  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, shared[w]);
+  __syncthreads();
+  return r;
+}
+
+__device__ double block_sum(double x, double* shared) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
+  __syncthreads();
+  double r = shared[0];
+  for (int w = 1; w < kWarps; ++w) r += shared[w];
+  __syncthreads();
+  return r;
+}
+
+// One block per row t: max over the real columns (fmaxf skips NaN; -inf when
+// real == 0), 0 on ignored rows.
+__global__ void local_max_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+                               int64_t real, float* max) {
+  __shared__ float shared[kWarps];
+  const int64_t t = blockIdx.x;
+  if (targets[t] == ignore) {  // the whole block leaves together
+    if (threadIdx.x == 0) max[t] = 0.0f;
+    return;
+  }
+  const float* row = x + t * ld;
+  float m = -INFINITY;
+  for (int64_t j = threadIdx.x; j < real; j += kThreads) m = fmaxf(m, row[j]);
+  m = block_max(m, shared);
+  if (threadIdx.x == 0) max[t] = m;
+}
+
+// One block per row t: sum_exp = sum_j exp(x_j - m), target_logit[t, 0] =
+// x_target - m where this rank owns the target, [t, 1] = sum_j (x_j - m) with
+// smoothing (stride 2); zero on ignored rows.
+__global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+                          int64_t vocab_start, int64_t real, const float* max, bool smoothing,
+                          float* sum_exp, float* target_logit) {
+  __shared__ double shared[kWarps];
+  const int64_t t = blockIdx.x;
+  const int64_t stride = smoothing ? 2 : 1;
+  float* out = target_logit + t * stride;
+  if (targets[t] == ignore) {
+    if (threadIdx.x == 0) {
+      sum_exp[t] = 0.0f;
+      out[0] = 0.0f;
+      if (smoothing) out[1] = 0.0f;
+    }
+    return;
+  }
+  const float* row = x + t * ld;
+  const float m = max[t];
+  double s = 0.0, sx = 0.0;
+  if (m == -INFINITY) {
+    // Every real logit of the row is -inf (m is the max over all ranks): no
+    // mass, and sum_j (x_j - m) is -inf, not the NaN of -inf - -inf. As the CPU.
+    if (real > 0) sx = -INFINITY;
+  } else {
+    for (int64_t j = threadIdx.x; j < real; j += kThreads) {
+      const float z = row[j] - m;
+      s += static_cast<double>(expf(z));
+      sx += static_cast<double>(z);
+    }
+    s = block_sum(s, shared);                   // `m` is uniform over the block,
+    if (smoothing) sx = block_sum(sx, shared);  // and so is `smoothing`
+  }
+  if (threadIdx.x == 0) {
+    sum_exp[t] = static_cast<float>(s);
+    const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
+    out[0] = mine >= 0 && mine < real ? row[mine] - m : 0.0f;
+    if (smoothing) out[1] = static_cast<float>(sx);
+  }
+}
+
+// One thread per row: loss = log S - (1 - a) target_logit[t, 0] - a/V target_logit[t, 1].
+__global__ void loss_rows(const float* sum_exp, const float* target_logit, const int32_t* targets,
+                          int32_t ignore, int64_t tokens, bool smoothing, double a,
+                          double a_over_v, float* losses) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens) return;
+  if (targets[t] == ignore) {
+    losses[t] = 0.0f;
+    return;
+  }
+  const float* in = target_logit + t * (smoothing ? 2 : 1);
+  double loss = log(static_cast<double>(sum_exp[t])) - (1.0 - a) * in[0];
+  if (smoothing) loss -= a_over_v * in[1];
+  losses[t] = static_cast<float>(loss);
+}
+
+// One block per row t: dx_j = scale (exp(x_j - m) / S - a/V) - scale (1 - a) [j = target]
+// for real columns, 0 on padded columns and ignored rows.
+__global__ void backward_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+                              int64_t vocab_start, int64_t real, int64_t vocab_local,
+                              const float* max, const float* sum_exp, const float* dloss,
+                              float uniform_scale, float a_over_v, float one_minus_a, float* dx,
+                              int64_t ld_dx) {
+  const int64_t t = blockIdx.x;
+  float* out = dx + t * ld_dx;
+  if (targets[t] == ignore) {
+    for (int64_t j = threadIdx.x; j < vocab_local; j += kThreads) out[j] = 0.0f;
+    return;
+  }
+  const float* row = x + t * ld;
+  const float scale = dloss != nullptr ? dloss[t] : uniform_scale;
+  const float m = max[t], inv_sum = 1.0f / sum_exp[t];  // one division per row, as the CPU
+  const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
+  for (int64_t j = threadIdx.x; j < vocab_local; j += kThreads) {
+    float g = 0.0f;
+    if (j < real) {
+      g = scale * (expf(row[j] - m) * inv_sum - a_over_v);
+      if (j == mine) g -= scale * one_minus_a;
+    }
+    out[j] = g;
+  }
+}
+
+}  // namespace
+
+void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                             Tensor& max) {
+  const char* what = "cross_entropy_local_max";
+  const int64_t tokens = token_count(what, rows);
+  check_logits(what, logits_local, rows, tokens);
+  check_vector(what, "max", max, tokens);
+  require_device(what, logits_local.device(), {&max});
+  if (tokens == 0) return;
+  const Device device = logits_local.device();
+  const Tensor targets = upload_targets(*rows.targets, device);
+  local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                   colrow::cuda::compute_stream(device.index)>>>(
+      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index, rows.real,
+      max.data());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
+                        Tensor& sum_exp, Tensor& target_logit) {
+  const char* what = "cross_entropy_sums";
+  const int64_t tokens = token_count(what, rows);
+  check_logits(what, logits_local, rows, tokens);
+  check_vector(what, "max", max, tokens);
+  check_vector(what, "sum_exp", sum_exp, tokens);
+  check_target_logit(what, target_logit, rows, tokens);
+  require_device(what, logits_local.device(), {&max, &sum_exp, &target_logit});
+  if (tokens == 0) return;
+  const Device device = logits_local.device();
+  const Tensor targets = upload_targets(*rows.targets, device);
+  sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+              colrow::cuda::compute_stream(device.index)>>>(
+      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index,
+      rows.vocab_start, rows.real, max.data(), smoothing(rows), sum_exp.data(),
+      target_logit.data());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                          const CrossEntropyRows& rows, Tensor& losses) {
+  const char* what = "cross_entropy_loss";
+  const int64_t tokens = token_count(what, rows);
+  check_vector(what, "sum_exp", sum_exp, tokens);
+  check_vector(what, "losses", losses, tokens);
+  check_target_logit(what, target_logit, rows, tokens);
+  if (tokens == 0) return 0.0;
+  if (!losses.device().is_cuda()) fail(what, "losses live on " + losses.device().str());
+  require_device(what, losses.device(), {&sum_exp, &target_logit});
+  const bool smooth = smoothing(rows);
+  if (smooth && rows.vocab_size < 1) fail(what, "vocab_size must be positive with label smoothing");
+  const double a = rows.label_smoothing;
+  const double a_over_v = smooth ? a / static_cast<double>(rows.vocab_size) : 0.0;
+  const Device device = losses.device();
+  const Tensor targets = upload_targets(*rows.targets, device);
+  loss_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
+              colrow::cuda::compute_stream(device.index)>>>(
+      sum_exp.data(), target_logit.data(), ints(targets), rows.ignore_index, tokens, smooth, a,
+      a_over_v, losses.data());
+  COLROW_CUDA_CHECK_LAUNCH();
+  // The CPU's sum: counted rows in token order, each loss widened from fp32.
+  const std::vector<float> host = losses.to_vector();  // waits for the kernel
+  double total = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    if ((*rows.targets)[t] != rows.ignore_index) total += host[t];
+  }
+  return total;
+}
+
+void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                            float uniform_scale, Tensor& dlogits_local) {
+  const char* what = "cross_entropy_backward";
+  const int64_t tokens = token_count(what, rows);
+  check_logits(what, logits_local, rows, tokens);
+  check_vector(what, "max", max, tokens);
+  check_vector(what, "sum_exp", sum_exp, tokens);
+  if (dloss != nullptr) check_vector(what, "dloss", *dloss, tokens);
+  const int64_t vocab_local = logits_local.size(1);
+  if (dlogits_local.ndim() != 2 || dlogits_local.size(0) != tokens ||
+      dlogits_local.size(1) != vocab_local ||
+      (vocab_local > 1 && dlogits_local.stride(1) != 1)) {
+    fail(what, "dlogits_local " + shape_to_string(dlogits_local.shape()) + " must be like logits " +
+                   shape_to_string(logits_local.shape()) + " with contiguous rows");
+  }
+  require_device(what, logits_local.device(), {&max, &sum_exp, dloss, &dlogits_local});
+  if (tokens == 0 || vocab_local == 0) return;
+  const bool smooth = smoothing(rows);
+  if (smooth && rows.vocab_size < 1) fail(what, "vocab_size must be positive with label smoothing");
+  const float a = rows.label_smoothing;
+  const float a_over_v =
+      smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
+             : 0.0f;
+  const Device device = logits_local.device();
+  const Tensor targets = upload_targets(*rows.targets, device);
+  backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                  colrow::cuda::compute_stream(device.index)>>>(
+      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index,
+      rows.vocab_start, rows.real, vocab_local, max.data(), sum_exp.data(),
+      dloss != nullptr ? dloss->data() : nullptr, uniform_scale, a_over_v, 1.0f - a,
+      dlogits_local.data(), dlogits_local.row_stride());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

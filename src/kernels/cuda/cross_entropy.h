@@ -1,0 +1,26 @@
+// The CUDA twin of kernels/cpu/cross_entropy.h: the four pieces of the
+// vocabulary-parallel cross-entropy that touch the logits (local max, sums,
+// loss, backward), with the formulas, ignored rows, padded columns, label
+// smoothing and -inf / NaN behaviour documented there. Targets are host
+// vectors, uploaded here; one thread block per token row, reductions in a
+// fixed order (the same bits every run).
+#pragma once
+
+#include "kernels/backend.h"
+
+namespace colrow::kernels::cuda {
+
+// logits_local: [tokens, vocab_size_local] with contiguous rows -> max: [tokens]
+void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
+// -> sum_exp: [tokens], target_logit: [tokens] ([tokens, 2] with label smoothing)
+void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
+                        Tensor& sum_exp, Tensor& target_logit);
+// -> losses: [tokens]; returns their sum in double (waits for the GPU).
+double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                          const CrossEntropyRows& rows, Tensor& losses);
+// dloss: [tokens] or null (then uniform_scale) -> dlogits_local: [tokens, vocab_size_local]
+void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                            float uniform_scale, Tensor& dlogits_local);
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,51 @@
+// One cuBLAS handle per GPU on its compute stream; the TF32 switch.
+#include "kernels/cuda/cublas_handle.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_context.h"
+
+namespace colrow::cuda {
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+cublasMath_t math_mode() {
+  return g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+}
+
+}  // namespace
+
+cublasHandle_t cublas_handle(int device) {
+  static std::mutex mutex;
+  static std::map<int, cublasHandle_t> handles;
+  cudaStream_t stream = compute_stream(device);  // also makes `device` current
+  std::lock_guard<std::mutex> lock(mutex);
+  cublasHandle_t& handle = handles[device];
+  if (handle == nullptr) {
+    COLROW_CUBLAS_CHECK(cublasCreate(&handle));
+    COLROW_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  }
+  COLROW_CUBLAS_CHECK(cublasSetMathMode(handle, math_mode()));
+  return handle;
+}
+
+void set_allow_tf32(bool allowed) {
+  g_allow_tf32 = allowed;
+}
+
+bool allow_tf32() {
+  return g_allow_tf32;
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* statement, const char* file, int line) {
+  throw BackendError("[cublas] " + std::string(statement) + " failed: " +
+                     cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ") at " +
+                     file + ":" + std::to_string(line));
+}
+
+}  // namespace colrow::cuda

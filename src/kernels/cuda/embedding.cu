@@ -1,0 +1,206 @@
+// Embedding lookups and their gradients on the GPU. The vocabulary gradient
+// is a scatter-add with repeated ids: the host (which holds the ids) groups
+// the local tokens by table row, keeping token order within each row, and one
+// thread per (row, feature) adds that row's tokens in order. Position
+// gradients: one thread per (position, feature) adds the sequences in order.
+// Both are the CPU's additions in the CPU's order, so the bits match it and
+// repeat from run to run; no atomics.
+#include "kernels/cuda/embedding.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRowThreads = 128;  // features per block in the scatter-add
+
+[[noreturn]] void fail(const char* what, const std::string& detail) {
+  throw InternalError(std::string("[embedding] ") + what + ": " + detail);
+}
+
+// 2-d with a contiguous last dim (its rows may be strided).
+bool has_rows(const Tensor& t) {
+  return t.ndim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1);
+}
+
+int gpu_of(const char* what, const Tensor& t, std::initializer_list<const Tensor*> others) {
+  if (!t.device().is_cuda()) fail(what, "operand on " + t.device().str() + ", not a GPU");
+  require_device(what, t.device(), others);
+  return t.device().index;
+}
+
+// The int32 values as the bits of a float tensor on `device` (exact; the copy
+// returns once the host buffer has been read).
+Tensor upload_int32(const std::vector<int32_t>& values, Device device) {
+  Tensor host = Tensor::empty({static_cast<int64_t>(values.size())});
+  std::memcpy(host.data(), values.data(), values.size() * sizeof(int32_t));
+  return host.to(device);
+}
+
+__global__ void gather_rows(const int32_t* ids, int64_t vocab_start, int64_t rows_local,
+                            const float* table, int64_t ld_table, float* y, int64_t ld_y,
+                            int64_t tokens, int64_t d) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= tokens * d) return;
+  const int64_t t = idx / d, j = idx % d;
+  const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
+  y[t * ld_y + j] = row >= 0 && row < rows_local ? table[row * ld_table + j] : 0.0f;
+}
+
+// plan = [rows: n][offsets: n + 1][tokens]: table row rows[u] receives the dy
+// rows tokens[offsets[u] .. offsets[u + 1]), in that (token) order.
+// Grid: x = row u, y = block of features.
+__global__ void scatter_add_rows(const int32_t* plan, int64_t n, const float* dy, int64_t ld_dy,
+                                 float* dtable, int64_t ld_table, int64_t d) {
+  const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  if (j >= d) return;
+  const int64_t u = blockIdx.x;
+  const int32_t* offsets = plan + n;
+  const int32_t* tokens = plan + 2 * n + 1;
+  float* dst = dtable + static_cast<int64_t>(plan[u]) * ld_table + j;
+  float acc = *dst;
+  for (int32_t k = offsets[u]; k < offsets[u + 1]; ++k) {
+    acc += dy[static_cast<int64_t>(tokens[k]) * ld_dy + j];
+  }
+  *dst = acc;
+}
+
+__global__ void add_positions(float* x, const float* table, int64_t ld_table, int64_t tokens,
+                              int64_t seq, int64_t d) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= tokens * d) return;
+  const int64_t t = idx / d, j = idx % d;
+  x[idx] += table[(t % seq) * ld_table + j];
+}
+
+// One thread per (position p, feature j): dtable[p, j] += dx[b * seq + p, j], b in order.
+__global__ void sum_positions(const float* dx, int64_t batch, int64_t seq, int64_t d,
+                              float* dtable, int64_t ld_table) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= seq * d) return;
+  const int64_t p = idx / d, j = idx % d;
+  float* dst = dtable + p * ld_table + j;
+  float acc = *dst;
+  for (int64_t b = 0; b < batch; ++b) acc += dx[(b * seq + p) * d + j];
+  *dst = acc;
+}
+
+}  // namespace
+
+void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                       const Tensor& table_local, Tensor& y) {
+  const char* what = "embedding_forward";
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  if (!has_rows(table_local) || !has_rows(y) || y.size(0) != tokens ||
+      y.size(1) != table_local.size(1)) {
+    fail(what, "table_local " + shape_to_string(table_local.shape()) + " and y " +
+                   shape_to_string(y.shape()) + " must be [vocab_size_local, d] and [tokens (" +
+                   std::to_string(tokens) + "), d] with contiguous rows");
+  }
+  const int device = gpu_of(what, y, {&table_local});
+  const int64_t d = y.size(1);
+  if (tokens * d == 0) return;
+  const Tensor ids_gpu = upload_int32(ids, y.device());
+  gather_rows<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
+                colrow::cuda::compute_stream(device)>>>(
+      reinterpret_cast<const int32_t*>(ids_gpu.data()), vocab_start, table_local.size(0),
+      table_local.data(), table_local.row_stride(), y.data(), y.row_stride(), tokens, d);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                        Tensor& dtable_local) {
+  const char* what = "embedding_backward";
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  if (!has_rows(dy) || !has_rows(dtable_local) || dy.size(0) != tokens ||
+      dy.size(1) != dtable_local.size(1)) {
+    fail(what, "dy " + shape_to_string(dy.shape()) + " and dtable_local " +
+                   shape_to_string(dtable_local.shape()) + " must be [tokens (" +
+                   std::to_string(tokens) + "), d] and [vocab_size_local, d] with contiguous rows");
+  }
+  const int device = gpu_of(what, dtable_local, {&dy});
+  const int64_t d = dy.size(1), rows_local = dtable_local.size(0);
+  if (tokens * d == 0) return;
+  if (tokens > INT32_MAX) fail(what, "more than 2^31 - 1 tokens");
+  // (row, token) for my tokens, grouped by row with tokens ascending.
+  std::vector<std::pair<int32_t, int32_t>> local;
+  local.reserve(ids.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
+    if (row >= 0 && row < rows_local) {
+      local.emplace_back(static_cast<int32_t>(row), static_cast<int32_t>(t));
+    }
+  }
+  if (local.empty()) return;
+  std::sort(local.begin(), local.end());
+  std::vector<int32_t> rows, offsets, order;
+  for (size_t k = 0; k < local.size(); ++k) {
+    if (k == 0 || local[k].first != local[k - 1].first) {
+      rows.push_back(local[k].first);
+      offsets.push_back(static_cast<int32_t>(k));
+    }
+    order.push_back(local[k].second);
+  }
+  offsets.push_back(static_cast<int32_t>(local.size()));
+  const int64_t n = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> plan;
+  plan.reserve(rows.size() + offsets.size() + order.size());
+  plan.insert(plan.end(), rows.begin(), rows.end());
+  plan.insert(plan.end(), offsets.begin(), offsets.end());
+  plan.insert(plan.end(), order.begin(), order.end());
+  const Tensor plan_gpu = upload_int32(plan, dy.device());
+  const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
+  if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
+  const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));
+  scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
+      reinterpret_cast<const int32_t*>(plan_gpu.data()), n, dy.data(), dy.row_stride(),
+      dtable_local.data(), dtable_local.row_stride(), d);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
+  const char* what = "position_embedding_forward";
+  if (x.ndim() != 2 || !x.is_contiguous() || seq < 1 || x.size(0) % seq != 0 ||
+      !has_rows(table) || table.size(0) < seq || table.size(1) != x.size(1)) {
+    fail(what, "x " + shape_to_string(x.shape()) + " must be contiguous [tokens, d] with tokens "
+                   "a multiple of seq (" + std::to_string(seq) + "), table " +
+                   shape_to_string(table.shape()) + " [max_positions >= seq, d]");
+  }
+  const int device = gpu_of(what, x, {&table});
+  const int64_t tokens = x.size(0), d = x.size(1);
+  if (tokens * d == 0) return;
+  add_positions<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
+                  colrow::cuda::compute_stream(device)>>>(x.data(), table.data(),
+                                                          table.row_stride(), tokens, seq, d);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
+  const char* what = "position_embedding_backward";
+  if (dx.ndim() != 2 || !dx.is_contiguous() || seq < 1 || dx.size(0) % seq != 0 ||
+      !has_rows(dtable) || dtable.size(0) < seq || dtable.size(1) != dx.size(1)) {
+    fail(what, "dx " + shape_to_string(dx.shape()) + " must be contiguous [tokens, d] with tokens "
+                   "a multiple of seq (" + std::to_string(seq) + "), dtable " +
+                   shape_to_string(dtable.shape()) + " [max_positions >= seq, d]");
+  }
+  const int device = gpu_of(what, dtable, {&dx});
+  const int64_t batch = dx.size(0) / seq, d = dx.size(1);
+  if (batch * d == 0) return;
+  sum_positions<<<colrow::cuda::blocks_for(seq * d, kThreads), kThreads, 0,
+                  colrow::cuda::compute_stream(device)>>>(dx.data(), batch, seq, d, dtable.data(),
+                                                          dtable.row_stride());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,141 @@
+// Reductions on the GPU. sum_of_squares is two fixed-order stages: block b
+// squares chunk b of the concatenated parts (each product of two floats is
+// exact in double) and reduces it in a fixed tree to partial[b]; one block
+// then sums the partials in a fixed order. No atomics, so the result has the
+// same bits every run. The parts' table is uploaded like AdamW's.
+#include "kernels/cuda/reduce.h"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kThreads = 256;
+constexpr int kPerThread = 16;
+constexpr int64_t kChunk = int64_t{kThreads} * kPerThread;
+constexpr int kFinalThreads = 1024;
+
+struct Part {
+  const float* data;
+  int64_t count;
+  int64_t first_chunk;
+};
+
+// Block-wide sum in a fixed order; the result is valid in every thread.
+// shared: [blockDim.x / 32].
+__device__ double block_sum(double x, double* shared) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
+  __syncthreads();
+  double r = shared[0];
+  for (unsigned int w = 1; w < blockDim.x / kWarp; ++w) r += shared[w];
+  return r;
+}
+
+__global__ void square_chunks(const Part* table, int64_t n_parts, double* partial) {
+  __shared__ double shared[kThreads / kWarp];
+  const int64_t chunk = blockIdx.x;
+  int64_t lo = 0, hi = n_parts - 1;  // the last part whose first chunk is <= chunk
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (table[mid].first_chunk <= chunk) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  const Part part = table[lo];
+  const int64_t begin = (chunk - part.first_chunk) * kChunk;
+  double acc = 0.0;
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = begin + int64_t{k} * kThreads + threadIdx.x;
+    if (i >= part.count) break;
+    const double x = part.data[i];
+    acc += x * x;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[chunk] = acc;
+}
+
+__global__ void sum_partials(const double* partial, int64_t n, double* result) {
+  __shared__ double shared[kFinalThreads / kWarp];
+  double acc = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += kFinalThreads) acc += partial[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) *result = acc;
+}
+
+__global__ void divide_elements(float* x, int64_t n, float divisor) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] / divisor;
+}
+
+}  // namespace
+
+double sum_of_squares(const std::vector<Tensor>& parts) {
+  std::vector<Part> table;
+  Device device;
+  int64_t chunks = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& t = parts[i];
+    if (!t.is_contiguous()) {
+      throw InternalError("[reduce] sum_of_squares: part " + std::to_string(i) + " " +
+                          shape_to_string(t.shape()) + " must be contiguous");
+    }
+    if (t.numel() == 0) continue;
+    if (table.empty()) {
+      device = t.device();
+      if (!device.is_cuda()) {
+        throw InternalError("[reduce] sum_of_squares: part " + std::to_string(i) + " lives on " +
+                            device.str());
+      }
+    }
+    require_device("sum_of_squares", device, {&t});
+    table.push_back(Part{t.data(), t.numel(), chunks});
+    chunks += (t.numel() + kChunk - 1) / kChunk;
+  }
+  if (table.empty()) return 0.0;
+  if (chunks > 2147483647) throw InternalError("[reduce] sum_of_squares: too many elements");
+  const size_t bytes = table.size() * sizeof(Part);
+  Tensor host = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))});
+  std::memcpy(host.data(), table.data(), bytes);
+  const Tensor table_gpu = host.to(device);
+  // Doubles in float tensors of twice the count (256-byte aligned storage).
+  Tensor partial = Tensor::empty({2 * chunks}, device);
+  Tensor result = Tensor::empty({2}, device);
+  cudaStream_t stream = colrow::cuda::compute_stream(device.index);
+  double* partial_data = reinterpret_cast<double*>(partial.data());
+  square_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0, stream>>>(
+      reinterpret_cast<const Part*>(table_gpu.data()), static_cast<int64_t>(table.size()),
+      partial_data);
+  COLROW_CUDA_CHECK_LAUNCH();
+  sum_partials<<<1, kFinalThreads, 0, stream>>>(partial_data, chunks,
+                                                reinterpret_cast<double*>(result.data()));
+  COLROW_CUDA_CHECK_LAUNCH();
+  const std::vector<float> bits = result.to_vector();  // waits for the kernels
+  double sum = 0.0;
+  std::memcpy(&sum, bits.data(), sizeof(sum));
+  return sum;
+}
+
+void divide(Tensor& x, float divisor) {
+  if (!x.is_contiguous()) {
+    throw InternalError("[reduce] divide: x " + shape_to_string(x.shape()) + " must be contiguous");
+  }
+  const int64_t n = x.numel();
+  if (n == 0) return;
+  if (!x.device().is_cuda()) throw InternalError("[reduce] divide: x lives on " + x.device().str());
+  divide_elements<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0,
+                    colrow::cuda::compute_stream(x.device().index)>>>(x.data(), n, divisor);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,34 @@
+// --device, --comm and --tf32 resolved up front (see placement.h).
+#include "colrow/runtime/placement.h"
+
+#include "colrow/core/error.h"
+#include "kernels/backend.h"
+
+namespace colrow {
+
+Placement resolve_placement(const DeviceOptions& options, int local_rank) {
+  Placement p;
+  const Device asked = parse_device(options.device);
+  p.comm = parse_comm_kind(options.comm);
+  if (asked.is_cuda()) {
+    const Device gpu = cuda_device_for(local_rank);  // ConfigError when there is none
+    // An explicit cuda:N pins the device; plain "cuda" spreads ranks over GPUs.
+    p.device = options.device == "cuda" ? gpu : asked;
+    if (p.device.index >= cuda_device_count()) {
+      throw ConfigError("[device] device (" + options.device + ") does not exist: " +
+                        std::to_string(cuda_device_count()) +
+                        " GPU(s) are visible. Use --device cuda to spread ranks over them.");
+    }
+  } else {
+    p.device = asked;
+  }
+  p.tf32 = options.tf32;
+  kernels::backend_for(p.device).set_allow_tf32(p.tf32);
+  return p;
+}
+
+double peak_flops(const Placement& placement) {
+  return kernels::backend_for(placement.device).peak_flops(placement.device);
+}
+
+}  // namespace colrow

@@ -1,0 +1,86 @@
+// Devices, allocators and the rules of moving data: names parse and print,
+// the CPU allocator counts its bytes, to() is shallow on the same device, an
+// operation across devices is refused, and asking for a GPU where none can be
+// used is one ConfigError that says why and what to do.
+#include "colrow/core/device.h"
+
+#include <gtest/gtest.h>
+
+#include "colrow/core/allocator.h"
+#include "colrow/core/error.h"
+#include "colrow/core/tensor.h"
+
+namespace colrow {
+namespace {
+
+TEST(Device, ParsesAndPrints) {
+  EXPECT_EQ(parse_device("cpu"), Device::cpu());
+  EXPECT_EQ(parse_device("cuda"), Device::cuda(0));
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::cuda(2).str(), "cuda:2");
+  EXPECT_EQ(Device::cpu().str(), "cpu");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CPU", ""}) {
+    try {
+      parse_device(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("must be cpu, cuda or cuda:N"), std::string::npos);
+    }
+  }
+}
+
+TEST(Device, CpuAllocatorCountsItsBytes) {
+  Allocator& cpu = allocator_for(Device::cpu());
+  const size_t before = cpu.bytes_in_use();
+  {
+    Tensor t = Tensor::zeros({1000});
+    EXPECT_EQ(cpu.bytes_in_use(), before + 4000);
+    EXPECT_GE(cpu.peak_bytes_in_use(), before + 4000);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
+  }
+  EXPECT_EQ(cpu.bytes_in_use(), before);
+}
+
+TEST(Device, ToTheSameDeviceIsShallow) {
+  Tensor t = Tensor::from_vector({2}, {1.0f, 2.0f});
+  Tensor u = t.to(Device::cpu());
+  EXPECT_EQ(u.data(), t.data());
+  EXPECT_EQ(u.device(), Device::cpu());
+}
+
+TEST(Device, EnsureShapeFollowsTheDevice) {
+  Tensor t;
+  ensure_shape(t, {3, 4}, Device::cpu());
+  const float* p = t.data();
+  ensure_shape(t, {3, 4}, Device::cpu());
+  EXPECT_EQ(t.data(), p);  // kept: same shape, same device
+}
+
+TEST(Device, NoGpuIsOneClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a GPU is visible; this checks the GPU-less path";
+  try {
+    cuda_device_for(0);
+    ADD_FAILURE() << "a GPU was found";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("[device] device (cuda) needs a GPU, but "), std::string::npos) << what;
+    EXPECT_NE(what.find("use --device cpu"), std::string::npos) << what;
+  }
+  // Nothing can be allocated there either, and the message says why.
+  EXPECT_THROW(Tensor::empty({4}, Device::cuda(0)), ConfigError);
+}
+
+TEST(Device, MixedDevicesAreRefused) {
+  const Tensor a = Tensor::zeros({2});
+  Tensor fake_gpu_view;  // an undefined tensor is ignored by the check
+  EXPECT_NO_THROW(require_device("op", Device::cpu(), {&a, &fake_gpu_view}));
+  try {
+    require_device("op", Device::cuda(0), {&a});
+    ADD_FAILURE() << "a cpu tensor passed as cuda:0";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("lives on cpu, the others on cuda:0"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace colrow

@@ -1,0 +1,240 @@
+// kernels::cuda GELU (tanh form), SiLU and SwiGLU, forward and backward,
+// against kernels::cpu on the same inputs: [-8, 8] evenly plus saturating
+// values out to +-1000, inputs past expf's overflow (x < -88.72, where the
+// stable sigmoid must give 0, not NaN), shapes of 1 .. 129000 elements, and
+// shape and contiguity errors.
+#include "kernels/cuda/activation.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/activation.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+// Error model, the one tests/kernels/cpu/activation_test.cpp derives in full.
+// With tanhf/expf accurate to 4 ulp (glibc's libmvec on the CPU; CUDA's are
+// documented to 2 ulp, so the model covers both) and one u per fp32
+// operation, each side is within kMargin * B(x) of the exact value, B below;
+// so the two sides differ by at most 2 kMargin B(x). FMA contraction on the
+// GPU only removes roundings. A wrong formula misses by far more.
+constexpr double kU = 1.0 / (1 << 24);
+constexpr double kMargin = 2.0;
+constexpr double kTiny = 1.1754943508222875e-38;  // 2^-126: no relative precision below
+
+constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
+constexpr double kGeluC = 0.044715;
+
+double gelu(double x) {
+  return 0.5 * x * (1.0 + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
+}
+double gelu_grad(double x) {
+  const double t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
+}
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double silu(double x) {
+  return x * sigmoid(x);
+}
+double silu_grad(double x) {
+  const double s = sigmoid(x);
+  return s * (1.0 + x * (1.0 - s));
+}
+
+// |dt| < 12u for t = tanh(k (x + c x^3)) in fp32; y = x (1 + t) / 2.
+constexpr double kGeluDt = 12 * kU;
+double gelu_bound(double x) {
+  return 0.5 * std::fabs(x) * kGeluDt + 3 * kU * std::fabs(gelu(x));
+}
+// The error in t reaches 1 - t^2 as 2|dt| + u, amplified by |a|/2, a = x k (1 + 3 c x^2).
+double gelu_grad_bound(double x) {
+  const double a = std::fabs(x) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
+  return 0.5 * kGeluDt + 0.5 * a * (2 * kGeluDt + kU) + 8 * kU * std::fabs(gelu_grad(x));
+}
+// s = e / (1 + e) or 1 / (1 + e), e = exp(-|x|): |ds| <= 11u s (+ kTiny).
+double sigmoid_bound(double x) {
+  return 11 * kU * sigmoid(x) + kTiny;
+}
+double silu_bound(double x) {
+  return std::fabs(x) * sigmoid_bound(x) + kU * std::fabs(silu(x));
+}
+double silu_grad_bound(double x) {
+  const double s = sigmoid(x), ds = sigmoid_bound(x), ax = std::fabs(x);
+  return ds * (1.0 + ax * (1.0 - s)) + s * ax * (ds + kU * (1.0 - s)) +
+         4 * kU * std::fabs(silu_grad(x));
+}
+
+// [-8, 8] evenly; tensors of 1000+ elements also get `extremes` at every 37th entry.
+Tensor spread_inputs(const Shape& shape, const std::vector<float>& extremes) {
+  Tensor t = Tensor::empty(shape);
+  const int64_t n = t.numel();
+  float* p = t.data();
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = n == 1 ? -3.3f : static_cast<float>(-8.0 + 16.0 * i / (n - 1));
+  }
+  for (int64_t i = 0; n >= 1000 && i < static_cast<int64_t>(extremes.size()); ++i) {
+    p[i * 37] = extremes[i];
+  }
+  return t;
+}
+const std::vector<float> kExtremes = {0.0f,  1e-20f, -1e-20f, 12.0f,  -12.0f, 20.0f,  -20.0f,
+                                      50.0f, -50.0f, 88.0f,   -88.0f, 100.0f, 1000.0f};
+// Past expf's overflow: exp(-x) = inf on the unstable form.
+const std::vector<float> kBeyond = {-88.8f, -89.0f, -100.0f, -1000.0f, -1e4f};
+
+// Uniform in [-1, 1) from a seeded std::mt19937: upstream gradients and up.
+Tensor uniform(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
+  return Tensor::from_vector(shape, v);
+}
+
+Tensor nans(const Shape& shape, Device device) {
+  return Tensor::full(shape, std::numeric_limits<float>::quiet_NaN(), device);
+}
+
+// |cuda[i] - cpu[i]| <= 2 kMargin bound(i) for every i (fails on NaN too).
+void expect_agree(const Tensor& cuda_out, const Tensor& cpu_out,
+                  const std::function<double(int64_t)>& bound, const Tensor& x,
+                  const std::string& what) {
+  const std::vector<float> got = cuda_out.to_vector(), want = cpu_out.to_vector();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < got.size() && failures < 5; ++i) {
+    const double limit = 2 * kMargin * bound(static_cast<int64_t>(i));
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= limit)) {
+      ADD_FAILURE() << what << " at " << i << " (x = " << x.data()[i] << "): cuda " << got[i]
+                    << ", cpu " << want[i] << ", bound " << limit;
+      ++failures;
+    }
+  }
+}
+
+// 1, 7 x 3, 37 x 65 and 129 x 1000 elements: odd sizes, partial last blocks.
+const Shape kShapes[] = {{1}, {7, 3}, {37, 65}, {129, 1000}};
+
+// Runs every kernel on CPU and GPU with inputs x (gate), dy (up, dh) and compares.
+void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
+  const Device gpu = testing::test_gpu();
+  const Shape& shape = x.shape();
+  const Tensor x_gpu = x.to(gpu), dy_gpu = dy.to(gpu);
+  const float* in = x.data();
+  const float* g = dy.data();
+  Tensor out_cpu = Tensor::empty(shape), out2_cpu = Tensor::empty(shape);
+  Tensor out_gpu = nans(shape, gpu), out2_gpu = nans(shape, gpu);
+
+  kernels::cpu::gelu_forward(x, out_cpu);
+  kernels::cuda::gelu_forward(x_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu, [&](int64_t i) { return gelu_bound(in[i]); }, x, "gelu " + where);
+
+  // dx = dy f'(x): the local bound scaled by |dy|, and one more rounding.
+  kernels::cpu::gelu_backward(x, dy, out_cpu);
+  kernels::cuda::gelu_backward(x_gpu, dy_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu,
+      [&](int64_t i) {
+        return std::fabs(g[i]) * (gelu_grad_bound(in[i]) + kU * std::fabs(gelu_grad(in[i])));
+      },
+      x, "gelu' " + where);
+
+  kernels::cpu::silu_forward(x, out_cpu);
+  kernels::cuda::silu_forward(x_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu, [&](int64_t i) { return silu_bound(in[i]); }, x, "silu " + where);
+
+  kernels::cpu::silu_backward(x, dy, out_cpu);
+  kernels::cuda::silu_backward(x_gpu, dy_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu,
+      [&](int64_t i) {
+        return std::fabs(g[i]) * (silu_grad_bound(in[i]) + kU * std::fabs(silu_grad(in[i])));
+      },
+      x, "silu' " + where);
+
+  // SwiGLU with gate = x and up = dh = dy: h = silu(gate) up (one more
+  // rounding); dgate = dh up silu'(gate) (two more), dup = dh silu(gate) (one more).
+  kernels::cpu::swiglu_forward(x, dy, out_cpu);
+  kernels::cuda::swiglu_forward(x_gpu, dy_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu,
+      [&](int64_t i) {
+        return std::fabs(g[i]) * (silu_bound(in[i]) + kU * std::fabs(silu(in[i])));
+      },
+      x, "swiglu " + where);
+
+  kernels::cpu::swiglu_backward(x, dy, dy, out_cpu, out2_cpu);
+  kernels::cuda::swiglu_backward(x_gpu, dy_gpu, dy_gpu, out_gpu, out2_gpu);
+  expect_agree(
+      out_gpu, out_cpu,
+      [&](int64_t i) {
+        return g[i] * g[i] * (silu_grad_bound(in[i]) + 2 * kU * std::fabs(silu_grad(in[i])));
+      },
+      x, "swiglu dgate " + where);
+  expect_agree(
+      out2_gpu, out2_cpu,
+      [&](int64_t i) {
+        return std::fabs(g[i]) * (silu_bound(in[i]) + kU * std::fabs(silu(in[i])));
+      },
+      x, "swiglu dup " + where);
+}
+
+TEST(CudaActivationTest, MatchesCpu) {
+  COLROW_REQUIRE_GPU();
+  for (const Shape& shape : kShapes) {
+    check_all(spread_inputs(shape, kExtremes), uniform(shape, 1), shape_to_string(shape));
+  }
+}
+
+TEST(CudaActivationTest, SaturatedInputsGiveZeroNotNaN) {
+  // Once expf(-x) overflows (x < -88.72) the sigmoid is 0 and silu, its
+  // derivative and SwiGLU are (-)0, never NaN; both sides then agree to
+  // kTiny. Tiny shapes get the values at their first entries.
+  COLROW_REQUIRE_GPU();
+  for (const Shape& shape : kShapes) {
+    Tensor x = spread_inputs(shape, kBeyond);
+    for (int64_t i = 0; x.numel() < 1000 && i < x.numel() && i < 5; ++i) x.data()[i] = kBeyond[i];
+    check_all(x, uniform(shape, 2), "saturated " + shape_to_string(shape));
+  }
+}
+
+TEST(CudaActivationTest, ShapeAndContiguityErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Tensor x = Tensor::zeros({4, 6}, gpu);
+  Tensor wrong = Tensor::zeros({6, 4}, gpu), ok = Tensor::zeros({4, 6}, gpu);
+  Tensor ok2 = Tensor::zeros({4, 6}, gpu);
+  EXPECT_THROW(kernels::cuda::gelu_forward(x, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_backward(x, wrong, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::silu_forward(x, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::silu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::swiglu_forward(x, wrong, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::swiglu_forward(x, ok, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::swiglu_backward(x, ok, ok, ok2, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::swiglu_backward(x, ok, wrong, ok2, ok), InternalError);
+  // The kernels walk flat arrays: a column block (strided view) is refused.
+  Tensor wide = Tensor::zeros({4, 12}, gpu);
+  Tensor block = wide.slice(-1, 0, 6);
+  EXPECT_THROW(kernels::cuda::gelu_forward(block, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::silu_forward(x, block), InternalError);
+  // Host operands are refused rather than read as device memory.
+  const Tensor host_x = Tensor::zeros({4, 6});
+  EXPECT_THROW(kernels::cuda::gelu_forward(host_x, ok), InternalError);
+}
+
+}  // namespace
+}  // namespace colrow

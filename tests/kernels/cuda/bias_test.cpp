@@ -1,0 +1,182 @@
+// kernels::cuda::add_bias and accumulate_bias_grad against kernels::cpu on the
+// same inputs: add_bias bit for bit (one fp32 add per element), the gradient
+// within Higham's bound on random floats and bit for bit on small integers,
+// accumulation into a non-zero db, the same bits on a repeated run (no atomics),
+// token counts around the 128-token chunks, column blocks of wider matrices
+// (row stride > features, neighbours untouched), zero tokens, and
+// InternalError on mismatched shapes.
+#include "kernels/cuda/bias.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/bias.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
+
+double higham_gamma(int64_t n) {
+  return n * kU / (1.0 - n * kU);
+}
+
+// Values k 2^-23 - 1 in [-1, 1), exact in fp32, from a seeded std::mt19937.
+Tensor random_host(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
+  return Tensor::from_vector(shape, v);
+}
+
+// Integers in [-8, 8].
+Tensor small_integers(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) x = static_cast<float>(static_cast<int>(gen() % 17) - 8);
+  return Tensor::from_vector(shape, v);
+}
+
+std::string dims(int64_t tokens, int64_t features) {
+  return "[" + std::to_string(tokens) + ", " + std::to_string(features) + "]";
+}
+
+struct Dims {
+  int64_t tokens, features;
+};
+// Tokens 1 .. 1000 (one, several and a ragged last 128-token chunk), features
+// neither multiples of 32 nor of 128.
+const Dims kDims[] = {{1, 1},      {1, 3},    {7, 65},    {37, 257},
+                      {129, 1000}, {300, 33}, {1000, 65}, {257, 3}};
+
+TEST(CudaBiasTest, AddBiasIsBitwiseEqualToCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    const Tensor y0 = random_host({d.tokens, d.features}, 1);
+    const Tensor b = random_host({d.features}, 2);
+    Tensor y_cpu = y0.clone(), y_gpu = y0.to(gpu);
+    kernels::cpu::add_bias(y_cpu, b);
+    kernels::cuda::add_bias(y_gpu, b.to(gpu));
+    ASSERT_EQ(y_gpu.to_vector(), y_cpu.to_vector()) << dims(d.tokens, d.features);
+  }
+}
+
+TEST(CudaBiasTest, AddBiasOnColumnBlock) {
+  // y is a rank's column block of a wider activation: only the block changes.
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const int64_t tokens = 129, width = 300, start = 37, features = 257;
+  const Tensor wide = random_host({tokens, width}, 3);
+  const Tensor b = random_host({features}, 4);
+  Tensor wide_cpu = wide.clone(), wide_gpu = wide.to(gpu);
+  Tensor y_cpu = wide_cpu.slice(-1, start, features), y_gpu = wide_gpu.slice(-1, start, features);
+  ASSERT_GT(y_gpu.row_stride(), y_gpu.size(1));
+  kernels::cpu::add_bias(y_cpu, b);
+  kernels::cuda::add_bias(y_gpu, b.to(gpu));
+  EXPECT_EQ(wide_gpu.to_vector(), wide_cpu.to_vector());
+}
+
+TEST(CudaBiasTest, BiasGradWithinHighamBoundOfCpuAndDeterministic) {
+  // Each side sums T + 1 fp32 terms (db0 and dy[t, j] for every t) in its own
+  // order, so each is within gamma_T (|db0| + sum_t |dy[t, j]|) of the exact
+  // sum and the two differ by at most twice that. The CUDA order depends only
+  // on the shape: a second run from the same db0 gives the same bits.
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    const Tensor dy = random_host({d.tokens, d.features}, 5);
+    const Tensor db0 = random_host({d.features}, 6);
+    Tensor db_cpu = db0.clone(), db_gpu = db0.to(gpu), db_again = db0.to(gpu);
+    const Tensor dy_gpu = dy.to(gpu);
+    kernels::cpu::accumulate_bias_grad(dy, db_cpu);
+    kernels::cuda::accumulate_bias_grad(dy_gpu, db_gpu);
+    kernels::cuda::accumulate_bias_grad(dy_gpu, db_again);
+    const std::vector<float> got = db_gpu.to_vector(), want = db_cpu.to_vector();
+    ASSERT_EQ(db_again.to_vector(), got) << "not deterministic " << dims(d.tokens, d.features);
+    for (int64_t j = 0; j < d.features; ++j) {
+      double abs_sum = std::fabs(db0.data()[j]);
+      for (int64_t t = 0; t < d.tokens; ++t) abs_sum += std::fabs(dy(t, j));
+      ASSERT_NEAR(got[j], want[j], 2.0 * higham_gamma(d.tokens) * abs_sum)
+          << dims(d.tokens, d.features) << " at " << j;
+    }
+  }
+}
+
+TEST(CudaBiasTest, BiasGradOfSmallIntegersIsBitwiseEqualToCpu) {
+  // Integers |.| <= 8 over <= 1000 tokens: every partial sum is an integer
+  // below 2^24, exact in any order. Two calls accumulate.
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    const Tensor dy = small_integers({d.tokens, d.features}, 7);
+    const Tensor db0 = small_integers({d.features}, 8);
+    Tensor db_cpu = db0.clone(), db_gpu = db0.to(gpu);
+    const Tensor dy_gpu = dy.to(gpu);
+    for (int call = 0; call < 2; ++call) {
+      kernels::cpu::accumulate_bias_grad(dy, db_cpu);
+      kernels::cuda::accumulate_bias_grad(dy_gpu, db_gpu);
+      ASSERT_EQ(db_gpu.to_vector(), db_cpu.to_vector())
+          << "call " << call << " " << dims(d.tokens, d.features);
+    }
+  }
+}
+
+TEST(CudaBiasTest, BiasGradOfColumnBlock) {
+  // dy is a column block of a wider gradient: the sums follow the row stride
+  // and never read the neighbouring columns.
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : {Dims{7, 3}, Dims{37, 257}, Dims{300, 65}}) {
+    const int64_t width = d.features + 11, start = 6;
+    const Tensor wide = small_integers({d.tokens, width}, 9);
+    const Tensor dy = wide.slice(-1, start, d.features);
+    const Tensor dy_gpu = wide.to(gpu).slice(-1, start, d.features);
+    ASSERT_GT(dy_gpu.row_stride(), dy_gpu.size(1));
+    Tensor db_cpu = Tensor::zeros({d.features}), db_gpu = Tensor::zeros({d.features}, gpu);
+    kernels::cpu::accumulate_bias_grad(dy, db_cpu);
+    kernels::cuda::accumulate_bias_grad(dy_gpu, db_gpu);
+    ASSERT_EQ(db_gpu.to_vector(), db_cpu.to_vector()) << dims(d.tokens, d.features);
+  }
+}
+
+TEST(CudaBiasTest, ZeroTokens) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  Tensor y = Tensor::empty({0, 6}, gpu);
+  EXPECT_NO_THROW(kernels::cuda::add_bias(y, Tensor::full({6}, 1.0f, gpu)));
+  Tensor db = Tensor::full({6}, 2.5f, gpu);
+  kernels::cuda::accumulate_bias_grad(y, db);
+  EXPECT_EQ(db.to_vector(), std::vector<float>(6, 2.5f));
+}
+
+TEST(CudaBiasTest, ShapeMismatchThrows) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  Tensor y = Tensor::zeros({4, 6}, gpu);
+  Tensor short_bias = Tensor::zeros({5}, gpu), matrix_bias = Tensor::zeros({1, 6}, gpu);
+  Tensor flat = Tensor::zeros({24}, gpu), cube = Tensor::zeros({2, 2, 6}, gpu);
+  Tensor b = Tensor::zeros({6}, gpu);
+  EXPECT_THROW(kernels::cuda::add_bias(y, short_bias), InternalError);
+  EXPECT_THROW(kernels::cuda::add_bias(y, matrix_bias), InternalError);
+  EXPECT_THROW(kernels::cuda::add_bias(flat, b), InternalError);
+  EXPECT_THROW(kernels::cuda::add_bias(cube, b), InternalError);
+  EXPECT_THROW(kernels::cuda::accumulate_bias_grad(y, short_bias), InternalError);
+  EXPECT_THROW(kernels::cuda::accumulate_bias_grad(y, matrix_bias), InternalError);
+  EXPECT_THROW(kernels::cuda::accumulate_bias_grad(cube, b), InternalError);
+  // A host bias is refused rather than read as device memory.
+  Tensor host_b = Tensor::zeros({6});
+  EXPECT_THROW(kernels::cuda::add_bias(y, host_b), InternalError);
+  // A failed call leaves its outputs alone.
+  EXPECT_EQ(y.to_vector(), std::vector<float>(24, 0.0f));
+}
+
+}  // namespace
+}  // namespace colrow

@@ -1,0 +1,183 @@
+// CUDA embeddings against the CPU kernels. Forward is a copy (or zeros) and
+// every backward adds the same fp32 values in the same order as the CPU (token
+// order per table row, sequence order per position), so all results must be
+// bitwise equal to the CPU's: vocabulary slices with ids inside and outside the
+// local range and many repeats, d = 1, 8, 100, seq 1, 7, 33; a strided output
+// view; repeated backward gives the same bits; shape errors.
+#include "kernels/cuda/embedding.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/embedding.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+namespace cpu = kernels::cpu;
+namespace gpu = kernels::cuda;
+
+Tensor random_host(const Shape& shape, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(shape_numel(shape));
+  for (float& v : values) v = dist(gen);
+  return Tensor::from_vector(shape, values);
+}
+
+// ids in [lo, hi): a small range gives many repeated rows.
+std::vector<int32_t> random_ids(int64_t tokens, int32_t lo, int32_t hi, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  std::vector<int32_t> ids(tokens);
+  for (int32_t& id : ids) id = dist(gen);
+  return ids;
+}
+
+void expect_same_bits(const std::string& what, const Tensor& a, const Tensor& b) {
+  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
+  ASSERT_EQ(va.size(), vb.size()) << what;
+  int64_t first = -1, count = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (std::memcmp(&va[i], &vb[i], sizeof(float)) != 0) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++count;
+    }
+  }
+  EXPECT_EQ(count, 0) << what << ": " << count << " of " << va.size()
+                      << " elements differ; first at " << first << ": "
+                      << (first >= 0 ? va[first] : 0.0f) << " vs "
+                      << (first >= 0 ? vb[first] : 0.0f);
+}
+
+struct VocabCase {
+  int64_t tokens, vocab_local, d, vocab_start;
+  int32_t id_lo, id_hi;  // ids drawn from [id_lo, id_hi)
+};
+// One row; ids all local; ids partly below and above the local range with
+// many repeats (tokens >> distinct ids); a wide table.
+const VocabCase kVocabCases[] = {{5, 1, 8, 3, 2, 5},
+                                 {33, 37, 1, 0, 0, 37},
+                                 {100, 37, 100, 20, 10, 70},
+                                 {257, 1000, 8, 1000, 900, 2100},
+                                 {64, 50, 33, 0, 45, 48}};
+
+TEST(CudaEmbeddingTest, VocabularyForwardAndBackwardMatchCpuBitwise) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  uint32_t seed = 1;
+  for (const VocabCase& c : kVocabCases) {
+    SCOPED_TRACE("tokens " + std::to_string(c.tokens) + ", vocab_local " +
+                 std::to_string(c.vocab_local) + ", d " + std::to_string(c.d));
+    const std::vector<int32_t> ids = random_ids(c.tokens, c.id_lo, c.id_hi, seed++);
+    const Tensor table = random_host({c.vocab_local, c.d}, seed++);
+    Tensor y_cpu = Tensor::empty({c.tokens, c.d});
+    cpu::embedding_forward(ids, c.vocab_start, table, y_cpu);
+    Tensor y_gpu = Tensor::full({c.tokens, c.d}, 7.0f, dev);
+    gpu::embedding_forward(ids, c.vocab_start, table.to(dev), y_gpu);
+    expect_same_bits("y", y_gpu, y_cpu);
+
+    // Backward accumulates into an existing gradient.
+    const Tensor dy = random_host({c.tokens, c.d}, seed++);
+    const Tensor dtable0 = random_host({c.vocab_local, c.d}, seed++);
+    Tensor dtable_cpu = dtable0.clone();
+    cpu::embedding_backward(ids, c.vocab_start, dy, dtable_cpu);
+    Tensor dtable_gpu = dtable0.to(dev);
+    gpu::embedding_backward(ids, c.vocab_start, dy.to(dev), dtable_gpu);
+    expect_same_bits("dtable", dtable_gpu, dtable_cpu);
+
+    // Run to run: the same bits.
+    Tensor again = dtable0.to(dev);
+    gpu::embedding_backward(ids, c.vocab_start, dy.to(dev), again);
+    expect_same_bits("dtable, second run", again, dtable_gpu);
+  }
+}
+
+// y as a column block of a wider buffer, dy likewise: row strides are honoured.
+TEST(CudaEmbeddingTest, StridedViews) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const int64_t tokens = 19, vocab_local = 11, d = 5;
+  const std::vector<int32_t> ids = random_ids(tokens, 0, 15, 11);
+  const Tensor table = random_host({vocab_local, d}, 12);
+  Tensor y_cpu = Tensor::empty({tokens, d});
+  cpu::embedding_forward(ids, 0, table, y_cpu);
+  Tensor wide = Tensor::full({tokens, 3 * d}, 7.0f, dev);
+  Tensor y_gpu = wide.slice(1, d, d);
+  gpu::embedding_forward(ids, 0, table.to(dev), y_gpu);
+  expect_same_bits("y", y_gpu, y_cpu);
+  const std::vector<float> w = wide.to_vector();
+  EXPECT_EQ(w[0], 7.0f) << "columns outside the view are untouched";
+  EXPECT_EQ(w[2 * d], 7.0f);
+
+  const Tensor dy_full = random_host({tokens, 2 * d}, 13);
+  const Tensor dy = dy_full.slice(1, d, d);
+  Tensor dtable_cpu = Tensor::zeros({vocab_local, d});
+  cpu::embedding_backward(ids, 0, dy, dtable_cpu);
+  Tensor dtable_gpu = Tensor::zeros({vocab_local, d}, dev);
+  gpu::embedding_backward(ids, 0, dy_full.to(dev).slice(1, d, d), dtable_gpu);
+  expect_same_bits("dtable", dtable_gpu, dtable_cpu);
+}
+
+TEST(CudaEmbeddingTest, PositionsMatchCpuBitwise) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  struct Case {
+    int64_t batch, seq, d;
+  };
+  uint32_t seed = 100;
+  for (const Case& c : {Case{3, 1, 8}, Case{2, 7, 100}, Case{5, 33, 1}, Case{1, 100, 37}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", d " +
+                 std::to_string(c.d));
+    const int64_t tokens = c.batch * c.seq, max_positions = c.seq + 3;
+    const Tensor x0 = random_host({tokens, c.d}, seed++);
+    const Tensor table = random_host({max_positions, c.d}, seed++);
+    Tensor x_cpu = x0.clone();
+    cpu::position_embedding_forward(x_cpu, table, c.seq);
+    Tensor x_gpu = x0.to(dev);
+    gpu::position_embedding_forward(x_gpu, table.to(dev), c.seq);
+    expect_same_bits("x", x_gpu, x_cpu);
+
+    // Rows >= seq of the gradient stay as they were.
+    const Tensor dx = random_host({tokens, c.d}, seed++);
+    const Tensor dtable0 = random_host({max_positions, c.d}, seed++);
+    Tensor dtable_cpu = dtable0.clone();
+    cpu::position_embedding_backward(dx, c.seq, dtable_cpu);
+    Tensor dtable_gpu = dtable0.to(dev);
+    gpu::position_embedding_backward(dx.to(dev), c.seq, dtable_gpu);
+    expect_same_bits("dtable", dtable_gpu, dtable_cpu);
+    expect_same_bits("untouched rows", dtable_gpu.slice(0, c.seq, 3), dtable0.slice(0, c.seq, 3));
+
+    Tensor again = dtable0.to(dev);
+    gpu::position_embedding_backward(dx.to(dev), c.seq, again);
+    expect_same_bits("dtable, second run", again, dtable_gpu);
+  }
+}
+
+TEST(CudaEmbeddingTest, ShapeErrorsAreInternalErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const std::vector<int32_t> ids = {0, 1, 2};
+  const Tensor table = Tensor::zeros({4, 5}, dev);
+  Tensor y_short = Tensor::empty({2, 5}, dev);
+  EXPECT_THROW(gpu::embedding_forward(ids, 0, table, y_short), InternalError);
+  Tensor y_wide = Tensor::empty({3, 6}, dev);
+  EXPECT_THROW(gpu::embedding_forward(ids, 0, table, y_wide), InternalError);
+  Tensor y_host = Tensor::empty({3, 5});
+  EXPECT_THROW(gpu::embedding_forward(ids, 0, table, y_host), InternalError);
+  Tensor dtable = Tensor::zeros({4, 5}, dev);
+  EXPECT_THROW(gpu::embedding_backward(ids, 0, Tensor::zeros({3, 4}, dev), dtable), InternalError);
+  Tensor x = Tensor::zeros({10, 5}, dev);
+  EXPECT_THROW(gpu::position_embedding_forward(x, table, 3), InternalError) << "10 % 3 != 0";
+  EXPECT_THROW(gpu::position_embedding_forward(x, table, 5), InternalError) << "seq > positions";
+  EXPECT_THROW(gpu::position_embedding_backward(x, 0, dtable), InternalError) << "seq 0";
+}
+
+}  // namespace
+}  // namespace colrow

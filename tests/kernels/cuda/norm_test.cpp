@@ -1,0 +1,320 @@
+// kernels::cuda LayerNorm and RMSNorm against kernels::cpu on the same inputs:
+// y, mean, rstd, dx and the accumulated parameter gradients within twice the
+// fp32 error bounds of tests/kernels/cpu/norm_test.cpp, over odd token counts
+// (1 .. 1000, around the 128-token gradient chunks) and widths (1 .. 1000),
+// centered rows, a constant row and a large mean offset (the two-pass
+// variance); the same gradient bits on a repeated run (no atomics); strided
+// rows with untouched neighbours; zero tokens; InternalError on bad shapes.
+#include "kernels/cuda/norm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/norm.h"
+#include "support/gpu.h"
+#include "support/norm_reference.h"
+
+namespace colrow {
+namespace {
+
+using reference::Matrix;
+
+constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
+
+// Error factors c of the CPU test: each implementation is within c u M of the
+// exact value (M from norm_reference.h), counting the fp32 roundings on the
+// longest path with row sums in double. The CUDA kernels evaluate the same
+// expressions (FMA contraction only removes roundings; double sums in another
+// order differ by ~2^-53 relative, far below u), so both sides meet the bound
+// and differ by at most 2 c u M.
+constexpr double kLnY = 6, kLnDx = 15, kLnDgamma = 6, kLnDbeta = 2;
+constexpr double kRmsY = 4, kRmsDx = 11, kRmsDw = 5;
+constexpr double kStats = 2;  // mean, rstd: one rounding of a double-accurate value, plus a spare
+
+// Values k 2^-23 - 1 in [-1, 1) plus `offset`, from a seeded std::mt19937.
+Tensor random_host(const Shape& shape, uint32_t seed, float offset = 0.0f) {
+  std::mt19937 gen(seed);
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  for (float& x : v) {
+    x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0) + offset;
+  }
+  return Tensor::from_vector(shape, v);
+}
+
+Matrix to_matrix(const Tensor& t) {
+  const std::vector<float> v = t.to_vector();
+  return Matrix(v.begin(), v.end());
+}
+
+Matrix absolute(Matrix m) {
+  for (double& v : m) v = std::fabs(v);
+  return m;
+}
+
+// |cuda - cpu| <= 2 factor u mag + extra, element-wise (fails on NaN).
+void expect_agree(const std::string& what, const Tensor& cuda_out, const Tensor& cpu_out,
+                  const Matrix& mag, double factor, const Matrix& extra = {}) {
+  const std::vector<float> got = cuda_out.to_vector(), want = cpu_out.to_vector();
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_EQ(got.size(), mag.size()) << what;
+  int failures = 0;
+  for (size_t i = 0; i < got.size() && failures < 5; ++i) {
+    const double bound = 2 * factor * kU * mag[i] + (extra.empty() ? 0.0 : extra[i]);
+    if (!(std::fabs(static_cast<double>(got[i]) - want[i]) <= bound)) {
+      ADD_FAILURE() << what << " at " << i << ": cuda " << got[i] << ", cpu " << want[i]
+                    << ", bound " << bound;
+      ++failures;
+    }
+  }
+}
+
+// Gradients accumulated onto g0: each side returns fl(g0 + s) with s within
+// c u M of the exact sum S, so it is within c u M + u (|g0| + M) of g0 + S
+// (|S| <= M); the two sides differ by at most twice that.
+void expect_accumulated(const std::string& what, const Tensor& cuda_grad, const Tensor& cpu_grad,
+                        const Tensor& g0, const Matrix& mag, double factor) {
+  const Matrix g0_abs = absolute(to_matrix(g0));
+  Matrix extra(mag.size());
+  for (size_t i = 0; i < mag.size(); ++i) extra[i] = 2 * kU * (g0_abs[i] + mag[i]);
+  expect_agree(what, cuda_grad, cpu_grad, mag, factor, extra);
+}
+
+struct Dims {
+  int64_t tokens, d;
+};
+const Dims kDims[] = {{1, 3}, {2, 1}, {7, 65}, {37, 257}, {129, 1000}, {300, 65}, {1000, 33}};
+
+struct Case {
+  float offset;
+  bool constant_row;
+  const char* name;
+};
+const Case kCases[] = {
+    {0.0f, false, "centered"}, {0.0f, true, "constant row"}, {100.0f, false, "offset 100"}};
+
+Tensor make_input(const Dims& dims, uint32_t seed, const Case& c) {
+  Tensor x = random_host({dims.tokens, dims.d}, seed, c.offset);
+  for (int64_t j = 0; c.constant_row && j < dims.d; ++j) x(0, j) = c.offset + 0.25f;
+  return x;
+}
+
+std::string label(const Case& c, const Dims& dims) {
+  return std::string(c.name) + " [" + std::to_string(dims.tokens) + ", " + std::to_string(dims.d) +
+         "]";
+}
+
+TEST(CudaNormTest, LayerNormMatchesCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const float eps = 1e-5f;
+  for (const Case& c : kCases) {
+    for (const Dims& dims : kDims) {
+      SCOPED_TRACE(label(c, dims));
+      const Shape rows = {dims.tokens, dims.d};
+      const Tensor x = make_input(dims, 1, c);
+      const Tensor gamma = random_host({dims.d}, 2), beta = random_host({dims.d}, 3);
+      const Tensor dy = random_host(rows, 4);
+      const Tensor dgamma0 = random_host({dims.d}, 5), dbeta0 = random_host({dims.d}, 6);
+      Tensor y = Tensor::empty(rows), dx = Tensor::empty(rows);
+      Tensor mean = Tensor::empty({dims.tokens}), rstd = Tensor::empty({dims.tokens});
+      Tensor dgamma = dgamma0.clone(), dbeta = dbeta0.clone();
+      kernels::cpu::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+      kernels::cpu::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+
+      const Tensor x_g = x.to(gpu), gamma_g = gamma.to(gpu), beta_g = beta.to(gpu);
+      const Tensor dy_g = dy.to(gpu);
+      Tensor y_g = Tensor::empty(rows, gpu), dx_g = Tensor::empty(rows, gpu);
+      Tensor mean_g = Tensor::empty({dims.tokens}, gpu), rstd_g = Tensor::empty({dims.tokens}, gpu);
+      Tensor dgamma_g = dgamma0.to(gpu), dbeta_g = dbeta0.to(gpu);
+      kernels::cuda::layer_norm_forward(x_g, gamma_g, beta_g, eps, y_g, mean_g, rstd_g);
+      kernels::cuda::layer_norm_backward(x_g, gamma_g, mean_g, rstd_g, dy_g, dx_g, dgamma_g,
+                                         dbeta_g);
+
+      const auto ref = reference::layer_norm(to_matrix(x), to_matrix(gamma), to_matrix(beta),
+                                             to_matrix(dy), dims.tokens, dims.d, eps);
+      expect_agree("mean", mean_g, mean, absolute(ref.mean), kStats);
+      expect_agree("rstd", rstd_g, rstd, ref.rstd, kStats);
+      expect_agree("y", y_g, y, ref.y_mag, kLnY);
+      expect_agree("dx", dx_g, dx, ref.dx_mag, kLnDx);
+      expect_accumulated("dgamma", dgamma_g, dgamma, dgamma0, ref.dgamma_mag, kLnDgamma);
+      expect_accumulated("dbeta", dbeta_g, dbeta, dbeta0, ref.dbeta_mag, kLnDbeta);
+
+      // The same inputs give the same gradient bits: no atomics, fixed order.
+      Tensor dgamma_again = dgamma0.to(gpu), dbeta_again = dbeta0.to(gpu);
+      kernels::cuda::layer_norm_backward(x_g, gamma_g, mean_g, rstd_g, dy_g, dx_g, dgamma_again,
+                                         dbeta_again);
+      EXPECT_EQ(dgamma_again.to_vector(), dgamma_g.to_vector());
+      EXPECT_EQ(dbeta_again.to_vector(), dbeta_g.to_vector());
+    }
+  }
+}
+
+TEST(CudaNormTest, RmsNormMatchesCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const float eps = 1e-6f;
+  for (const Case& c : kCases) {
+    for (const Dims& dims : kDims) {
+      SCOPED_TRACE(label(c, dims));
+      const Shape rows = {dims.tokens, dims.d};
+      const Tensor x = make_input(dims, 7, c);
+      const Tensor weight = random_host({dims.d}, 8), dy = random_host(rows, 9);
+      const Tensor dweight0 = random_host({dims.d}, 10);
+      Tensor y = Tensor::empty(rows), dx = Tensor::empty(rows);
+      Tensor rstd = Tensor::empty({dims.tokens}), dweight = dweight0.clone();
+      kernels::cpu::rms_norm_forward(x, weight, eps, y, rstd);
+      kernels::cpu::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+
+      const Tensor x_g = x.to(gpu), weight_g = weight.to(gpu), dy_g = dy.to(gpu);
+      Tensor y_g = Tensor::empty(rows, gpu), dx_g = Tensor::empty(rows, gpu);
+      Tensor rstd_g = Tensor::empty({dims.tokens}, gpu), dweight_g = dweight0.to(gpu);
+      kernels::cuda::rms_norm_forward(x_g, weight_g, eps, y_g, rstd_g);
+      kernels::cuda::rms_norm_backward(x_g, weight_g, rstd_g, dy_g, dx_g, dweight_g);
+
+      const auto ref = reference::rms_norm(to_matrix(x), to_matrix(weight), to_matrix(dy),
+                                           dims.tokens, dims.d, eps);
+      expect_agree("rstd", rstd_g, rstd, ref.rstd, kStats);
+      expect_agree("y", y_g, y, ref.y_mag, kRmsY);
+      expect_agree("dx", dx_g, dx, ref.dx_mag, kRmsDx);
+      expect_accumulated("dweight", dweight_g, dweight, dweight0, ref.dgamma_mag, kRmsDw);
+
+      Tensor dweight_again = dweight0.to(gpu);
+      kernels::cuda::rms_norm_backward(x_g, weight_g, rstd_g, dy_g, dx_g, dweight_again);
+      EXPECT_EQ(dweight_again.to_vector(), dweight_g.to_vector());
+    }
+  }
+}
+
+// A one-pass fp32 variance at offset 1000 and spread 2^-10 loses every digit;
+// the two-pass double statistics keep rstd to fp32 rounding on both sides.
+TEST(CudaNormTest, VarianceSurvivesALargeOffset) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  constexpr int64_t kTokens = 3, kD = 96;
+  Tensor x = random_host({kTokens, kD}, 11);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = 1000.0f + x.data()[i] * 0x1p-10f;
+  const Tensor gamma = Tensor::full({kD}, 1.0f), beta = Tensor::zeros({kD});
+  Tensor y = Tensor::empty({kTokens, kD}), mean = Tensor::empty({kTokens});
+  Tensor rstd = Tensor::empty({kTokens});
+  kernels::cpu::layer_norm_forward(x, gamma, beta, 0.0f, y, mean, rstd);
+  Tensor y_g = Tensor::empty({kTokens, kD}, gpu), mean_g = Tensor::empty({kTokens}, gpu);
+  Tensor rstd_g = Tensor::empty({kTokens}, gpu);
+  kernels::cuda::layer_norm_forward(x.to(gpu), gamma.to(gpu), beta.to(gpu), 0.0f, y_g, mean_g,
+                                    rstd_g);
+  const auto ref = reference::layer_norm(to_matrix(x), to_matrix(gamma), to_matrix(beta),
+                                         to_matrix(y), kTokens, kD, 0.0);
+  expect_agree("rstd", rstd_g, rstd, ref.rstd, kStats);
+}
+
+// x, dy, y and dx as column blocks of wider GPU matrices (row stride > d).
+TEST(CudaNormTest, StridedRows) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  constexpr int64_t kTokens = 37, kD = 65, kWide = 100;
+  const Tensor wide_x = random_host({kTokens, kWide}, 12);
+  const Tensor wide_dy = random_host({kTokens, kWide}, 13);
+  const Tensor gamma = random_host({kD}, 14), beta = random_host({kD}, 15);
+  const Tensor x = wide_x.slice(1, 20, kD).clone(), dy = wide_dy.slice(1, 5, kD).clone();
+  const Tensor x_g = wide_x.to(gpu).slice(1, 20, kD), dy_g = wide_dy.to(gpu).slice(1, 5, kD);
+  Tensor wide_y_g = Tensor::zeros({kTokens, kWide}, gpu),
+         wide_dx_g = Tensor::zeros({kTokens, kWide}, gpu);
+  Tensor y_g = wide_y_g.slice(1, 25, kD), dx_g = wide_dx_g.slice(1, 10, kD);
+  ASSERT_GT(x_g.row_stride(), kD);
+
+  Tensor y = Tensor::empty({kTokens, kD}), dx = Tensor::empty({kTokens, kD});
+  Tensor mean = Tensor::empty({kTokens}), rstd = Tensor::empty({kTokens});
+  Tensor dgamma = Tensor::zeros({kD}), dbeta = Tensor::zeros({kD});
+  kernels::cpu::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+  kernels::cpu::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  Tensor mean_g = Tensor::empty({kTokens}, gpu), rstd_g = Tensor::empty({kTokens}, gpu);
+  Tensor dgamma_g = Tensor::zeros({kD}, gpu), dbeta_g = Tensor::zeros({kD}, gpu);
+  const Tensor gamma_g = gamma.to(gpu);
+  kernels::cuda::layer_norm_forward(x_g, gamma_g, beta.to(gpu), 1e-5f, y_g, mean_g, rstd_g);
+  kernels::cuda::layer_norm_backward(x_g, gamma_g, mean_g, rstd_g, dy_g, dx_g, dgamma_g, dbeta_g);
+  const auto ref = reference::layer_norm(to_matrix(x), to_matrix(gamma), to_matrix(beta),
+                                         to_matrix(dy), kTokens, kD, 1e-5f);
+  expect_agree("y", y_g, y, ref.y_mag, kLnY);
+  expect_agree("dx", dx_g, dx, ref.dx_mag, kLnDx);
+  expect_agree("dgamma", dgamma_g, dgamma, ref.dgamma_mag, kLnDgamma);
+  expect_agree("dbeta", dbeta_g, dbeta, ref.dbeta_mag, kLnDbeta);
+  // Nothing outside the views was written.
+  const Tensor wide_y = wide_y_g.to(Device::cpu()), wide_dx = wide_dx_g.to(Device::cpu());
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t j = 0; j < kWide; ++j) {
+      if (j < 25 || j >= 25 + kD) {
+        ASSERT_EQ(wide_y(t, j), 0.0f) << t << "," << j;
+      }
+      if (j < 10 || j >= 10 + kD) {
+        ASSERT_EQ(wide_dx(t, j), 0.0f) << t << "," << j;
+      }
+    }
+  }
+
+  Tensor rms_y_g = wide_y_g.slice(1, 0, kD), rms_dx_g = wide_dx_g.slice(1, 0, kD);
+  Tensor dweight = Tensor::zeros({kD}), dweight_g = Tensor::zeros({kD}, gpu);
+  kernels::cpu::rms_norm_forward(x, gamma, 1e-6f, y, rstd);
+  kernels::cpu::rms_norm_backward(x, gamma, rstd, dy, dx, dweight);
+  kernels::cuda::rms_norm_forward(x_g, gamma_g, 1e-6f, rms_y_g, rstd_g);
+  kernels::cuda::rms_norm_backward(x_g, gamma_g, rstd_g, dy_g, rms_dx_g, dweight_g);
+  const auto rms =
+      reference::rms_norm(to_matrix(x), to_matrix(gamma), to_matrix(dy), kTokens, kD, 1e-6f);
+  expect_agree("rms y", rms_y_g, y, rms.y_mag, kRmsY);
+  expect_agree("rms dx", rms_dx_g, dx, rms.dx_mag, kRmsDx);
+  expect_agree("rms dweight", dweight_g, dweight, rms.dgamma_mag, kRmsDw);
+}
+
+TEST(CudaNormTest, ZeroTokensIsANoOp) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Tensor x = Tensor::empty({0, 8}, gpu), gamma = Tensor::full({8}, 1.0f, gpu);
+  const Tensor beta = Tensor::zeros({8}, gpu);
+  Tensor y = Tensor::empty({0, 8}, gpu), dx = Tensor::empty({0, 8}, gpu);
+  Tensor mean = Tensor::empty({0}, gpu), rstd = Tensor::empty({0}, gpu);
+  Tensor dgamma = Tensor::full({8}, 3.0f, gpu), dbeta = Tensor::full({8}, 3.0f, gpu);
+  kernels::cuda::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+  kernels::cuda::layer_norm_backward(x, gamma, mean, rstd, x, dx, dgamma, dbeta);
+  kernels::cuda::rms_norm_forward(x, gamma, 1e-5f, y, rstd);
+  kernels::cuda::rms_norm_backward(x, gamma, rstd, x, dx, dgamma);
+  EXPECT_EQ(dgamma.to_vector(), std::vector<float>(8, 3.0f));
+  EXPECT_EQ(dbeta.to_vector(), std::vector<float>(8, 3.0f));
+}
+
+TEST(CudaNormTest, MismatchedShapesAreInternalErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Tensor x = Tensor::zeros({4, 8}, gpu), gamma = Tensor::zeros({8}, gpu);
+  const Tensor beta = Tensor::zeros({8}, gpu);
+  Tensor y = Tensor::empty({4, 8}, gpu), mean = Tensor::empty({4}, gpu);
+  Tensor rstd = Tensor::empty({4}, gpu), dx = Tensor::empty({4, 8}, gpu);
+  Tensor bad_y = Tensor::empty({4, 7}, gpu), bad_gamma = Tensor::zeros({7}, gpu);
+  Tensor bad_rstd = Tensor::empty({3}, gpu), dgamma = Tensor::zeros({8}, gpu);
+  namespace cuda = kernels::cuda;
+  EXPECT_THROW(cuda::layer_norm_forward(x, gamma, beta, 1e-5f, bad_y, mean, rstd), InternalError);
+  EXPECT_THROW(cuda::layer_norm_forward(x, bad_gamma, beta, 1e-5f, y, mean, rstd), InternalError);
+  EXPECT_THROW(cuda::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, bad_rstd), InternalError);
+  EXPECT_THROW(cuda::layer_norm_backward(x, gamma, mean, rstd, x, bad_y, dgamma, dgamma),
+               InternalError);
+  EXPECT_THROW(cuda::rms_norm_forward(x, bad_gamma, 1e-5f, y, rstd), InternalError);
+  EXPECT_THROW(cuda::rms_norm_forward(Tensor::zeros({32}, gpu), gamma, 1e-5f, y, rstd),
+               InternalError);
+  EXPECT_THROW(cuda::rms_norm_backward(x, gamma, rstd, x, dx, bad_gamma), InternalError);
+  try {
+    cuda::rms_norm_forward(x, gamma, 1e-5f, bad_y, rstd);
+    ADD_FAILURE() << "no InternalError";
+  } catch (const InternalError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "[norm] rms_norm_forward: y [4, 7] must be [4, 8] with contiguous rows");
+  }
+  // A host parameter is refused rather than read as device memory.
+  const Tensor host_gamma = Tensor::zeros({8});
+  EXPECT_THROW(cuda::rms_norm_forward(x, host_gamma, 1e-5f, y, rstd), InternalError);
+}
+
+}  // namespace
+}  // namespace colrow

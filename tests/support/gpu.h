@@ -1,0 +1,33 @@
+// GPU tests: carry the ctest label `gpu` (cmake: colrow_add_gpu_test) and, on a
+// machine without a GPU or in a build without CUDA, report themselves skipped
+// with one line saying why. They never pass as if they had run.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "colrow/core/device.h"
+
+namespace colrow::testing {
+
+// "" when a GPU can be used, else the reason none can.
+inline std::string gpu_unavailable() {
+  if (!cuda_built()) return "colrow was built without CUDA (-DCOLROW_CUDA=OFF)";
+  if (cuda_device_count() == 0) return "no GPU is visible to this process";
+  return "";
+}
+
+// The GPU this test rank uses: local rank mod the GPUs visible.
+inline Device test_gpu(int local_rank = 0) {
+  return Device::cuda(local_rank % cuda_device_count());
+}
+
+}  // namespace colrow::testing
+
+// First line of every GPU test body.
+#define COLROW_REQUIRE_GPU()                                                       \
+  do {                                                                             \
+    const std::string colrow_gpu_reason_ = ::colrow::testing::gpu_unavailable();   \
+    if (!colrow_gpu_reason_.empty()) GTEST_SKIP() << "GPU test skipped: " << colrow_gpu_reason_; \
+  } while (0)
