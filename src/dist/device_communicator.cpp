@@ -19,8 +19,8 @@
 namespace colrow {
 namespace {
 
-constexpr int kHashPieces = 4;                // 16 bits each
-constexpr int kFields = kHashPieces + 1;      // + the GPU index
+constexpr int kHashPieces = 4;            // 16 bits each
+constexpr int kFields = kHashPieces + 1;  // + the GPU index
 
 // FNV-1a: stable across processes and builds, unlike std::hash.
 uint64_t hash_name(const std::string& text) {
@@ -33,7 +33,6 @@ uint64_t hash_name(const std::string& text) {
 }
 
 constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur
-
 
 struct Placement {
   uint64_t node;  // hash of the host name
@@ -123,11 +122,15 @@ std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communica
                                                        Device device, CommKind kind) {
   COLROW_CHECK(host != nullptr, "make_device_communicator needs the group's MPI communicator");
   if (device.is_cpu()) return host;
-  if (kind == CommKind::kStaged) return std::make_unique<StagedCommunicator>(std::move(host), device);
+  if (kind == CommKind::kStaged) {
+    return std::make_unique<StagedCommunicator>(std::move(host), device);
+  }
 
   const SharedGpu shared = first_shared_gpu(gather_placements(*host, device));
   if (shared.ranks.empty()) return make_nccl_communicator(std::move(host), device);
-  if (kind == CommKind::kAuto) return std::make_unique<StagedCommunicator>(std::move(host), device);
+  if (kind == CommKind::kAuto) {
+    return std::make_unique<StagedCommunicator>(std::move(host), device);
+  }
   throw ConfigError("[dist] comm (nccl) over " + host->name() +
                     " must give each rank its own GPU, but ranks " + rank_list(shared.ranks) +
                     " share cuda:" + std::to_string(shared.gpu) +

@@ -23,14 +23,14 @@
 #include "support/test_world.h"
 
 // Second line of every NCCL test that builds an NCCL communicator.
-#define COLROW_REQUIRE_GPU_PER_RANK()                                                       \
-  do {                                                                                      \
-    if (::colrow::ranks_share_a_gpu()) {                                                    \
-      GTEST_SKIP() << "NCCL test skipped: " << ::colrow::node_placement().local_ranks       \
-                   << " ranks on this node share " << ::colrow::cuda_device_count()         \
-                   << " GPU(s), and NCCL refuses two ranks on one GPU "                     \
-                      "(staged_communicator_test covers that case)";                        \
-    }                                                                                       \
+#define COLROW_REQUIRE_GPU_PER_RANK()                                                 \
+  do {                                                                                \
+    if (::colrow::ranks_share_a_gpu()) {                                              \
+      GTEST_SKIP() << "NCCL test skipped: " << ::colrow::node_placement().local_ranks \
+                   << " ranks on this node share " << ::colrow::cuda_device_count()   \
+                   << " GPU(s), and NCCL refuses two ranks on one GPU "               \
+                      "(staged_communicator_test covers that case)";                  \
+    }                                                                                 \
   } while (0)
 
 namespace colrow {

@@ -165,8 +165,8 @@ void NcclCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wh
   require_contiguous(x, what, name());  // at every size, as the MPI backend does
   if (size() == 1 || x.numel() == 0) return;
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
-  COLROW_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat,
-                                  op, comm_, stream_of(device_)));
+  COLROW_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat, op,
+                                  comm_, stream_of(device_)));
 }
 
 void NcclCommunicator::all_reduce_sum(Tensor& x) {
@@ -195,8 +195,8 @@ void NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
   }
   if (in.numel() == 0) return;
   // in: [n, ...] -> out: [size*n, ...], rank r's block at r*n
-  COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()),
-                                  ncclFloat, comm_, stream_of(device_)));
+  COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), ncclFloat,
+                                  comm_, stream_of(device_)));
 }
 
 void NcclCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {

@@ -22,8 +22,8 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  void set_allow_tf32(bool allowed) override { cuda::set_allow_tf32(allowed); }
-  double peak_flops(Device device) override { return cuda::peak_fp32_flops(device.index); }
+  void set_allow_tf32(bool allowed) override { ::colrow::cuda::set_allow_tf32(allowed); }
+  double peak_flops(Device device) override { return ::colrow::cuda::peak_fp32_flops(device.index); }
 
   void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) override {
     cuda::gemm(trans_a, trans_b, alpha, a, b, beta, c);
