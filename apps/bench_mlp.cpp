@@ -128,21 +128,23 @@ struct PlainGemms {
     a.push_back(a_), b.push_back(b_), c.push_back(c_);
   }
   void run() {
-    for (size_t i = 0; i < a.size(); ++i)
-      ops::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
+    for (size_t i = 0; i < a.size(); ++i) ops::gemm(ta[i], tb[i], 1.0f, a[i], b[i], beta[i], c[i]);
   }
 };
 
 PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Device device) {
   const int64_t d = config.d_model, h = config.ffn_hidden_size / tp;
-  const Tensor x = Tensor::full({tokens, d}, 0.5f, device), w_up = Tensor::full({h, d}, 0.01f, device);
-  const Tensor w_down = Tensor::full({d, h}, 0.01f, device), hid = Tensor::full({tokens, h}, 0.5f, device);
+  const Tensor x = Tensor::full({tokens, d}, 0.5f, device),
+               w_up = Tensor::full({h, d}, 0.01f, device);
+  const Tensor w_down = Tensor::full({d, h}, 0.01f, device),
+               hid = Tensor::full({tokens, h}, 0.5f, device);
   PlainGemms g;
   const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
   for (int i = 0; i < up_projections; ++i) {
     g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}, device), 0.0f);  // y = x W^T
-    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}, device), 1.0f);        // dW += dy^T x
-    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}, device), i ? 1.0f : 0.0f);  // dx
+    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}, device), 1.0f);  // dW += dy^T x
+    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}, device),
+          i ? 1.0f : 0.0f);  // dx
   }
   g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}, device), 0.0f);
   g.add(Trans::kYes, Trans::kNo, x, hid, Tensor::zeros({d, h}, device), 1.0f);
@@ -177,9 +179,8 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const Tensor dy_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
 
   const int64_t verify_tokens = std::min<int64_t>(o.tokens, o.verify_tokens);
-  const double verify_error =
-      verify(mesh.tp(), config, x_host.slice(0, 0, verify_tokens),
-             dy_host.slice(0, 0, verify_tokens), device);
+  const double verify_error = verify(mesh.tp(), config, x_host.slice(0, 0, verify_tokens),
+                                     dy_host.slice(0, 0, verify_tokens), device);
   const Tensor x = x_host.to(device), dy = dy_host.to(device);
   // fp32 sums of up to a few thousand terms in different orders: ~1e-6
   // relative typically; 1e-4 would only be crossed by a wrong shard or sum.

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/runtime/placement.h"
 #include "colrow/nn/parallel_mlp.h"
+#include "colrow/runtime/placement.h"
 
 namespace colrow::apps {
 

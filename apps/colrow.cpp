@@ -6,10 +6,10 @@
 #include <string>
 
 #include "bench_mlp.h"
-#include "device_flags.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
+#include "device_flags.h"
 #include "eval.h"
 #include "generate.h"
 #include "train.h"

@@ -8,8 +8,9 @@
 namespace colrow::apps {
 
 inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
-  verb.add_option("--device", o.device, "Where to compute: cpu, cuda (GPU = local rank mod GPUs) "
-                                        "or cuda:N")
+  verb.add_option("--device", o.device,
+                  "Where to compute: cpu, cuda (GPU = local rank mod GPUs) "
+                  "or cuda:N")
       ->capture_default_str();
   verb.add_option("--comm", o.comm,
                   "How GPU tensors cross ranks: auto (NCCL when each rank has its own GPU, "

@@ -76,7 +76,8 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
   for (const Batch& b :
        data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len)) {
     const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
-    for (float loss : out.losses.to_vector()) loss_sum += loss;  // in double, token order
+    const Tensor losses = out.losses.to(Device::cpu());  // no copy on the CPU
+    for (int64_t i = 0; i < losses.numel(); ++i) loss_sum += losses.data()[i];  // double, in order
   }
   // Sum over the dp replicas in double. Tensors are fp32, so each replica's
   // double sum travels as two floats (hi + lo, exact to ~2^-48 relative) and

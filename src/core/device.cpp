@@ -1,6 +1,6 @@
 // Devices and the CPU allocator; GPU ones come from core/*/device_runtime.
+#include <algorithm>
 #include <cstdlib>
-#include <mutex>
 
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
@@ -22,31 +22,20 @@ class CpuAllocator final : public Allocator {
       throw BackendError("[tensor] allocation of " + std::to_string(bytes) +
                          " bytes failed on the cpu. Reduce the model or batch size, or add ranks.");
     }
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ += bytes;
-    peak_ = std::max(peak_, in_use_);
+    counter_.allocated(bytes);
     return p;
   }
 
   void deallocate(void* p, size_t bytes) override {
     std::free(p);
-    std::lock_guard<std::mutex> lock(mutex_);
-    in_use_ -= bytes;
+    counter_.freed(bytes);
   }
 
-  size_t bytes_in_use() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return in_use_;
-  }
-  size_t peak_bytes_in_use() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return peak_;
-  }
+  size_t bytes_in_use() const override { return counter_.in_use(); }
+  size_t peak_bytes_in_use() const override { return counter_.peak(); }
 
  private:
-  mutable std::mutex mutex_;
-  size_t in_use_ = 0;
-  size_t peak_ = 0;
+  AllocationCounter counter_;
 };
 
 }  // namespace

@@ -19,8 +19,8 @@ Shape ShardSpec::local_shape() const {
 
 bool ShardSpec::first_replica(int tp_rank, int tp_size) const {
   if (count < 1 || tp_size % count != 0) {
-    throw InternalError("[shard] shard count (" + std::to_string(count) +
-                        ") must divide tp (" + std::to_string(tp_size) + ").");
+    throw InternalError("[shard] shard count (" + std::to_string(count) + ") must divide tp (" +
+                        std::to_string(tp_size) + ").");
   }
   return tp_rank % (tp_size / count) == 0;
 }

@@ -178,7 +178,8 @@ Tensor Tensor::to(Device device) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
-  const Tensor c = device_.is_cpu() && is_contiguous() ? *this : to(Device::cpu()).clone();
+  // One copy at most: to() of a GPU tensor is already a contiguous host copy.
+  const Tensor c = !device_.is_cpu() ? to(Device::cpu()) : is_contiguous() ? *this : clone();
   return std::vector<float>(c.data_, c.data_ + c.numel());
 }
 

@@ -13,8 +13,9 @@
 #include <vector>
 
 #include "colrow/core/error.h"
-#include "colrow/dist/staged_communicator.h"
+#include "colrow/core/philox.h"
 #include "dist/nccl/nccl_communicator.h"
+#include "dist/staged/staged_communicator.h"
 
 namespace colrow {
 namespace {
@@ -22,29 +23,21 @@ namespace {
 constexpr int kHashPieces = 4;            // 16 bits each
 constexpr int kFields = kHashPieces + 1;  // + the GPU index
 
-// FNV-1a: stable across processes and builds, unlike std::hash.
-uint64_t hash_name(const std::string& text) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur
 
-struct Placement {
+struct RankGpu {
   uint64_t node;  // hash of the host name
   int gpu;        // device index on that node
 };
 
 // Every rank's placement, in group rank order. Collective over `host`; a rank
 // that cannot read its host name says so in the table, so all ranks throw.
-std::vector<Placement> gather_placements(Communicator& host, Device device) {
+std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
   char name[256] = {};
   const bool named = gethostname(name, sizeof name - 1) == 0;
-  const uint64_t node = hash_name(name);
+  // 64-bit FNV-1a, the hash parameter streams use: stable across processes
+  // and builds, unlike std::hash.
+  const uint64_t node = name_stream(name);
   Tensor mine = Tensor::empty({1, kFields});
   for (int i = 0; i < kHashPieces; ++i) {
     mine.data()[i] = named ? static_cast<float>((node >> (16 * i)) & 0xFFFFu) : kNoHostName;
@@ -53,7 +46,7 @@ std::vector<Placement> gather_placements(Communicator& host, Device device) {
   Tensor all = Tensor::empty({host.size(), kFields});  // [size, 5]
   host.all_gather(mine, all);
 
-  std::vector<Placement> placements(host.size());
+  std::vector<RankGpu> placements(host.size());
   for (int r = 0; r < host.size(); ++r) {
     const float* row = all.data() + r * kFields;
     if (row[0] == kNoHostName) {
@@ -74,7 +67,7 @@ struct SharedGpu {
 };
 
 // The shared GPU whose lowest rank is lowest: the same answer on every rank.
-SharedGpu first_shared_gpu(const std::vector<Placement>& placements) {
+SharedGpu first_shared_gpu(const std::vector<RankGpu>& placements) {
   std::map<std::pair<uint64_t, int>, std::vector<int>> users;
   for (int r = 0; r < static_cast<int>(placements.size()); ++r) {
     users[{placements[r].node, placements[r].gpu}].push_back(r);

@@ -61,7 +61,7 @@ std::vector<int32_t> generate(GptModel& model, Communicator& tp, const std::vect
     // [sample] all-gather the last row's vocab shards over tp: [V_pad/tp] -> [V_pad]
     tp.all_gather(row_local, row);
     // Drop the padded columns (>= vocab_size): they are never sampled.
-    const std::vector<float> logits = row.to_vector();
+    const Tensor logits = row.to(Device::cpu());  // the row itself on the CPU; a copy from a GPU
     const int32_t next = sample_token(logits.data(), config.vocab_size, o.sampling, o.seed,
                                       static_cast<uint64_t>(step));
     sequence.push_back(next);

@@ -151,6 +151,8 @@ class Backend {
 // without CUDA).
 Backend& backend_for(Device device);
 
+// The CPU's backend (kernels/cpu/cpu_backend.cpp).
+Backend& cpu_backend();
 // Defined by kernels/cuda/cuda_backend.cpp, or kernels/no_cuda/cuda_backend.cpp
 // in a CPU-only build.
 Backend& cuda_backend(int device);

@@ -1,18 +1,28 @@
 // Device checks and dispatch for kernels/ops.h.
 #include "kernels/ops.h"
 
+namespace colrow::kernels {
+
+Backend& backend_for(Device device) {
+  return device.is_cpu() ? cpu_backend() : cuda_backend(device.index);
+}
+
+}  // namespace colrow::kernels
+
 namespace colrow::ops {
 namespace {
 
 // The backend of `device`, after checking every tensor lives there.
-kernels::Backend& on(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {
+kernels::Backend& on(const char* what, Device device,
+                     std::initializer_list<const Tensor*> tensors) {
   require_device(what, device, tensors);
   return kernels::backend_for(device);
 }
 
 }  // namespace
 
-void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) {
+void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+          Tensor& c) {
   on("gemm", c.device(), {&a, &b, &c}).gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
@@ -44,24 +54,34 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   on("swiglu_forward", h.device(), {&gate, &up, &h}).swiglu_forward(gate, up, h);
 }
 
-void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate, Tensor& dup) {
-  on("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup}).swiglu_backward(gate, up, dh, dgate, dup);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
+                     Tensor& dup) {
+  on("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup})
+      .swiglu_backward(gate, up, dh, dgate, dup);
 }
 
-void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) {
-  on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd}).layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd) {
+  on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd})
+      .layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
 }
 
-void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
-  on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta}).layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta) {
+  on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta})
+      .layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd}).rms_norm_forward(x, weight, eps, y, rstd);
+  on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd})
+      .rms_norm_forward(x, weight, eps, y, rstd);
 }
 
-void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight) {
-  on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight}).rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                       Tensor& dx, Tensor& dweight) {
+  on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight})
+      .rms_norm_backward(x, weight, rstd, dy, dx, dweight);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
@@ -84,48 +104,69 @@ void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tenso
   on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx}).rope_backward(dy, cos, sin, dx);
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs, Tensor& out) {
-  on("attention_forward", out.device(), {&q, &k, &v, &probs, &out}).attention_forward(q, k, v, probs, out);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
+                       Tensor& out) {
+  on("attention_forward", out.device(), {&q, &k, &v, &probs, &out})
+      .attention_forward(q, k, v, probs, out);
 }
 
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq) {
   return kernels::backend_for(device).attention_backward_scratch_shape(batch, n_head, seq);
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
-  on("attention_backward", scratch.device(), {&q, &k, &v, &probs, &dout, &dq, &dk, &dv, &scratch}).attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
+  on("attention_backward", scratch.device(), {&q, &k, &v, &probs, &dout, &dq, &dk, &dv, &scratch})
+      .attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
 }
 
-void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& table_local, Tensor& y) {
-  on("embedding_forward", y.device(), {&table_local, &y}).embedding_forward(ids, vocab_start, table_local, y);
+void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                       const Tensor& table_local, Tensor& y) {
+  on("embedding_forward", y.device(), {&table_local, &y})
+      .embedding_forward(ids, vocab_start, table_local, y);
 }
 
-void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy, Tensor& dtable_local) {
-  on("embedding_backward", dtable_local.device(), {&dy, &dtable_local}).embedding_backward(ids, vocab_start, dy, dtable_local);
+void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                        Tensor& dtable_local) {
+  on("embedding_backward", dtable_local.device(), {&dy, &dtable_local})
+      .embedding_backward(ids, vocab_start, dy, dtable_local);
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
-  on("position_embedding_forward", table.device(), {&x, &table}).position_embedding_forward(x, table, seq);
+  on("position_embedding_forward", table.device(), {&x, &table})
+      .position_embedding_forward(x, table, seq);
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
-  on("position_embedding_backward", dtable.device(), {&dx, &dtable}).position_embedding_backward(dx, seq, dtable);
+  on("position_embedding_backward", dtable.device(), {&dx, &dtable})
+      .position_embedding_backward(dx, seq, dtable);
 }
 
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max) {
-  on("cross_entropy_local_max", max.device(), {&logits_local, &max}).cross_entropy_local_max(logits_local, rows, max);
+void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                             Tensor& max) {
+  on("cross_entropy_local_max", max.device(), {&logits_local, &max})
+      .cross_entropy_local_max(logits_local, rows, max);
 }
 
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, Tensor& sum_exp, Tensor& target_logit) {
-  on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit}).cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
+                        Tensor& sum_exp, Tensor& target_logit) {
+  on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit})
+      .cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
 }
 
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit, const CrossEntropyRows& rows, Tensor& losses) {
-  return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses}).cross_entropy_loss(sum_exp, target_logit, rows, losses);
+double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                          const CrossEntropyRows& rows, Tensor& losses) {
+  return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
+      .cross_entropy_loss(sum_exp, target_logit, rows, losses);
 }
 
-void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, const Tensor& sum_exp, const Tensor* dloss, float uniform_scale, Tensor& dlogits_local) {
-  on("cross_entropy_backward", dlogits_local.device(), {&logits_local, &max, &sum_exp, dloss, &dlogits_local}).cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale, dlogits_local);
+void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                            float uniform_scale, Tensor& dlogits_local) {
+  on("cross_entropy_backward", dlogits_local.device(),
+     {&logits_local, &max, &sum_exp, dloss, &dlogits_local})
+      .cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
+                              dlogits_local);
 }
 
 void divide(Tensor& x, float divisor) {

@@ -15,7 +15,8 @@ using kernels::CrossEntropyRows;
 using kernels::RandomFill;
 using kernels::Trans;
 
-void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c);
+void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+          Tensor& c);
 void add_bias(Tensor& y, const Tensor& b);
 void accumulate_bias_grad(const Tensor& dy, Tensor& db);
 void gelu_forward(const Tensor& x, Tensor& y);
@@ -23,27 +24,40 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void silu_forward(const Tensor& x, Tensor& y);
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h);
-void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate, Tensor& dup);
-void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd);
-void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
+void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
+                     Tensor& dup);
+void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                        Tensor& y, Tensor& mean, Tensor& rstd);
+void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                         const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                         Tensor& dbeta);
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
-void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight);
+void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
+                       Tensor& dx, Tensor& dweight);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_into(Tensor& out, const Tensor& a);
 void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin);
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y);
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx);
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs, Tensor& out);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
+                       Tensor& out);
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq);
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch);
-void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& table_local, Tensor& y);
-void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy, Tensor& dtable_local);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch);
+void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                       const Tensor& table_local, Tensor& y);
+void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                        Tensor& dtable_local);
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq);
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable);
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, Tensor& sum_exp, Tensor& target_logit);
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit, const CrossEntropyRows& rows, Tensor& losses);
-void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, const Tensor& sum_exp, const Tensor* dloss, float uniform_scale, Tensor& dlogits_local);
+void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
+                        Tensor& sum_exp, Tensor& target_logit);
+double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                          const CrossEntropyRows& rows, Tensor& losses);
+void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                            float uniform_scale, Tensor& dlogits_local);
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step);
 double sum_of_squares(const std::vector<Tensor>& parts);
 void divide(Tensor& x, float divisor);

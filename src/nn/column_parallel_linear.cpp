@@ -78,8 +78,7 @@ void ColumnParallelLinear::backward_partial(const Tensor& dy, Tensor& dx, bool a
   ops::gemm(Trans::kYes, Trans::kNo, 1.0f, *dy_local, x_, 1.0f, weight_.grad);
   if (bias_) ops::accumulate_bias_grad(*dy_local, bias_->grad);
   // dx (partial over tp) = dy_local W_local  ([tokens, out/tp] x [out/tp, in])
-  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value,
-                     accumulate ? 1.0f : 0.0f, dx);
+  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value, accumulate ? 1.0f : 0.0f, dx);
 }
 
 const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {

@@ -97,7 +97,7 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
     // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
     ensure_shape(logits_local_, {normed.size(0), embedding_.vocab_size_local()}, normed.device());
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
-                       logits_local_);
+              logits_local_);
   }
   return loss_.forward(logits_local_, targets);  // three all-reduces of [tokens]
 }
@@ -110,12 +110,10 @@ void GptModel::backward() {
   } else {
     const Tensor& normed = normed_;
     // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f,
-                       embedding_.weight().grad);
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f, embedding_.weight().grad);
     // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
     ensure_shape(dh_, normed.shape(), normed.device());
-    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f,
-                       dh_);
+    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f, dh_);
     tp_.all_reduce_sum(dh_);  // [f bwd] all-reduce partial input gradients over tp
     dh = &dh_;
   }

@@ -48,8 +48,7 @@ const Tensor& LayerNorm::backward(const Tensor& dy) {
                         " must match the forward input " + shape_to_string(x_.shape()));
   }
   ensure_shape(dx_, dy.shape(), weight_.value.device());
-  ops::layer_norm_backward(x_, weight_.value, mean_, rstd_, dy, dx_, weight_.grad,
-                                    bias_.grad);
+  ops::layer_norm_backward(x_, weight_.value, mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);
   return dx_;
 }
 

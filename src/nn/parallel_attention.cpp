@@ -144,8 +144,7 @@ ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& co
       o_proj_(tp,
               projection(config_, "o_proj", config_.n_head * config_.head_dim, config_.d_model,
                          /*output=*/true),
-              /*input_is_parallel=*/true) {
-}
+              /*input_is_parallel=*/true) {}
 
 const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t seq) {
   if (batch < 1 || seq < 1 || x.ndim() != 2 || x.size(0) != batch * seq ||
@@ -179,7 +178,7 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   ensure_shape(probs_, {batch, n_head_local_, seq, seq}, q.device());
   ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
   ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, probs_,
-                                  attn_out_);
+                         attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
   return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
 }

@@ -45,7 +45,7 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   // partial y = x_local W_local^T  ([tokens, in/tp] x [in/tp, out])
   ensure_shape(y_, {tokens, spec_.out_features}, weight_.value.device());
   ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, y_);
-  tp_.all_reduce_sum(y_);  // [g fwd] all-reduce partial outputs over tp
+  tp_.all_reduce_sum(y_);                      // [g fwd] all-reduce partial outputs over tp
   if (bias_) ops::add_bias(y_, bias_->value);  // once, after the sum
   return y_;
 }

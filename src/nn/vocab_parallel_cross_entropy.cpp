@@ -98,8 +98,8 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local
   ensure_shape(sum_exp_, {tokens}, device);
   ensure_shape(target_, label_smoothing_ > 0.0f ? Shape{tokens, 2} : Shape{tokens}, device);
   ensure_shape(losses_, {tokens}, device);
-  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_,
-                                                 real_local_, vocab_size_, label_smoothing_);
+  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
+                                                 vocab_size_, label_smoothing_);
 
   // My real classes' max per row (0 on ignored rows), then the global max m.
   ops::cross_entropy_local_max(logits_, rows, max_);
@@ -143,8 +143,8 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
   // of softmax - target distribution is local.
   const int64_t tokens = static_cast<int64_t>(targets_.size());
   ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device());
-  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_,
-                                                 real_local_, vocab_size_, label_smoothing_);
+  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
+                                                 vocab_size_, label_smoothing_);
   ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, dlogits_);
   return dlogits_;
 }

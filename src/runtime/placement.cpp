@@ -15,8 +15,8 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
     // An explicit cuda:N pins the device; plain "cuda" spreads ranks over GPUs.
     p.device = options.device == "cuda" ? gpu : asked;
     if (p.device.index >= cuda_device_count()) {
-      throw ConfigError("[device] device (" + options.device + ") does not exist: " +
-                        std::to_string(cuda_device_count()) +
+      throw ConfigError("[device] device (" + options.device +
+                        ") does not exist: " + std::to_string(cuda_device_count()) +
                         " GPU(s) are visible. Use --device cuda to spread ranks over them.");
     }
   } else {

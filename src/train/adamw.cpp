@@ -117,7 +117,8 @@ double AdamW::reduce_and_norm() {
   std::vector<Tensor> counted;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto [begin, end] = in_slice(i);
-    if (counted_[i] && begin < end) counted.push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
+    if (counted_[i] && begin < end)
+      counted.push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
   }
   double partial = ops::sum_of_squares(counted);
   if (config_.zero == 1) {
@@ -147,7 +148,8 @@ void AdamW::update(float lr, float grad_scale) {
     if (begin >= end) continue;
     const int64_t n = end - begin, local = begin - slice_begin_;
     ops::AdamWSegment segment;
-    segment.param = params_[i]->value.view({params_[i]->value.numel()}).slice(0, begin - offsets_[i], n);
+    segment.param =
+        params_[i]->value.view({params_[i]->value.numel()}).slice(0, begin - offsets_[i], n);
     segment.grad = grad_slice_.slice(0, local, n);
     segment.exp_avg = exp_avg_.slice(0, local, n);
     segment.exp_avg_sq = exp_avg_sq_.slice(0, local, n);
@@ -163,7 +165,8 @@ void AdamW::gather_parameters() {
     const auto [begin, end] = in_slice(i);
     if (begin >= end) continue;
     param_slice_.slice(0, begin - slice_begin_, end - begin)
-        .copy_from(params_[i]->value.view({params_[i]->value.numel()})
+        .copy_from(params_[i]
+                       ->value.view({params_[i]->value.numel()})
                        .slice(0, begin - offsets_[i], end - begin));
   }
   // [dp params] all-gather the updated slices over dp: [padded/dp] -> [padded]

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
-# ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation and
-# a non-positive --tokens each exit non-zero, print exactly one line
+# ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
+# a non-positive --tokens, and bad --device / --comm / --tf32 choices (a GPU
+# asked for where there is none) each exit non-zero, print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
 # Usage: error_paths_test.sh <path-to-colrow> <mpiexec>
 set -u
@@ -109,6 +110,22 @@ expect_in_message "[mlp] activation (relu) must be one of {gelu, swiglu}"
 # (e) no tokens to run.
 run_case tokens --d-model 48 --tokens 0
 expect_in_message "tokens (0) must be positive"
+
+# (f) where to run: a device colrow does not know, a communicator it does not
+# have, TF32 on the CPU, and a GPU where none can be used.
+run_case device-name --d-model 48 --tokens 8 --device gpu
+expect_in_message "[device] device (gpu) must be cpu, cuda or cuda:N."
+run_case comm-name --d-model 48 --tokens 8 --comm mpi
+expect_in_message "[dist] comm (mpi) must be auto, nccl or staged."
+run_case tf32-on-cpu --d-model 48 --tokens 8 --tf32
+expect_in_message "[device] tf32 applies to fp32 GEMMs on a GPU"
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
+  echo "[no-gpu] skipped: this machine has a GPU"
+else
+  run_case no-gpu --d-model 48 --tokens 8 --device cuda
+  expect_in_message "[device] "
+  expect_in_message "use --device cpu"
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "error_paths_test: $failures check(s) failed" >&2

@@ -160,6 +160,24 @@ TEST(TokenDatasetTest, ValidationWindowsCoverTheSplitRoundRobinOverDp) {
   EXPECT_TRUE(positions(100, 0.2).validation_batches(1, 4, 3, 8).empty());  // 19 / 8 = 2 windows
 }
 
+// colrow eval's view of a file: every token validates, windows start at token
+// 0 (window k = [kT, kT + T) predicting one further on), and no train split is
+// asked for even when the file holds exactly one window.
+TEST(TokenDatasetTest, ForEvaluationWindowsCoverTheWholeFile) {
+  std::vector<int32_t> t(9);
+  std::iota(t.begin(), t.end(), 0);
+  const TokenDataset d = TokenDataset::for_evaluation(std::make_unique<VectorSource>(t));
+  EXPECT_EQ(d.train_size(), 0);
+  EXPECT_EQ(d.val_size(), 9);
+  EXPECT_EQ(d.validation_windows(4), 2);  // (9 - 1) / 4
+  const std::vector<Batch> batches = d.validation_batches(8, 1, 0, 4);
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].ids, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(batches[0].targets, (std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(d.validation_windows(8), 1);  // one window, no train split needed
+  EXPECT_NE(error_of([&] { d.validation_windows(9); }).find("validation split"), std::string::npos);
+}
+
 TEST(TokenDatasetTest, SplitsShorterThanOneWindowNameTheFileAndBothLengths) {
   const TokenDataset d = positions(20);  // 18 train, 2 validation
   EXPECT_EQ(error_of([&] { d.require_windows(4); }),

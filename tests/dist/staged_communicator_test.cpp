@@ -4,7 +4,7 @@
 // operands rejected on every rank before communicating; split; CPU tensors
 // passed straight to MPI; the staging buffer reused. At np 2 on a one-GPU
 // machine both ranks use cuda:0: the case this communicator exists for.
-#include "colrow/dist/staged_communicator.h"
+#include "dist/staged/staged_communicator.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -18,198 +18,19 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
+#include "dist/device_communicator_checks.h"
 #include "support/gpu.h"
 #include "support/test_world.h"
 
 namespace colrow {
 namespace {
 
-constexpr int64_t kCounts[] = {1, 3, 1000};  // elements per rank
-
-struct NodePlacement {
-  int local_rank = 0;
-  int local_ranks = 1;
-};
-
-// This rank's place on its node. Collective over the world on the first call,
-// which every rank makes in the same test.
-NodePlacement node_placement() {
-  static const NodePlacement placement = [] {
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    NodePlacement p;
-    MPI_Comm_rank(node, &p.local_rank);
-    MPI_Comm_size(node, &p.local_ranks);
-    MPI_Comm_free(&node);
-    return p;
-  }();
-  return placement;
-}
-
-Device gpu() {
-  return testing::test_gpu(node_placement().local_rank);
-}
-
-// Whether a node runs more ranks than it has GPUs, so that two ranks use one
-// (test_gpu is local rank mod GPUs). The same answer on every rank.
-bool ranks_share_a_gpu() {
-  static const bool shared = [] {
-    int mine = node_placement().local_ranks > cuda_device_count() ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return mine != 0;
-  }();
-  return shared;
-}
+using namespace device_comm_testing;
 
 // Over the world's ranks in the world's order, so MPI on the world is the reference.
 std::unique_ptr<StagedCommunicator> make_staged() {
   Communicator& world = testing::world();
   return std::make_unique<StagedCommunicator>(world.split(0, world.rank(), "tp"), gpu());
-}
-
-// Rank q's input on the host: small integers of both signs, different per rank.
-Tensor input(const Shape& shape, int q, int salt) {
-  Tensor t = Tensor::empty(shape);
-  for (int64_t k = 0; k < t.numel(); ++k) {
-    t.data()[k] = static_cast<float>((q + 1) * (k % 13 - 6) + 7 * q + salt * (k % 5));
-  }
-  return t;
-}
-
-// `actual` (any device) must hold exactly the bits of `reference` (the host).
-void expect_bitwise(const Tensor& actual, const Tensor& reference, const std::string& what) {
-  ASSERT_EQ(actual.shape(), reference.shape()) << what;
-  const std::vector<float> a = actual.to_vector(), r = reference.to_vector();
-  int mismatches = 0;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (std::memcmp(&a[k], &r[k], sizeof(float)) == 0) continue;
-    if (++mismatches <= 5) {
-      ADD_FAILURE() << what << ": element " << k << " is " << a[k] << ", MPI gives " << r[k];
-    }
-  }
-  EXPECT_EQ(mismatches, 0) << what << ": elements that differ from MPI";
-}
-
-std::string label(const char* op, Communicator& c, Device d, int64_t n) {
-  return std::string(op) + " of " + std::to_string(n) + " on " + d.str() + " over " + c.name();
-}
-
-// Each check runs the collective through `c` on tensors on `d`, and through the
-// MPI world on host copies of the same inputs.
-
-void check_all_reduce(Communicator& c, Device d, int64_t n, bool max) {
-  Tensor reference = input({n}, c.rank(), 1);
-  Tensor x = reference.clone().to(d);
-  if (max) {
-    testing::world().all_reduce_max(reference);
-    c.all_reduce_max(x);
-  } else {
-    testing::world().all_reduce_sum(reference);
-    c.all_reduce_sum(x);
-  }
-  EXPECT_EQ(x.device(), d);
-  expect_bitwise(x, reference, label(max ? "all_reduce_max" : "all_reduce_sum", c, d, n));
-}
-
-void check_all_gather(Communicator& c, Device d, int64_t n) {
-  const Tensor in_host = input({n}, c.rank(), 2);
-  Tensor reference = Tensor::full({c.size() * n}, -1.0f);
-  testing::world().all_gather(in_host, reference);
-  const Tensor in = in_host.clone().to(d);
-  Tensor out = Tensor::full({c.size() * n}, -1.0f, d);
-  c.all_gather(in, out);
-  expect_bitwise(out, reference, label("all_gather", c, d, n));
-  expect_bitwise(in, in_host, label("all_gather leaves its input alone", c, d, n));
-}
-
-void check_reduce_scatter_sum(Communicator& c, Device d, int64_t n) {
-  const Tensor in_host = input({c.size() * n}, c.rank(), 3);
-  Tensor reference = Tensor::full({n}, -1.0f);
-  testing::world().reduce_scatter_sum(in_host, reference);
-  Tensor out = Tensor::full({n}, -1.0f, d);
-  c.reduce_scatter_sum(in_host.clone().to(d), out);
-  expect_bitwise(out, reference, label("reduce_scatter_sum", c, d, n));
-}
-
-void check_broadcast_from_every_root(Communicator& c, Device d, int64_t n) {
-  for (int root = 0; root < c.size(); ++root) {
-    Tensor reference = input({n}, c.rank(), 4);
-    Tensor x = reference.clone().to(d);
-    testing::world().broadcast(reference, root);
-    c.broadcast(x, root);
-    expect_bitwise(x, reference, label("broadcast", c, d, n) + " from " + std::to_string(root));
-  }
-}
-
-void check_every_collective(Communicator& c, Device d) {
-  for (int64_t n : kCounts) {
-    check_all_reduce(c, d, n, false);
-    check_all_reduce(c, d, n, true);
-    check_all_gather(c, d, n);
-    check_reduce_scatter_sum(c, d, n);
-    check_broadcast_from_every_root(c, d, n);
-  }
-}
-
-// The error must be thrown on every rank before anything is sent, or the test hangs.
-void expect_internal_error(const std::function<void()>& call, const std::string& part,
-                           const std::string& what) {
-  try {
-    call();
-    ADD_FAILURE() << what << ": no error";
-  } catch (const InternalError& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << what << ": " << e.what();
-  }
-}
-
-void check_rejects_bad_operands(Communicator& c, Device d) {
-  const int size = c.size();
-  Tensor strided = Tensor::zeros({4, 6}, d).slice(1, 0, 3);  // [4, 3], rows 6 apart
-  Tensor strided_in = Tensor::zeros({4 * size, 6}, d).slice(1, 0, 3);
-  Tensor block = Tensor::zeros({4, 3}, d);
-  Tensor gathered = Tensor::zeros({4 * size, 3}, d);
-  expect_internal_error([&] { c.all_reduce_sum(strided); }, "contiguous", "all_reduce_sum");
-  expect_internal_error([&] { c.all_reduce_max(strided); }, "contiguous", "all_reduce_max");
-  expect_internal_error([&] { c.broadcast(strided, 0); }, "contiguous", "broadcast");
-  expect_internal_error([&] { c.all_gather(strided, gathered); }, "contiguous", "all_gather");
-  expect_internal_error([&] { c.reduce_scatter_sum(strided_in, block); }, "contiguous",
-                        "reduce_scatter_sum");
-  Tensor too_big = Tensor::zeros({4 * size + 1, 3}, d);
-  expect_internal_error([&] { c.all_gather(block, too_big); }, "must hold", "all_gather shape");
-  Tensor host_block = Tensor::zeros({4, 3});
-  expect_internal_error([&] { c.all_gather(host_block, gathered); }, "all on the host or all on",
-                        "all_gather from the host into the GPU");
-}
-
-void check_split(Communicator& c, Device d) {
-  const int size = c.size(), rank = c.rank();
-  std::unique_ptr<Communicator> reversed = c.split(0, size - 1 - rank, "reversed");
-  EXPECT_EQ(reversed->size(), size);
-  EXPECT_EQ(reversed->rank(), size - 1 - rank);
-  EXPECT_EQ(reversed->name(), "reversed");
-  // [2, 3] per rank: block b of the gather comes from world rank size - 1 - b.
-  Tensor in = Tensor::full({2, 3}, static_cast<float>(rank), d);
-  Tensor out = Tensor::full({2 * size, 3}, -1.0f, d);
-  reversed->all_gather(in, out);
-  const std::vector<float> v = out.to_vector();
-  for (size_t k = 0; k < v.size(); ++k) {
-    EXPECT_EQ(v[k], static_cast<float>(size - 1 - static_cast<int>(k / 6))) << "element " << k;
-  }
-  check_all_reduce(*reversed, d, 1000, false);
-
-  // Groups of one return at once; gather and scatter copy.
-  std::unique_ptr<Communicator> alone = c.split(rank, 0, "alone");
-  EXPECT_EQ(alone->size(), 1);
-  const Tensor mine = input({3}, rank, 5);
-  Tensor x = mine.clone().to(d);
-  alone->all_reduce_sum(x);
-  expect_bitwise(x, mine, "all_reduce_sum over a group of one");
-  Tensor copied = Tensor::full({3}, -1.0f, d);
-  alone->all_gather(x, copied);
-  expect_bitwise(copied, mine, "all_gather over a group of one");
-  copied.fill(-1.0f);
-  alone->reduce_scatter_sum(x, copied);
-  expect_bitwise(copied, mine, "reduce_scatter_sum over a group of one");
 }
 
 TEST(StagedCommunicatorTest, AllReduceSumMatchesMpi) {

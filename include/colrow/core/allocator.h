@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 #include "colrow/core/device.h"
 
@@ -23,6 +24,34 @@ class Allocator {
   // Bytes handed out and not returned, now and at most since the start.
   virtual size_t bytes_in_use() const = 0;
   virtual size_t peak_bytes_in_use() const = 0;
+};
+
+// Bytes an allocator has handed out and not taken back, now and at most:
+// what bytes_in_use() and peak_bytes_in_use() report. Thread-safe.
+class AllocationCounter {
+ public:
+  void allocated(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ += bytes;
+    if (in_use_ > peak_) peak_ = in_use_;
+  }
+  void freed(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_use_ -= bytes;
+  }
+  size_t in_use() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return in_use_;
+  }
+  size_t peak() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return peak_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  size_t in_use_ = 0;
+  size_t peak_ = 0;
 };
 
 // The allocator of `device`, alive for the whole program. ConfigError for a

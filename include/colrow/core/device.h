@@ -18,9 +18,7 @@ struct Device {
   bool is_cuda() const { return kind == Kind::kCuda; }
   // "cpu" or "cuda:N".
   std::string str() const;
-  bool operator==(const Device& other) const {
-    return kind == other.kind && index == other.index;
-  }
+  bool operator==(const Device& other) const { return kind == other.kind && index == other.index; }
   bool operator!=(const Device& other) const { return !(*this == other); }
 };
 

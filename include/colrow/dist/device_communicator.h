@@ -1,6 +1,6 @@
 // Device communicators: the one place that decides how a group's collectives
 // reach tensors on a GPU. NCCL (dist/nccl) when every rank of the group has a
-// GPU of its own; host-staged MPI (dist/staged_communicator.h) when ranks
+// GPU of its own; host-staged MPI (dist/staged/staged_communicator.h) when ranks
 // share one, which NCCL refuses. Either way the MPI group underneath keeps
 // carrying errors, aborts, flags and every CPU-tensor collective.
 #pragma once

@@ -21,9 +21,9 @@ namespace colrow {
 void throw_cuda_error(cudaError_t code, const char* statement, const char* file, int line) {
   int device = -1;
   cudaGetDevice(&device);
-  throw BackendError("[cuda] " + std::string(statement) + " failed on cuda:" +
-                     std::to_string(device) + ": " + cudaGetErrorString(code) + " (" +
-                     std::string(file) + ":" + std::to_string(line) + ")");
+  throw BackendError("[cuda] " + std::string(statement) +
+                     " failed on cuda:" + std::to_string(device) + ": " + cudaGetErrorString(code) +
+                     " (" + std::string(file) + ":" + std::to_string(line) + ")");
 }
 
 namespace cuda {
@@ -45,7 +45,7 @@ cudaStream_t compute_stream(int device) {
 namespace device_runtime {
 namespace {
 
-constexpr size_t kSmallRound = 512;             // bytes; cuBLAS wants 256-byte alignment at most
+constexpr size_t kSmallRound = 512;              // bytes; cuBLAS wants 256-byte alignment at most
 constexpr size_t kLargeRound = size_t{2} << 20;  // blocks above 1 MiB round to 2 MiB
 constexpr size_t kLargeBlock = size_t{1} << 20;
 
@@ -74,7 +74,6 @@ class CachingCudaAllocator final : public Allocator {
     if (cached != free_.end()) {
       p = cached->second;
       free_.erase(cached);
-      cached_bytes_ -= size;
     } else {
       COLROW_CUDA_CHECK(cudaSetDevice(index_));
       if (cudaMalloc(&p, size) != cudaSuccess) {
@@ -86,14 +85,13 @@ class CachingCudaAllocator final : public Allocator {
           cudaMemGetInfo(&free_bytes, &total_bytes);
           throw BackendError("[cuda] out of memory on cuda:" + std::to_string(index_) + ": " +
                              gib(size) + " asked for, " + gib(free_bytes) + " free of " +
-                             gib(total_bytes) + " (" + gib(in_use_) +
+                             gib(total_bytes) + " (" + gib(counter_.in_use()) +
                              " held by colrow's tensors). Reduce --batch or --seq-len, or "
                              "add ranks (--tp) to split the model.");
         }
       }
     }
-    in_use_ += size;
-    peak_ = std::max(peak_, in_use_);
+    counter_.allocated(size);
     return p;
   }
 
@@ -101,18 +99,11 @@ class CachingCudaAllocator final : public Allocator {
     const size_t size = rounded(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
     free_.emplace(size, p);
-    cached_bytes_ += size;
-    in_use_ -= size;
+    counter_.freed(size);
   }
 
-  size_t bytes_in_use() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return in_use_;
-  }
-  size_t peak_bytes_in_use() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return peak_;
-  }
+  size_t bytes_in_use() const override { return counter_.in_use(); }
+  size_t peak_bytes_in_use() const override { return counter_.peak(); }
 
  private:
   // The cached blocks back to the driver, after the stream is done with them.
@@ -120,15 +111,12 @@ class CachingCudaAllocator final : public Allocator {
     cudaStreamSynchronize(cuda::compute_stream(index_));
     for (auto& [size, p] : free_) cudaFree(p);
     free_.clear();
-    cached_bytes_ = 0;
   }
 
   const int index_;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;                   // guards free_
   std::multimap<size_t, void*> free_;  // exact rounded size -> block
-  size_t cached_bytes_ = 0;
-  size_t in_use_ = 0;
-  size_t peak_ = 0;
+  AllocationCounter counter_;          // rounded bytes handed out
 };
 
 __global__ void fill_rows(float* data, int64_t rows, int64_t cols, int64_t ld, float value) {
@@ -173,7 +161,8 @@ std::string unavailable_reason() {
   int count = 0;
   const cudaError_t code = cudaGetDeviceCount(&count);
   cudaGetLastError();
-  if (code != cudaSuccess) return std::string("the CUDA runtime reports: ") + cudaGetErrorString(code);
+  if (code != cudaSuccess)
+    return std::string("the CUDA runtime reports: ") + cudaGetErrorString(code);
   return count == 0 ? "no GPU is visible (CUDA_VISIBLE_DEVICES?)" : "";
 }
 
@@ -185,10 +174,10 @@ Allocator& allocator(int index) {
   if (!slot) {
     const int count = device_count();
     if (index < 0 || index >= count) {
-      throw ConfigError("[device] cuda:" + std::to_string(index) + " does not exist: " +
-                        std::to_string(count) + " GPU(s) are visible. " +
-                        (count == 0 ? unavailable_reason() + "." : "Use cuda:0 .. cuda:" +
-                                                                     std::to_string(count - 1) + "."));
+      throw ConfigError("[device] cuda:" + std::to_string(index) +
+                        " does not exist: " + std::to_string(count) + " GPU(s) are visible. " +
+                        (count == 0 ? unavailable_reason() + "."
+                                    : "Use cuda:0 .. cuda:" + std::to_string(count - 1) + "."));
     }
     slot = std::make_unique<CachingCudaAllocator>(index);
   }
@@ -221,8 +210,8 @@ void fill(Tensor& t, float value) {
   if (m.rows * m.cols == 0) return;
   cudaStream_t stream = cuda::compute_stream(t.device().index);
   if (value == 0.0f) {
-    COLROW_CUDA_CHECK(cudaMemset2DAsync(t.data(), m.ld * sizeof(float), 0,
-                                        m.cols * sizeof(float), m.rows, stream));
+    COLROW_CUDA_CHECK(cudaMemset2DAsync(t.data(), m.ld * sizeof(float), 0, m.cols * sizeof(float),
+                                        m.rows, stream));
     return;
   }
   constexpr int kThreads = 256;

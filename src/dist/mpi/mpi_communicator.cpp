@@ -9,19 +9,12 @@
 #include <thread>
 
 #include "colrow/core/error.h"
+#include "dist/collective_checks.h"
 
 namespace colrow {
 namespace {
 
 constexpr int64_t kMaxChunk = INT_MAX / 2;  // elements per MPI call
-
-void require_contiguous(const Tensor& t, const char* what, const std::string& group) {
-  if (!t.is_contiguous()) {
-    throw InternalError("[dist] " + std::string(what) + " over " + group +
-                        " needs a contiguous tensor, got strides of shape " +
-                        shape_to_string(t.shape()));
-  }
-}
 
 // GPU tensors reach MPI only through a device communicator, which stages them
 // or hands them to NCCL; a device pointer given to MPI would be read as host memory.
@@ -37,7 +30,7 @@ void require_host(const Tensor& t, const char* what, const std::string& group) {
 // Both checks, at every group size, so tp = 1 catches a wrong operand too.
 void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
   require_host(t, what, group);
-  require_contiguous(t, what, group);
+  collective_checks::require_contiguous(t, what, group);
 }
 
 int world_rank() {
@@ -96,11 +89,7 @@ void MpiCommunicator::all_reduce_max(Tensor& x) {
 void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
   require_host_contiguous(in, "all_gather", name_);
   require_host_contiguous(out, "all_gather", name_);
-  if (out.numel() != in.numel() * size_) {
-    throw InternalError("[dist] all_gather over " + name_ + ": output " +
-                        shape_to_string(out.shape()) + " must hold " + std::to_string(size_) +
-                        " x input " + shape_to_string(in.shape()));
-  }
+  collective_checks::require_gather_sizes(in, out, size_, name_);
   if (size_ == 1) {
     if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
     return;
@@ -116,11 +105,7 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
 void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   require_host_contiguous(in, "reduce_scatter_sum", name_);
   require_host_contiguous(out, "reduce_scatter_sum", name_);
-  if (in.numel() != out.numel() * size_) {
-    throw InternalError("[dist] reduce_scatter_sum over " + name_ + ": input " +
-                        shape_to_string(in.shape()) + " must hold " + std::to_string(size_) +
-                        " x output " + shape_to_string(out.shape()));
-  }
+  collective_checks::require_scatter_sizes(in, out, size_, name_);
   if (size_ == 1) {
     if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
     return;
@@ -135,10 +120,7 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 
 void MpiCommunicator::broadcast(Tensor& x, int root) {
   require_host_contiguous(x, "broadcast", name_);
-  if (root < 0 || root >= size_) {
-    throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
-                        name_ + " (size " + std::to_string(size_) + ")");
-  }
+  collective_checks::require_root(root, size_, name_);
   if (size_ == 1) return;
   float* p = x.data();
   for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {

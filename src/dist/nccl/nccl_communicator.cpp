@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <initializer_list>
 #include <utility>
 
 #include "colrow/core/error.h"
@@ -63,34 +62,6 @@ constexpr int kIdFloats = static_cast<int>(sizeof(ncclUniqueId) / sizeof(float))
 static_assert(sizeof(ncclUniqueId) == kIdFloats * sizeof(float),
               "ncclUniqueId must fill a whole number of floats");
 
-// Same message as the MPI backend's.
-void require_contiguous(const Tensor& t, const char* what, const std::string& group) {
-  if (!t.is_contiguous()) {
-    throw InternalError("[dist] " + std::string(what) + " over " + group +
-                        " needs a contiguous tensor, got strides of shape " +
-                        shape_to_string(t.shape()));
-  }
-}
-
-// True when every operand is a host tensor (the MPI group takes it), false when
-// every one lives on `device` (NCCL takes it); InternalError for a mix or
-// another GPU, which NCCL would read through a wrong pointer.
-bool all_on_host(const char* what, const std::string& group, Device device,
-                 std::initializer_list<const Tensor*> operands) {
-  bool host = true, nccl = true;
-  std::string places;
-  for (const Tensor* t : operands) {
-    host = host && t->device().is_cpu();
-    nccl = nccl && t->device() == device;
-    places += (places.empty() ? "" : " and ") + t->device().str();
-  }
-  if (host) return true;
-  if (nccl) return false;
-  throw InternalError("[dist] " + std::string(what) + " over " + group +
-                      " takes its tensors all on the host or all on " + device.str() +
-                      ", got them on " + places);
-}
-
 cudaStream_t stream_of(Device device) {
   return cuda::compute_stream(device.index);  // also makes the device current
 }
@@ -98,10 +69,8 @@ cudaStream_t stream_of(Device device) {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device device)
-    : host_(std::move(host)), device_(device) {
-  COLROW_CHECK(host_ != nullptr, "NcclCommunicator needs the group's MPI communicator");
-  COLROW_CHECK(device_.is_cuda(), "NcclCommunicator runs on a GPU, not " + device_.str());
-  stream_of(device_);  // cudaSetDevice: ncclCommInitRank binds to the current device
+    : DeviceGroupCommunicator(std::move(host), device, "NcclCommunicator") {
+  stream_of(device);  // cudaSetDevice: ncclCommInitRank binds to the current device
 
   // Rank 0 makes the id; it travels with rank 0's result, so a failure there
   // is an error on every rank instead of a hang in ncclCommInitRank.
@@ -113,7 +82,7 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device de
     std::memcpy(packet.data(), &id, sizeof id);
     packet.data()[kIdFloats] = static_cast<float>(made);
   }
-  host_->broadcast(packet, 0);
+  this->host().broadcast(packet, 0);
   const auto made = static_cast<ncclResult_t>(static_cast<int>(packet.data()[kIdFloats]));
   if (made != ncclSuccess) {
     throw_nccl_error(made, "ncclGetUniqueId(&id) on rank 0 of the group", __FILE__, __LINE__);
@@ -125,14 +94,14 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device de
   ncclComm* comm = nullptr;
   const ncclResult_t joined = ncclCommInitRank(&comm, size(), id, rank());
   Tensor failed = Tensor::full({1}, joined == ncclSuccess ? 0.0f : 1.0f);
-  host_->all_reduce_max(failed);
+  this->host().all_reduce_max(failed);
   if (joined != ncclSuccess) {
     throw_nccl_error(joined, "ncclCommInitRank(&comm, size(), id, rank())", __FILE__, __LINE__);
   }
   if (failed.data()[0] != 0.0f) {
     ncclCommAbort(comm);
     throw BackendError("[nccl] ncclCommInitRank over " + name() + " failed on another rank (" +
-                       "its message says why); cuda:" + std::to_string(device_.index) +
+                       "its message says why); cuda:" + std::to_string(this->device().index) +
                        " joined, and left again.");
   }
   comm_ = comm;
@@ -153,104 +122,31 @@ NcclCommunicator::~NcclCommunicator() {
   }
 }
 
-void NcclCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* what) {
-  if (all_on_host(what, name(), device_, {&x})) {
-    if (reduction == Reduction::kSum) {
-      host_->all_reduce_sum(x);
-    } else {
-      host_->all_reduce_max(x);
-    }
-    return;
-  }
-  require_contiguous(x, what, name());  // at every size, as the MPI backend does
-  if (size() == 1 || x.numel() == 0) return;
+void NcclCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
   COLROW_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat, op,
-                                  comm_, stream_of(device_)));
+                                  comm_, stream_of(device())));
 }
 
-void NcclCommunicator::all_reduce_sum(Tensor& x) {
-  all_reduce(x, Reduction::kSum, "all_reduce_sum");
-}
-
-void NcclCommunicator::all_reduce_max(Tensor& x) {
-  all_reduce(x, Reduction::kMax, "all_reduce_max");
-}
-
-void NcclCommunicator::all_gather(const Tensor& in, Tensor& out) {
-  if (all_on_host("all_gather", name(), device_, {&in, &out})) {
-    host_->all_gather(in, out);
-    return;
-  }
-  require_contiguous(in, "all_gather", name());
-  require_contiguous(out, "all_gather", name());
-  if (out.numel() != in.numel() * size()) {
-    throw InternalError("[dist] all_gather over " + name() + ": output " +
-                        shape_to_string(out.shape()) + " must hold " + std::to_string(size()) +
-                        " x input " + shape_to_string(in.shape()));
-  }
-  if (size() == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
-    return;
-  }
-  if (in.numel() == 0) return;
+void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
   // in: [n, ...] -> out: [size*n, ...], rank r's block at r*n
   COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), ncclFloat,
-                                  comm_, stream_of(device_)));
+                                  comm_, stream_of(device())));
 }
 
-void NcclCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  if (all_on_host("reduce_scatter_sum", name(), device_, {&in, &out})) {
-    host_->reduce_scatter_sum(in, out);
-    return;
-  }
-  require_contiguous(in, "reduce_scatter_sum", name());
-  require_contiguous(out, "reduce_scatter_sum", name());
-  if (in.numel() != out.numel() * size()) {
-    throw InternalError("[dist] reduce_scatter_sum over " + name() + ": input " +
-                        shape_to_string(in.shape()) + " must hold " + std::to_string(size()) +
-                        " x output " + shape_to_string(out.shape()));
-  }
-  if (size() == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
-    return;
-  }
-  if (out.numel() == 0) return;
+void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
   // in: [size*n, ...] -> out: [n, ...], this rank's block of the sum
   COLROW_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
-                                      ncclFloat, ncclSum, comm_, stream_of(device_)));
+                                      ncclFloat, ncclSum, comm_, stream_of(device())));
 }
 
-void NcclCommunicator::broadcast(Tensor& x, int root) {
-  if (all_on_host("broadcast", name(), device_, {&x})) {
-    host_->broadcast(x, root);
-    return;
-  }
-  require_contiguous(x, "broadcast", name());
-  if (root < 0 || root >= size()) {
-    throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
-                        name() + " (size " + std::to_string(size()) + ")");
-  }
-  if (size() == 1 || x.numel() == 0) return;
+void NcclCommunicator::device_broadcast(Tensor& x, int root) {
   COLROW_NCCL_CHECK(ncclBroadcast(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat,
-                                  root, comm_, stream_of(device_)));
+                                  root, comm_, stream_of(device())));
 }
 
-void NcclCommunicator::barrier() {
-  host_->barrier();
-}
-
-std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, const std::string& name) {
-  return make_nccl_communicator(host_->split(color, key, name), device_);
-}
-
-bool NcclCommunicator::all_ranks_failing(double timeout_seconds) {
-  return host_->all_ranks_failing(timeout_seconds);
-}
-
-void NcclCommunicator::abort(int exit_code) {
-  host_->abort(exit_code);
-  std::_Exit(exit_code);  // not reached
+std::unique_ptr<Communicator> NcclCommunicator::over(std::unique_ptr<Communicator> host) {
+  return make_nccl_communicator(std::move(host), device());
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,

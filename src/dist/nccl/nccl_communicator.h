@@ -14,6 +14,7 @@
 
 #include "colrow/core/device.h"
 #include "colrow/dist/communicator.h"
+#include "dist/device_group_communicator.h"
 
 struct ncclComm;  // nccl.h: typedef struct ncclComm* ncclComm_t
 
@@ -25,35 +26,22 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
                                                      Device device);
 
 // Defined only in builds with NCCL; everything else uses the factory above.
-class NcclCommunicator final : public Communicator {
+// Host tensors, checks and control traffic: DeviceGroupCommunicator.
+class NcclCommunicator final : public DeviceGroupCommunicator {
  public:
   NcclCommunicator(std::unique_ptr<Communicator> host, Device device);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
-  int rank() const override { return host_->rank(); }
-  int size() const override { return host_->size(); }
-  const std::string& name() const override { return host_->name(); }
-
-  void all_reduce_sum(Tensor& x) override;
-  void all_reduce_max(Tensor& x) override;
-  void all_gather(const Tensor& in, Tensor& out) override;
-  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
-  void broadcast(Tensor& x, int root) override;
-  // The MPI group's barrier: it orders the ranks' host code, not queued GPU work.
-  void barrier() override;
-  // Splits the MPI group, then builds a new NCCL communicator over the result.
-  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
-  bool all_ranks_failing(double timeout_seconds) override;
-  [[noreturn]] void abort(int exit_code) override;
-
  private:
-  enum class Reduction { kSum, kMax };
-  void all_reduce(Tensor& x, Reduction reduction, const char* what);
+  void device_all_reduce(Tensor& x, Reduction reduction) override;
+  void device_all_gather(const Tensor& in, Tensor& out) override;
+  void device_reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  void device_broadcast(Tensor& x, int root) override;
+  // Builds a new NCCL communicator over the split MPI group.
+  std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) override;
 
-  std::unique_ptr<Communicator> host_;
-  Device device_;
   ncclComm* comm_ = nullptr;
 };
 

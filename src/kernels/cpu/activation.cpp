@@ -6,7 +6,8 @@
 
 #include <cmath>
 
-#include "colrow/core/error.h"
+#include "kernels/checks/elementwise.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -15,15 +16,6 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
 // Below this many elements one thread is faster. The if applies to the
 // parallel part only: small loops stay vectorized.
-constexpr int64_t kParallelElements = 1 << 15;
-
-void require_same(const Tensor& a, const Tensor& b, const char* what) {
-  if (!a.is_contiguous() || !b.is_contiguous() || a.shape() != b.shape()) {
-    throw InternalError(std::string("[activation] ") + what +
-                        ": operands must be contiguous and of one shape, got " +
-                        shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
-  }
-}
 
 // Stable sigmoid: e = exp(-|x|) lies in (0, 1], so nothing overflows and the
 // divisor 1 + e stays in [1, 2]. (1 / (1 + exp(-x)) becomes rcp(inf) times a
@@ -37,7 +29,7 @@ inline float sigmoid(float x) {
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {
-  require_same(x, y, "gelu_forward");
+  check_elementwise("activation", "gelu_forward", x, {&y});
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
@@ -50,8 +42,7 @@ void gelu_forward(const Tensor& x, Tensor& y) {
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  require_same(x, dy, "gelu_backward");
-  require_same(x, dx, "gelu_backward");
+  check_elementwise("activation", "gelu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   const float* in = x.data();
   const float* g = dy.data();
@@ -67,7 +58,7 @@ void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
-  require_same(x, y, "silu_forward");
+  check_elementwise("activation", "silu_forward", x, {&y});
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
@@ -76,8 +67,7 @@ void silu_forward(const Tensor& x, Tensor& y) {
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  require_same(x, dy, "silu_backward");
-  require_same(x, dx, "silu_backward");
+  check_elementwise("activation", "silu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   const float* in = x.data();
   const float* g = dy.data();
@@ -90,8 +80,7 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  require_same(gate, up, "swiglu_forward");
-  require_same(gate, h, "swiglu_forward");
+  check_elementwise("activation", "swiglu_forward", gate, {&up, &h});
   const int64_t n = gate.numel();
   const float* a = gate.data();
   const float* b = up.data();
@@ -102,10 +91,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  require_same(gate, up, "swiglu_backward");
-  require_same(gate, dh, "swiglu_backward");
-  require_same(gate, dgate, "swiglu_backward");
-  require_same(gate, dup, "swiglu_backward");
+  check_elementwise("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
   const int64_t n = gate.numel();
   const float* a = gate.data();
   const float* b = up.data();

@@ -16,7 +16,7 @@
 #include <cmath>
 #include <string>
 
-#include "colrow/core/error.h"
+#include "kernels/checks/attention.h"
 #include "kernels/cpu/gemm.h"
 
 namespace colrow::kernels::cpu {
@@ -25,53 +25,12 @@ namespace {
 // Query rows per block: the GEMMs of block [r0, r1) read keys [0, r1) only,
 // so about kRowBlock / (2 T) of the masked triangle is computed, not half of it.
 constexpr int64_t kRowBlock = 64;
-// Below this many multiply-adds (B NH T^2 HS) one thread is faster.
+// Below this many multiply-adds (B NH T^2 HS) one thread is faster. Work, not
+// elements: the element-wise kernels' threshold is kernels/cpu/parallel.h.
 constexpr int64_t kParallelWork = 1 << 16;
 
-struct Dims {
-  int64_t batch, seq, n_head, n_kv_head, head_dim, group;  // group = NH / NKV
-};
-
-[[noreturn]] void fail(const char* what, const std::string& detail) {
-  throw InternalError(std::string("[attention] ") + what + ": " + detail);
-}
-
-bool is_matrix(const Tensor& t, int64_t rows, int64_t cols) {
-  return t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols &&
-         (t.numel() == 0 || t.stride(1) == 1);
-}
-
-Dims check_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                   const Tensor& out, const char* what) {
-  if (probs.ndim() != 4 || !probs.is_contiguous() || probs.size(2) != probs.size(3) ||
-      probs.numel() == 0) {
-    fail(what, "probs must be a non-empty contiguous [batch, n_head, seq, seq], got " +
-                   shape_to_string(probs.shape()));
-  }
-  Dims d{probs.size(0), probs.size(2), probs.size(1), 0, 0, 0};
-  const int64_t tokens = d.batch * d.seq;
-  if (q.ndim() != 2 || k.ndim() != 2 || q.size(1) % d.n_head != 0 || q.size(1) == 0) {
-    fail(what, "q " + shape_to_string(q.shape()) + " does not hold " + std::to_string(d.n_head) +
-                   " heads");
-  }
-  d.head_dim = q.size(1) / d.n_head;
-  d.n_kv_head = k.size(1) / d.head_dim;
-  const bool ok = d.n_kv_head >= 1 && k.size(1) % d.head_dim == 0 && d.n_head % d.n_kv_head == 0 &&
-                  is_matrix(q, tokens, q.size(1)) && is_matrix(k, tokens, k.size(1)) &&
-                  is_matrix(v, tokens, k.size(1)) && is_matrix(out, tokens, q.size(1));
-  if (!ok) {
-    fail(what, "shapes do not match: q " + shape_to_string(q.shape()) + ", k " +
-                   shape_to_string(k.shape()) + ", v " + shape_to_string(v.shape()) + ", probs " +
-                   shape_to_string(probs.shape()) + ", out " + shape_to_string(out.shape()) +
-                   " (rows must be batch * seq; k, v whole heads of q's head_dim, their count "
-                   "dividing n_head; last dims contiguous)");
-  }
-  d.group = d.n_head / d.n_kv_head;
-  return d;
-}
-
 // Head h of sequence b: rows [b T, (b+1) T), columns [h HS, (h+1) HS). A view.
-Tensor head(const Tensor& x, const Dims& d, int64_t b, int64_t h) {
+Tensor head(const Tensor& x, const AttentionDims& d, int64_t b, int64_t h) {
   return x.slice(0, b * d.seq, d.seq).slice(1, h * d.head_dim, d.head_dim);
 }
 
@@ -155,7 +114,7 @@ void backward_head(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, cons
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
                        Tensor& out) {
-  const Dims d = check_forward(q, k, v, probs, out, "attention_forward");
+  const AttentionDims d = check_attention(q, k, v, probs, out, "attention_forward");
   const float scale = softmax_scale(d.head_dim);
   const Tensor p_all = probs.view({d.batch * d.n_head * d.seq, d.seq});
   const int64_t units = d.batch * d.n_head;
@@ -176,19 +135,12 @@ Shape attention_backward_scratch_shape(int64_t seq) {
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
   const char* what = "attention_backward";
-  const Dims d = check_forward(q, k, v, probs, dout, what);
-  const int64_t tokens = d.batch * d.seq;
-  if (!is_matrix(dq, tokens, q.size(1)) || !is_matrix(dk, tokens, k.size(1)) ||
-      !is_matrix(dv, tokens, k.size(1))) {
-    fail(what, "gradients dq " + shape_to_string(dq.shape()) + ", dk " +
-                   shape_to_string(dk.shape()) + ", dv " + shape_to_string(dv.shape()) +
-                   " must match q " + shape_to_string(q.shape()) + " and k " +
-                   shape_to_string(k.shape()));
-  }
+  const AttentionDims d = check_attention(q, k, v, probs, dout, what);
+  check_attention_grads(q, k, d, dq, dk, dv, what);
   if (scratch.ndim() != 3 || !scratch.is_contiguous() || scratch.size(1) != d.seq ||
       scratch.size(2) != d.seq || scratch.size(0) < omp_get_max_threads()) {
-    fail(what, "scratch " + shape_to_string(scratch.shape()) + " must be at least " +
-                   shape_to_string(attention_backward_scratch_shape(d.seq)));
+    attention_fail(what, "scratch " + shape_to_string(scratch.shape()) + " must be at least " +
+                             shape_to_string(attention_backward_scratch_shape(d.seq)));
   }
   const float scale = softmax_scale(d.head_dim);
   const Tensor p_all = probs.view({d.batch * d.n_head * d.seq, d.seq});

@@ -4,27 +4,18 @@
 #include <algorithm>
 #include <vector>
 
-#include "colrow/core/error.h"
+#include "kernels/checks/bias.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelElements = 1 << 15;  // below this, threads cost more than they save
-constexpr int64_t kColumnBlock = 256;           // features per task in the gradient sum
-
-void require_rows_of(const Tensor& y, const Tensor& b, const char* what) {
-  if (y.ndim() != 2 || y.stride(1) != 1 || b.ndim() != 1 || !b.is_contiguous() ||
-      b.size(0) != y.size(1)) {
-    throw InternalError(std::string("[bias] ") + what + ": activations " +
-                        shape_to_string(y.shape()) + " and bias " + shape_to_string(b.shape()) +
-                        " do not match");
-  }
-}
+constexpr int64_t kColumnBlock = 256;  // features per task in the gradient sum
 
 }  // namespace
 
 void add_bias(Tensor& y, const Tensor& b) {
-  require_rows_of(y, b, "add_bias");
+  check_bias(y, b, "add_bias");
   const int64_t tokens = y.size(0), features = y.size(1), ld = y.row_stride();
   float* out = y.data();
   const float* bias = b.data();
@@ -37,7 +28,7 @@ void add_bias(Tensor& y, const Tensor& b) {
 }
 
 void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
-  require_rows_of(dy, db, "accumulate_bias_grad");
+  check_bias(dy, db, "accumulate_bias_grad");
   const int64_t tokens = dy.size(0), features = dy.size(1), ld = dy.row_stride();
   const float* grad = dy.data();
   float* out = db.data();

@@ -4,18 +4,18 @@
 
 #include "colrow/core/error.h"
 
-#include "kernels/cpu/gemm.h"
-#include "kernels/cpu/bias.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/bias.h"
+#include "kernels/cpu/cross_entropy.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/init.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rope.h"
-#include "kernels/cpu/attention.h"
-#include "kernels/cpu/embedding.h"
-#include "kernels/cpu/cross_entropy.h"
-#include "kernels/cpu/adamw.h"
-#include "kernels/cpu/reduce.h"
-#include "kernels/cpu/init.h"
 
 namespace colrow::kernels {
 namespace {
@@ -24,60 +24,59 @@ class CpuBackend final : public Backend {
  public:
   void set_allow_tf32(bool allowed) override {
     if (allowed) {
-      throw ConfigError("[device] tf32 applies to fp32 GEMMs on a GPU; the cpu has no TF32. "
-                        "Drop --tf32, or use --device cuda.");
+      throw ConfigError(
+          "[device] tf32 applies to fp32 GEMMs on a GPU; the cpu has no TF32. "
+          "Drop --tf32, or use --device cuda.");
     }
   }
   // Unknown: OpenBLAS's rate depends on the cores, their vector units and
   // clocks, which colrow does not model; bench mlp measures it instead.
   double peak_flops(Device) override { return 0.0; }
 
-  void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) override {
+  void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+            Tensor& c) override {
     cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c);
   }
-  void add_bias(Tensor& y, const Tensor& b) override {
-    cpu::add_bias(y, b);
-  }
+  void add_bias(Tensor& y, const Tensor& b) override { cpu::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cpu::accumulate_bias_grad(dy, db);
   }
-  void gelu_forward(const Tensor& x, Tensor& y) override {
-    cpu::gelu_forward(x, y);
-  }
+  void gelu_forward(const Tensor& x, Tensor& y) override { cpu::gelu_forward(x, y); }
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
     cpu::gelu_backward(x, dy, dx);
   }
-  void silu_forward(const Tensor& x, Tensor& y) override {
-    cpu::silu_forward(x, y);
-  }
+  void silu_forward(const Tensor& x, Tensor& y) override { cpu::silu_forward(x, y); }
   void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
     cpu::silu_backward(x, dy, dx);
   }
   void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) override {
     cpu::swiglu_forward(gate, up, h);
   }
-  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate, Tensor& dup) override {
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
+                       Tensor& dup) override {
     cpu::swiglu_backward(gate, up, dh, dgate, dup);
   }
-  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) override {
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& y, Tensor& mean, Tensor& rstd) override {
     cpu::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
   }
-  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                           Tensor& dbeta) override {
     cpu::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
   }
-  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) override {
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
+                        Tensor& rstd) override {
     cpu::rms_norm_forward(x, weight, eps, y, rstd);
   }
-  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight) override {
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dweight) override {
     cpu::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
   }
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    cpu::add(a, b, out);
-  }
-  void add_into(Tensor& out, const Tensor& a) override {
-    cpu::add_into(out, a);
-  }
-  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin) override {
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu::add(a, b, out); }
+  void add_into(Tensor& out, const Tensor& a) override { cpu::add_into(out, a); }
+  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+                  Tensor& sin) override {
     cpu::rope_table(seq, head_dim, rope_theta, cos, sin);
   }
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) override {
@@ -86,7 +85,8 @@ class CpuBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cpu::rope_backward(dy, cos, sin, dx);
   }
-  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs, Tensor& out) override {
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
+                         Tensor& out) override {
     cpu::attention_forward(q, k, v, probs, out);
   }
   Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
@@ -94,13 +94,17 @@ class CpuBackend final : public Backend {
     (void)n_head;
     return cpu::attention_backward_scratch_shape(seq);
   }
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) override {
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                          Tensor& scratch) override {
     cpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
   }
-  void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& table_local, Tensor& y) override {
+  void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                         const Tensor& table_local, Tensor& y) override {
     cpu::embedding_forward(ids, vocab_start, table_local, y);
   }
-  void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy, Tensor& dtable_local) override {
+  void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                          Tensor& dtable_local) override {
     cpu::embedding_backward(ids, vocab_start, dy, dtable_local);
   }
   void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) override {
@@ -109,17 +113,23 @@ class CpuBackend final : public Backend {
   void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) override {
     cpu::position_embedding_backward(dx, seq, dtable);
   }
-  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max) override {
+  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                               Tensor& max) override {
     cpu::cross_entropy_local_max(logits_local, rows, max);
   }
-  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
+  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
+                          const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
     cpu::cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
   }
-  double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit, const CrossEntropyRows& rows, Tensor& losses) override {
+  double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                            const CrossEntropyRows& rows, Tensor& losses) override {
     return cpu::cross_entropy_loss(sum_exp, target_logit, rows, losses);
   }
-  void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, const Tensor& sum_exp, const Tensor* dloss, float uniform_scale, Tensor& dlogits_local) override {
-    cpu::cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale, dlogits_local);
+  void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                              const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                              float uniform_scale, Tensor& dlogits_local) override {
+    cpu::cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
+                                dlogits_local);
   }
   void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) override {
     cpu::adamw_update(segments, step);
@@ -127,9 +137,7 @@ class CpuBackend final : public Backend {
   double sum_of_squares(const std::vector<Tensor>& parts) override {
     return cpu::sum_of_squares(parts);
   }
-  void divide(Tensor& x, float divisor) override {
-    cpu::divide(x, divisor);
-  }
+  void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
   void fill_random(Tensor& local, const RandomFill& fill) override {
     cpu::fill_random(local, fill);
   }
@@ -137,10 +145,9 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-Backend& backend_for(Device device) {
-  static CpuBackend cpu_backend;
-  if (device.is_cpu()) return cpu_backend;
-  return cuda_backend(device.index);
+Backend& cpu_backend() {
+  static CpuBackend backend;
+  return backend;
 }
 
 }  // namespace colrow::kernels

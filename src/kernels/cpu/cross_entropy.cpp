@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "colrow/core/error.h"
+#include "kernels/checks/cross_entropy.h"
 #include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
@@ -42,36 +43,12 @@ inline float exp_nonpositive(float z) {
   return z < -87.0f ? 0.0f : e;
 }
 
-int64_t checked_tokens(const CrossEntropyRows& rows) {
-  if (rows.targets == nullptr) throw InternalError("[cross_entropy] rows without targets");
-  return static_cast<int64_t>(rows.targets->size());
-}
-
-void require_logits(const Tensor& logits, int64_t tokens, int64_t real, const char* what) {
-  if (logits.ndim() != 2 || logits.size(0) != tokens || logits.size(1) < real ||
-      (logits.size(1) > 1 && logits.stride(1) != 1)) {
-    throw InternalError(std::string("[cross_entropy] ") + what + " " +
-                        shape_to_string(logits.shape()) + " must be [tokens (" +
-                        std::to_string(tokens) + "), >= real (" + std::to_string(real) +
-                        ")] with contiguous rows");
-  }
-}
-
-void require_vector(const Tensor& t, int64_t tokens, int64_t width, const char* what) {
-  if (!t.is_contiguous() || t.numel() != tokens * width || t.size(0) != tokens) {
-    throw InternalError(std::string("[cross_entropy] ") + what + " " + shape_to_string(t.shape()) +
-                        " must be contiguous [tokens (" + std::to_string(tokens) + ")" +
-                        (width > 1 ? ", " + std::to_string(width) : std::string()) + "]");
-  }
-}
-
 }  // namespace
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
-  const int64_t tokens = checked_tokens(rows), real = rows.real;
-  require_logits(logits_local, tokens, real, "logits_local");
-  require_vector(max, tokens, 1, "max");
+  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
+  const int64_t real = rows.real;
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
   const int64_t ld = logits_local.row_stride();
@@ -93,13 +70,10 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
 
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
-  const int64_t tokens = checked_tokens(rows), real = rows.real;
+  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+  const int64_t real = rows.real;
   const bool smoothing = rows.label_smoothing > 0.0f;
   const int64_t width = smoothing ? 2 : 1;
-  require_logits(logits_local, tokens, real, "logits_local");
-  require_vector(max, tokens, 1, "max");
-  require_vector(sum_exp, tokens, 1, "sum_exp");
-  require_vector(target_logit, tokens, width, "target_logit");
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
   const int64_t ld = logits_local.row_stride(), start = rows.vocab_start;
@@ -133,12 +107,9 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
 
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                           const CrossEntropyRows& rows, Tensor& losses) {
-  const int64_t tokens = checked_tokens(rows);
+  const int64_t tokens = check_cross_entropy_loss(sum_exp, target_logit, rows, losses);
   const bool smoothing = rows.label_smoothing > 0.0f;
   const int64_t width = smoothing ? 2 : 1;
-  require_vector(sum_exp, tokens, 1, "sum_exp");
-  require_vector(target_logit, tokens, width, "target_logit");
-  require_vector(losses, tokens, 1, "losses");
   //   loss = log S - (1 - a) (x_target - m) - a/V sum_j (x_j - m)
   const double a = rows.label_smoothing, a_over_v = a / static_cast<double>(rows.vocab_size);
   const std::vector<int32_t>& targets = *rows.targets;
@@ -162,18 +133,15 @@ double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local) {
-  const int64_t tokens = checked_tokens(rows), real = rows.real;
+  const int64_t tokens = check_cross_entropy_backward(logits_local, rows, max, sum_exp, dloss);
+  const int64_t real = rows.real;
   const int64_t v_local = dlogits_local.size(-1);
-  require_logits(logits_local, tokens, real, "logits_local");
-  require_vector(max, tokens, 1, "max");
-  require_vector(sum_exp, tokens, 1, "sum_exp");
   if (dlogits_local.ndim() != 2 || !dlogits_local.is_contiguous() ||
       dlogits_local.size(0) != tokens || v_local != logits_local.size(1)) {
     throw InternalError("[cross_entropy] dlogits_local " + shape_to_string(dlogits_local.shape()) +
                         " must be contiguous and shaped like logits_local " +
                         shape_to_string(logits_local.shape()));
   }
-  if (dloss != nullptr) require_vector(*dloss, tokens, 1, "dloss");
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
   const int64_t ld = logits_local.row_stride(), start = rows.vocab_start;

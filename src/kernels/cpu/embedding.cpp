@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "colrow/core/error.h"
+#include "kernels/checks/embedding.h"
 #include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
@@ -12,22 +13,13 @@ namespace {
 
 constexpr int64_t kColumnBlock = 64;  // features per task in the gradient scatter-add
 
-void require_rows(const Tensor& t, int64_t rows, int64_t cols, const char* what) {
-  if (t.ndim() != 2 || t.size(0) != rows || t.size(1) != cols || (cols > 1 && t.stride(1) != 1)) {
-    throw InternalError(std::string("[embedding] ") + what + " " + shape_to_string(t.shape()) +
-                        " must be [" + std::to_string(rows) + ", " + std::to_string(cols) +
-                        "] with contiguous rows");
-  }
-}
-
 }  // namespace
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
-  const int64_t tokens = static_cast<int64_t>(ids.size()), d = table_local.size(1);
-  const int64_t rows = table_local.size(0);
-  require_rows(table_local, rows, d, "table_local");
-  require_rows(y, tokens, d, "y");
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  check_embedding_forward(table_local, y, tokens);
+  const int64_t rows = table_local.size(0), d = table_local.size(1);
   const int64_t ld_table = table_local.row_stride(), ld_y = y.row_stride();
   const float* table = table_local.data();
   float* out = y.data();
@@ -44,10 +36,9 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
 
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local) {
-  const int64_t tokens = static_cast<int64_t>(ids.size()), d = dtable_local.size(1);
-  const int64_t rows = dtable_local.size(0);
-  require_rows(dy, tokens, d, "dy");
-  require_rows(dtable_local, rows, d, "dtable_local");
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  check_embedding_backward(dy, dtable_local, tokens);
+  const int64_t rows = dtable_local.size(0), d = dtable_local.size(1);
   // Each task owns a block of features and walks the tokens in order: repeated
   // ids never race, and the sum order is the token order whatever the thread count.
   const int64_t ld = dy.row_stride(), ld_table = dtable_local.row_stride();
@@ -75,7 +66,8 @@ void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
     throw InternalError("[position_embedding] x " + shape_to_string(x.shape()) + " and table " +
                         shape_to_string(table.shape()) +
                         " must be contiguous [tokens, d] and [>= seq, d], tokens a multiple of "
-                        "seq (" + std::to_string(seq) + ")");
+                        "seq (" +
+                        std::to_string(seq) + ")");
   }
   const float* rows = table.data();
   float* out = x.data();
@@ -92,10 +84,11 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
   const int64_t d = dx.size(1), tokens = dx.size(0);
   if (!dx.is_contiguous() || !dtable.is_contiguous() || dtable.size(1) != d || seq < 1 ||
       dtable.size(0) < seq || tokens % seq != 0) {
-    throw InternalError("[position_embedding] dx " + shape_to_string(dx.shape()) +
-                        " and dtable " + shape_to_string(dtable.shape()) +
+    throw InternalError("[position_embedding] dx " + shape_to_string(dx.shape()) + " and dtable " +
+                        shape_to_string(dtable.shape()) +
                         " must be contiguous [tokens, d] and [>= seq, d], tokens a multiple of "
-                        "seq (" + std::to_string(seq) + ")");
+                        "seq (" +
+                        std::to_string(seq) + ")");
   }
   const int64_t batch = tokens / seq;
   const float* in = dx.data();

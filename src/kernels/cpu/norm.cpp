@@ -6,54 +6,21 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 
-#include "colrow/core/error.h"
+#include "kernels/checks/norm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
 namespace {
 
-constexpr int64_t kParallelElements = 1 << 15;  // below this, threads cost more than they save
-constexpr int64_t kColumnBlock = 64;            // features per task in the gradient sums
-
-// t: [tokens, d] with a contiguous last dim.
-void require_rows(const Tensor& t, int64_t tokens, int64_t d, const char* kernel,
-                  const char* what) {
-  if (t.ndim() != 2 || t.size(0) != tokens || t.size(1) != d || (d > 1 && t.stride(1) != 1)) {
-    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
-                        shape_to_string(t.shape()) + " must be [" + std::to_string(tokens) + ", " +
-                        std::to_string(d) + "] with contiguous rows");
-  }
-}
-
-// t: [n], contiguous.
-void require_vector(const Tensor& t, int64_t n, const char* kernel, const char* what) {
-  if (t.ndim() != 1 || t.size(0) != n || !t.is_contiguous()) {
-    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
-                        shape_to_string(t.shape()) + " must be [" + std::to_string(n) + "]");
-  }
-}
-
-void require_2d(const Tensor& x, const char* kernel) {
-  if (x.ndim() != 2) {
-    throw InternalError(std::string("[norm] ") + kernel + ": x " + shape_to_string(x.shape()) +
-                        " must be [tokens, d]");
-  }
-}
+constexpr int64_t kColumnBlock = 64;  // features per task in the gradient sums
 
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  const char* k = "layer_norm_forward";
-  require_2d(x, k);
+  check_layer_norm_forward(x, gamma, beta, y, mean, rstd);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(y, tokens, d, k, "y");
-  require_vector(gamma, d, k, "gamma");
-  require_vector(beta, d, k, "beta");
-  require_vector(mean, tokens, k, "mean");
-  require_vector(rstd, tokens, k, "rstd");
   const int64_t ldx = x.row_stride(), ldy = y.row_stride();
   const float *in = x.data(), *g = gamma.data(), *b = beta.data();
   float *out = y.data(), *mean_out = mean.data(), *rstd_out = rstd.data();
@@ -84,17 +51,8 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta) {
-  const char* k = "layer_norm_backward";
-  require_2d(x, k);
+  check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(dy, tokens, d, k, "dy");
-  require_rows(dx, tokens, d, k, "dx");
-  require_vector(gamma, d, k, "gamma");
-  require_vector(mean, tokens, k, "mean");
-  require_vector(rstd, tokens, k, "rstd");
-  require_vector(dgamma, d, k, "dgamma");
-  require_vector(dbeta, d, k, "dbeta");
   const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
   const float *in = x.data(), *g = gamma.data(), *grad = dy.data();
   const float *mean_in = mean.data(), *rstd_in = rstd.data();
@@ -149,13 +107,8 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  const char* k = "rms_norm_forward";
-  require_2d(x, k);
+  check_rms_norm_forward(x, weight, y, rstd);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(y, tokens, d, k, "y");
-  require_vector(weight, d, k, "weight");
-  require_vector(rstd, tokens, k, "rstd");
   const int64_t ldx = x.row_stride(), ldy = y.row_stride();
   const float *in = x.data(), *w = weight.data();
   float *out = y.data(), *rstd_out = rstd.data();
@@ -176,15 +129,8 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight) {
-  const char* k = "rms_norm_backward";
-  require_2d(x, k);
+  check_rms_norm_backward(x, weight, rstd, dy, dx, dweight);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(dy, tokens, d, k, "dy");
-  require_rows(dx, tokens, d, k, "dx");
-  require_vector(weight, d, k, "weight");
-  require_vector(rstd, tokens, k, "rstd");
-  require_vector(dweight, d, k, "dweight");
   const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
   const float *in = x.data(), *w = weight.data(), *grad = dy.data(), *rstd_in = rstd.data();
   float* dx_out = dx.data();

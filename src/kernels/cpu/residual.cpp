@@ -1,26 +1,14 @@
 // Residual adds, parallel over elements (memory-bound: one pass each).
 #include "kernels/cpu/residual.h"
 
-#include "colrow/core/error.h"
+#include "kernels/checks/elementwise.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
-namespace {
-
-constexpr int64_t kParallelElements = 1 << 15;
-
-void require_same(const Tensor& a, const Tensor& b, const char* what) {
-  if (!a.is_contiguous() || !b.is_contiguous() || a.shape() != b.shape()) {
-    throw InternalError(std::string("[residual] ") + what +
-                        ": operands must be contiguous and of one shape, got " +
-                        shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
-  }
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  require_same(a, b, "add");
-  require_same(a, out, "add");
+  check_elementwise("residual", "add", a, {&b, &out});
   const int64_t n = a.numel();
   const float* x = a.data();
   const float* y = b.data();
@@ -30,7 +18,7 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
 }
 
 void add_into(Tensor& out, const Tensor& a) {
-  require_same(out, a, "add_into");
+  check_elementwise("residual", "add_into", out, {&a});
   const int64_t n = a.numel();
   const float* x = a.data();
   float* z = out.data();

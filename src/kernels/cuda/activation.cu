@@ -4,11 +4,10 @@
 // --use_fast_math, whose __expf loses accuracy for large |x|.
 #include "kernels/cuda/activation.h"
 
-#include <string>
-
-#include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/elementwise.h"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -16,26 +15,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
-
-void require_same(const Tensor& a, const Tensor& b, const char* what) {
-  if (!a.is_contiguous() || !b.is_contiguous() || a.shape() != b.shape()) {
-    throw InternalError(std::string("[activation] ") + what +
-                        ": operands must be contiguous and of one shape, got " +
-                        shape_to_string(a.shape()) + " and " + shape_to_string(b.shape()));
-  }
-}
-
-// The compute stream of the GPU every operand lives on; InternalError for a
-// host tensor or two GPUs.
-cudaStream_t stream_of(const char* what, std::initializer_list<const Tensor*> tensors) {
-  const Device device = (*tensors.begin())->device();
-  if (!device.is_cuda()) {
-    throw InternalError(std::string("[activation] ") + what +
-                        ": operands must be CUDA tensors, got one on " + device.str());
-  }
-  require_device(what, device, tensors);
-  return colrow::cuda::compute_stream(device.index);
-}
 
 // Stable sigmoid, as on the CPU: e = exp(-|x|) lies in (0, 1], so nothing
 // overflows and 1 + e stays in [1, 2]; x < -88.7 gives e = 0 and s = 0, not NaN.
@@ -101,53 +80,53 @@ __global__ void swiglu_backward_kernel(const float* gate, const float* up, const
 }  // namespace
 
 void gelu_forward(const Tensor& x, Tensor& y) {
-  require_same(x, y, "gelu_forward");
+  check_elementwise("activation", "gelu_forward", x, {&y});
   const int64_t n = x.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("gelu_forward", {&x, &y});
+  cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("gelu_forward", {&x, &y}));
   gelu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(x.data(),
                                                                                       y.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  require_same(x, dy, "gelu_backward");
-  require_same(x, dx, "gelu_backward");
+  check_elementwise("activation", "gelu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("gelu_backward", {&x, &dy, &dx});
+  cudaStream_t stream =
+      colrow::cuda::compute_stream(cuda_device_of("gelu_backward", {&x, &dy, &dx}));
   gelu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
       x.data(), dy.data(), dx.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
-  require_same(x, y, "silu_forward");
+  check_elementwise("activation", "silu_forward", x, {&y});
   const int64_t n = x.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("silu_forward", {&x, &y});
+  cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("silu_forward", {&x, &y}));
   silu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(x.data(),
                                                                                       y.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  require_same(x, dy, "silu_backward");
-  require_same(x, dx, "silu_backward");
+  check_elementwise("activation", "silu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("silu_backward", {&x, &dy, &dx});
+  cudaStream_t stream =
+      colrow::cuda::compute_stream(cuda_device_of("silu_backward", {&x, &dy, &dx}));
   silu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
       x.data(), dy.data(), dx.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  require_same(gate, up, "swiglu_forward");
-  require_same(gate, h, "swiglu_forward");
+  check_elementwise("activation", "swiglu_forward", gate, {&up, &h});
   const int64_t n = gate.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("swiglu_forward", {&gate, &up, &h});
+  cudaStream_t stream =
+      colrow::cuda::compute_stream(cuda_device_of("swiglu_forward", {&gate, &up, &h}));
   swiglu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
       gate.data(), up.data(), h.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
@@ -155,13 +134,11 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  require_same(gate, up, "swiglu_backward");
-  require_same(gate, dh, "swiglu_backward");
-  require_same(gate, dgate, "swiglu_backward");
-  require_same(gate, dup, "swiglu_backward");
+  check_elementwise("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
   const int64_t n = gate.numel();
   if (n == 0) return;
-  cudaStream_t stream = stream_of("swiglu_backward", {&gate, &up, &dh, &dgate, &dup});
+  cudaStream_t stream = colrow::cuda::compute_stream(
+      cuda_device_of("swiglu_backward", {&gate, &up, &dh, &dgate, &dup}));
   swiglu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
       gate.data(), up.data(), dh.data(), dgate.data(), dup.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();

@@ -10,12 +10,13 @@
 
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <string>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/cuda/chunk_table.cuh"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -48,17 +49,7 @@ struct Scalars {
 
 __global__ void adamw_chunks(const Segment* table, int64_t n_segments, Scalars s) {
   const int64_t chunk = blockIdx.x;
-  // The last segment whose first chunk is <= this one (first_chunk[0] = 0).
-  int64_t lo = 0, hi = n_segments - 1;
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (table[mid].first_chunk <= chunk) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const Segment seg = table[lo];
+  const Segment seg = row_of_chunk(table, n_segments, chunk);
   const int64_t begin = (chunk - seg.first_chunk) * kChunk;
   const float decay = seg.decay != 0 ? s.decay : 1.0f;
   for (int k = 0; k < kPerThread; ++k) {
@@ -68,11 +59,11 @@ __global__ void adamw_chunks(const Segment* table, int64_t n_segments, Scalars s
     float p = seg.param[i];
     float m = seg.exp_avg[i];
     float v = seg.exp_avg_sq[i];
-    p *= decay;                                    // param.mul_(1 - lr * wd)
-    m += s.one_minus_beta1 * (g - m);              // exp_avg.lerp_(grad, 1 - beta1)
-    v = v * s.beta2 + s.one_minus_beta2 * g * g;   // exp_avg_sq.mul_(beta2).addcmul_
+    p *= decay;                                   // param.mul_(1 - lr * wd)
+    m += s.one_minus_beta1 * (g - m);             // exp_avg.lerp_(grad, 1 - beta1)
+    v = v * s.beta2 + s.one_minus_beta2 * g * g;  // exp_avg_sq.mul_(beta2).addcmul_
     const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
-    p += -s.step_size * (m / denom);               // param.addcdiv_(m, denom, -step_size)
+    p += -s.step_size * (m / denom);  // param.addcdiv_(m, denom, -step_size)
     seg.param[i] = p;
     seg.exp_avg[i] = m;
     seg.exp_avg_sq[i] = v;
@@ -110,20 +101,11 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
   }
   if (table.empty()) return;
   if (chunks > 2147483647) fail("too many elements for one launch");
-  // The table as bytes of a float tensor (Segment is a multiple of 8 bytes;
-  // device allocations are 256-byte aligned).
-  const size_t bytes = table.size() * sizeof(Segment);
-  Tensor host = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))});
-  std::memcpy(host.data(), table.data(), bytes);
-  const Tensor table_gpu = host.to(device);  // returns once the host buffer is read
-  const Scalars s{step.grad_scale,
-                  step.decay,
-                  1.0f - step.beta1,  // in fp32, as the CPU
-                  step.beta2,
-                  1.0f - step.beta2,
-                  step.bias_correction2_sqrt,
-                  step.eps,
-                  step.step_size};
+  const Tensor table_gpu = upload_table(table, device);
+  // 1 - beta1 and 1 - beta2 in fp32, as the CPU computes them.
+  const Scalars s{step.grad_scale, step.decay,        1.0f - step.beta1,
+                  step.beta2,      1.0f - step.beta2, step.bias_correction2_sqrt,
+                  step.eps,        step.step_size};
   adamw_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0,
                  colrow::cuda::compute_stream(device.index)>>>(
       reinterpret_cast<const Segment*>(table_gpu.data()), static_cast<int64_t>(table.size()), s);

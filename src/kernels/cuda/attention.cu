@@ -15,12 +15,12 @@
 
 #include <climits>
 #include <cmath>
-#include <string>
 
-#include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/attention.h"
 #include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -29,54 +29,15 @@ constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;  // one warp per row of P or dS
 constexpr int kThreads = kWarp * kRowsPerBlock;
 
-struct Dims {
-  int64_t batch, seq, n_head, n_kv_head, head_dim, group;
-};
-
-[[noreturn]] void fail(const char* what, const std::string& detail) {
-  throw InternalError(std::string("[attention] ") + what + ": " + detail);
-}
-
-bool is_matrix(const Tensor& t, int64_t rows, int64_t cols) {
-  return t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols &&
-         (t.numel() == 0 || t.stride(1) == 1);
-}
-
-// The checks of kernels/cpu/attention.cpp, plus: every operand on one GPU and
-// every size within cuBLAS's int arguments.
-Dims check_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                   const Tensor& out, const char* what) {
-  if (probs.ndim() != 4 || !probs.is_contiguous() || probs.size(2) != probs.size(3) ||
-      probs.numel() == 0) {
-    fail(what, "probs must be a non-empty contiguous [batch, n_head, seq, seq], got " +
-                   shape_to_string(probs.shape()));
+// cuBLAS takes int sizes, leading dims and batch counts.
+void check_int_range(const AttentionDims& d, std::initializer_list<const Tensor*> operands,
+                     const char* what) {
+  for (const Tensor* t : operands) {
+    if (t->row_stride() > INT_MAX) attention_fail(what, "a row stride exceeds cuBLAS's int range");
   }
-  if (!probs.device().is_cuda()) fail(what, "probs lives on " + probs.device().str() + ", not a GPU");
-  require_device(what, probs.device(), {&q, &k, &v, &out});
-  Dims d{probs.size(0), probs.size(2), probs.size(1), 0, 0, 0};
-  const int64_t tokens = d.batch * d.seq;
-  if (q.ndim() != 2 || k.ndim() != 2 || q.size(1) % d.n_head != 0 || q.size(1) == 0) {
-    fail(what, "q " + shape_to_string(q.shape()) + " does not hold " + std::to_string(d.n_head) +
-                   " heads");
+  if (d.seq > INT_MAX || d.batch > INT_MAX) {
+    attention_fail(what, "batch or seq exceeds cuBLAS's int range");
   }
-  d.head_dim = q.size(1) / d.n_head;
-  d.n_kv_head = k.size(1) / d.head_dim;
-  const bool ok = d.n_kv_head >= 1 && k.size(1) % d.head_dim == 0 && d.n_head % d.n_kv_head == 0 &&
-                  is_matrix(q, tokens, q.size(1)) && is_matrix(k, tokens, k.size(1)) &&
-                  is_matrix(v, tokens, k.size(1)) && is_matrix(out, tokens, q.size(1));
-  if (!ok) {
-    fail(what, "shapes do not match: q " + shape_to_string(q.shape()) + ", k " +
-                   shape_to_string(k.shape()) + ", v " + shape_to_string(v.shape()) + ", probs " +
-                   shape_to_string(probs.shape()) + ", out " + shape_to_string(out.shape()) +
-                   " (rows must be batch * seq; k, v whole heads of q's head_dim, their count "
-                   "dividing n_head; last dims contiguous)");
-  }
-  for (const Tensor* t : {&q, &k, &v, &out}) {
-    if (t->row_stride() > INT_MAX) fail(what, "a row stride exceeds cuBLAS's int range");
-  }
-  if (d.seq > INT_MAX || d.batch > INT_MAX) fail(what, "batch or seq exceeds cuBLAS's int range");
-  d.group = d.n_head / d.n_kv_head;
-  return d;
 }
 
 // One operand of a strided-batched GEMM: column-major view, leading dimension,
@@ -101,7 +62,8 @@ void gemm_batched(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperat
 // The sum / max over the 32 lanes of a warp, in a fixed butterfly order: every
 // lane gets the same bits, run after run.
 __device__ float warp_sum(float x) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
   return x;
 }
 __device__ float warp_max(float x) {
@@ -136,8 +98,8 @@ __global__ void causal_softmax(float* probs, int64_t rows, int64_t seq) {
 // For one query head: ds: [B*T, T] holding dP, probs_h: P of that head, rows
 // of sequence b at probs_h + b * probs_batch_stride. In place:
 // dS = P * (dP - rowsum(dP * P)) on keys [0, i], 0 on the masked keys.
-__global__ void causal_softmax_backward(const float* probs_h, int64_t probs_batch_stride,
-                                        float* ds, int64_t rows, int64_t seq) {
+__global__ void causal_softmax_backward(const float* probs_h, int64_t probs_batch_stride, float* ds,
+                                        int64_t rows, int64_t seq) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % kWarp);
@@ -158,8 +120,10 @@ float softmax_scale(int64_t head_dim) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
                        Tensor& out) {
-  const Dims d = check_forward(q, k, v, probs, out, "attention_forward");
-  const int device = probs.device().index;
+  const char* what = "attention_forward";
+  const AttentionDims d = check_attention(q, k, v, probs, out, what);
+  const int device = cuda_device_of(what, {&probs, &q, &k, &v, &out});
+  check_int_range(d, {&q, &k, &v, &out}, what);
   cublasHandle_t handle = colrow::cuda::cublas_handle(device);
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   const float scale = softmax_scale(d.head_dim);
@@ -176,7 +140,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
                  p + h * tt, T, d.n_head * tt, d.batch);
   }
   const int64_t rows = d.batch * d.n_head * T;
-  causal_softmax<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(p, rows, T);
+  causal_softmax<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(p, rows,
+                                                                                         T);
   COLROW_CUDA_CHECK_LAUNCH();
   // O_h^T = V_g^T P_h^T: [HS, T] column-major = O_h row-major.
   for (int64_t h = 0; h < d.n_head; ++h) {
@@ -194,23 +159,16 @@ Shape attention_backward_scratch_shape(int64_t batch, int64_t /*n_head*/, int64_
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
   const char* what = "attention_backward";
-  const Dims d = check_forward(q, k, v, probs, dout, what);
-  const int64_t tokens = d.batch * d.seq;
-  require_device(what, probs.device(), {&dq, &dk, &dv, &scratch});
-  if (!is_matrix(dq, tokens, q.size(1)) || !is_matrix(dk, tokens, k.size(1)) ||
-      !is_matrix(dv, tokens, k.size(1)) || dq.row_stride() > INT_MAX ||
-      dk.row_stride() > INT_MAX || dv.row_stride() > INT_MAX) {
-    fail(what, "gradients dq " + shape_to_string(dq.shape()) + ", dk " +
-                   shape_to_string(dk.shape()) + ", dv " + shape_to_string(dv.shape()) +
-                   " must match q " + shape_to_string(q.shape()) + " and k " +
-                   shape_to_string(k.shape()));
-  }
+  const AttentionDims d = check_attention(q, k, v, probs, dout, what);
+  check_attention_grads(q, k, d, dq, dk, dv, what);
   if (scratch.ndim() != 3 || !scratch.is_contiguous() || scratch.size(0) < d.batch ||
       scratch.size(1) != d.seq || scratch.size(2) != d.seq) {
-    fail(what, "scratch " + shape_to_string(scratch.shape()) + " must be at least " +
-                   shape_to_string(attention_backward_scratch_shape(d.batch, d.n_head, d.seq)));
+    attention_fail(what,
+                   "scratch " + shape_to_string(scratch.shape()) + " must be at least " +
+                       shape_to_string(attention_backward_scratch_shape(d.batch, d.n_head, d.seq)));
   }
-  const int device = probs.device().index;
+  const int device = cuda_device_of(what, {&probs, &q, &k, &v, &dout, &dq, &dk, &dv, &scratch});
+  check_int_range(d, {&q, &k, &v, &dout, &dq, &dk, &dv}, what);
   cublasHandle_t handle = colrow::cuda::cublas_handle(device);
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   const float scale = softmax_scale(d.head_dim);
@@ -224,7 +182,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   for (int64_t h = 0; h < d.n_head; ++h) {
     const int64_t g = h / d.group;
     const float accumulate = h % d.group == 0 ? 0.0f : 1.0f;  // first head of its group overwrites
-    const Operand p_h{p + h * tt, T, p_stride};  // column-major P_h^T
+    const Operand p_h{p + h * tt, T, p_stride};               // column-major P_h^T
     const Operand do_h{dout.data() + h * HS, lddo, T * lddo};
     const Operand q_h{q.data() + h * HS, ldq, T * ldq};
     const Operand k_g{k.data() + g * HS, ldk, T * ldk};
@@ -236,8 +194,8 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
     // dP^T = V_g dO_h^T: [T keys, T queries] column-major = dP row-major
     gemm_batched(handle, CUBLAS_OP_T, CUBLAS_OP_N, T, T, HS, 1.0f, v_g, do_h, 0.0f, ds, T, tt,
                  d.batch);
-    causal_softmax_backward<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0,
-                              stream>>>(p + h * tt, p_stride, ds, rows, T);
+    causal_softmax_backward<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(
+        p + h * tt, p_stride, ds, rows, T);
     COLROW_CUDA_CHECK_LAUNCH();
     // dQ_h^T = scale K_g^T dS^T: [HS, T]
     gemm_batched(handle, CUBLAS_OP_N, CUBLAS_OP_N, HS, T, T, scale, k_g, ds_h, 0.0f,

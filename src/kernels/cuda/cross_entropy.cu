@@ -12,12 +12,12 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 
-#include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/cross_entropy.h"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -27,64 +27,8 @@ constexpr int kThreads = 256;  // per token row
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kLossThreads = 256;
 
-[[noreturn]] void fail(const char* what, const std::string& detail) {
-  throw InternalError(std::string("[cross_entropy] ") + what + ": " + detail);
-}
-
-bool is_vector(const Tensor& t, int64_t n) {
-  return t.ndim() == 1 && t.size(0) == n && t.is_contiguous();
-}
-
-int64_t token_count(const char* what, const CrossEntropyRows& rows) {
-  if (rows.targets == nullptr) fail(what, "rows.targets is null");
-  return static_cast<int64_t>(rows.targets->size());
-}
-
-// logits: [tokens, vocab_size_local] with contiguous rows, 0 <= real <= vocab_size_local.
-void check_logits(const char* what, const Tensor& logits, const CrossEntropyRows& rows,
-                  int64_t tokens) {
-  if (logits.ndim() != 2 || logits.size(0) != tokens ||
-      (logits.size(1) > 1 && logits.stride(1) != 1) || rows.real < 0 ||
-      rows.real > logits.size(1)) {
-    fail(what, "logits " + shape_to_string(logits.shape()) + " must be [tokens (" +
-                   std::to_string(tokens) + "), vocab_size_local >= real (" +
-                   std::to_string(rows.real) + ")] with contiguous rows");
-  }
-  if (!logits.device().is_cuda()) fail(what, "logits live on " + logits.device().str());
-}
-
-void check_vector(const char* what, const char* name, const Tensor& t, int64_t tokens) {
-  if (!is_vector(t, tokens)) {
-    fail(what, std::string(name) + " " + shape_to_string(t.shape()) + " must be [tokens (" +
-                   std::to_string(tokens) + ")], contiguous");
-  }
-}
-
 bool smoothing(const CrossEntropyRows& rows) {
   return rows.label_smoothing > 0.0f;
-}
-
-void check_target_logit(const char* what, const Tensor& t, const CrossEntropyRows& rows,
-                        int64_t tokens) {
-  const bool ok = smoothing(rows) ? t.ndim() == 2 && t.size(0) == tokens && t.size(1) == 2 &&
-                                        t.is_contiguous()
-                                  : is_vector(t, tokens);
-  if (!ok) {
-    fail(what, "target_logit " + shape_to_string(t.shape()) + " must be [tokens (" +
-                   std::to_string(tokens) + ")" + (smoothing(rows) ? ", 2]" : "]") +
-                   ", contiguous (with label smoothing, [tokens, 2])");
-  }
-}
-
-// The targets as int32 bits in a float tensor on `device`.
-Tensor upload_targets(const std::vector<int32_t>& targets, Device device) {
-  Tensor host = Tensor::empty({static_cast<int64_t>(targets.size())});
-  std::memcpy(host.data(), targets.data(), targets.size() * sizeof(int32_t));
-  return host.to(device);
-}
-
-const int32_t* ints(const Tensor& t) {
-  return reinterpret_cast<const int32_t*>(t.data());
 }
 
 // Block-wide max / sum, every thread gets the result. shared: [kWarps].
@@ -101,7 +45,8 @@ __device__ float block_max(float x, float* shared) {
 }
 
 __device__ double block_sum(double x, double* shared) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
   if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
   __syncthreads();
   double r = shared[0];
@@ -171,8 +116,8 @@ __global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, in
 
 // One thread per row: loss = log S - (1 - a) target_logit[t, 0] - a/V target_logit[t, 1].
 __global__ void loss_rows(const float* sum_exp, const float* target_logit, const int32_t* targets,
-                          int32_t ignore, int64_t tokens, bool smoothing, double a,
-                          double a_over_v, float* losses) {
+                          int32_t ignore, int64_t tokens, bool smoothing, double a, double a_over_v,
+                          float* losses) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
   if (targets[t] == ignore) {
@@ -216,36 +161,27 @@ __global__ void backward_rows(const float* x, int64_t ld, const int32_t* targets
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
-  const char* what = "cross_entropy_local_max";
-  const int64_t tokens = token_count(what, rows);
-  check_logits(what, logits_local, rows, tokens);
-  check_vector(what, "max", max, tokens);
-  require_device(what, logits_local.device(), {&max});
+  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
+  const int device = cuda_device_of("cross_entropy_local_max", {&logits_local, &max});
   if (tokens == 0) return;
-  const Device device = logits_local.device();
-  const Tensor targets = upload_targets(*rows.targets, device);
+  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
   local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                   colrow::cuda::compute_stream(device.index)>>>(
-      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index, rows.real,
-      max.data());
+                   colrow::cuda::compute_stream(device)>>>(
+      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
+      rows.real, max.data());
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
-  const char* what = "cross_entropy_sums";
-  const int64_t tokens = token_count(what, rows);
-  check_logits(what, logits_local, rows, tokens);
-  check_vector(what, "max", max, tokens);
-  check_vector(what, "sum_exp", sum_exp, tokens);
-  check_target_logit(what, target_logit, rows, tokens);
-  require_device(what, logits_local.device(), {&max, &sum_exp, &target_logit});
+  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+  const int device =
+      cuda_device_of("cross_entropy_sums", {&logits_local, &max, &sum_exp, &target_logit});
   if (tokens == 0) return;
-  const Device device = logits_local.device();
-  const Tensor targets = upload_targets(*rows.targets, device);
+  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
   sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-              colrow::cuda::compute_stream(device.index)>>>(
-      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index,
+              colrow::cuda::compute_stream(device)>>>(
+      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
       rows.vocab_start, rows.real, max.data(), smoothing(rows), sum_exp.data(),
       target_logit.data());
   COLROW_CUDA_CHECK_LAUNCH();
@@ -254,23 +190,20 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                           const CrossEntropyRows& rows, Tensor& losses) {
   const char* what = "cross_entropy_loss";
-  const int64_t tokens = token_count(what, rows);
-  check_vector(what, "sum_exp", sum_exp, tokens);
-  check_vector(what, "losses", losses, tokens);
-  check_target_logit(what, target_logit, rows, tokens);
+  const int64_t tokens = check_cross_entropy_loss(sum_exp, target_logit, rows, losses);
   if (tokens == 0) return 0.0;
-  if (!losses.device().is_cuda()) fail(what, "losses live on " + losses.device().str());
-  require_device(what, losses.device(), {&sum_exp, &target_logit});
+  const int device = cuda_device_of(what, {&losses, &sum_exp, &target_logit});
   const bool smooth = smoothing(rows);
-  if (smooth && rows.vocab_size < 1) fail(what, "vocab_size must be positive with label smoothing");
+  if (smooth && rows.vocab_size < 1) {
+    cross_entropy_fail(what, "vocab_size must be positive with label smoothing");
+  }
   const double a = rows.label_smoothing;
   const double a_over_v = smooth ? a / static_cast<double>(rows.vocab_size) : 0.0;
-  const Device device = losses.device();
-  const Tensor targets = upload_targets(*rows.targets, device);
+  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
   loss_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
-              colrow::cuda::compute_stream(device.index)>>>(
-      sum_exp.data(), target_logit.data(), ints(targets), rows.ignore_index, tokens, smooth, a,
-      a_over_v, losses.data());
+              colrow::cuda::compute_stream(device)>>>(sum_exp.data(), target_logit.data(),
+                                                      int32_data(targets), rows.ignore_index,
+                                                      tokens, smooth, a, a_over_v, losses.data());
   COLROW_CUDA_CHECK_LAUNCH();
   // The CPU's sum: counted rows in token order, each loss widened from fp32.
   const std::vector<float> host = losses.to_vector();  // waits for the kernel
@@ -285,31 +218,28 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local) {
   const char* what = "cross_entropy_backward";
-  const int64_t tokens = token_count(what, rows);
-  check_logits(what, logits_local, rows, tokens);
-  check_vector(what, "max", max, tokens);
-  check_vector(what, "sum_exp", sum_exp, tokens);
-  if (dloss != nullptr) check_vector(what, "dloss", *dloss, tokens);
+  const int64_t tokens = check_cross_entropy_backward(logits_local, rows, max, sum_exp, dloss);
   const int64_t vocab_local = logits_local.size(1);
   if (dlogits_local.ndim() != 2 || dlogits_local.size(0) != tokens ||
-      dlogits_local.size(1) != vocab_local ||
-      (vocab_local > 1 && dlogits_local.stride(1) != 1)) {
-    fail(what, "dlogits_local " + shape_to_string(dlogits_local.shape()) + " must be like logits " +
-                   shape_to_string(logits_local.shape()) + " with contiguous rows");
+      dlogits_local.size(1) != vocab_local || (vocab_local > 1 && dlogits_local.stride(1) != 1)) {
+    cross_entropy_fail(what, "dlogits_local " + shape_to_string(dlogits_local.shape()) +
+                                 " must be like logits " + shape_to_string(logits_local.shape()) +
+                                 " with contiguous rows");
   }
-  require_device(what, logits_local.device(), {&max, &sum_exp, dloss, &dlogits_local});
+  const int device = cuda_device_of(what, {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
   if (tokens == 0 || vocab_local == 0) return;
   const bool smooth = smoothing(rows);
-  if (smooth && rows.vocab_size < 1) fail(what, "vocab_size must be positive with label smoothing");
+  if (smooth && rows.vocab_size < 1) {
+    cross_entropy_fail(what, "vocab_size must be positive with label smoothing");
+  }
   const float a = rows.label_smoothing;
   const float a_over_v =
       smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
              : 0.0f;
-  const Device device = logits_local.device();
-  const Tensor targets = upload_targets(*rows.targets, device);
+  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
   backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                  colrow::cuda::compute_stream(device.index)>>>(
-      logits_local.data(), logits_local.row_stride(), ints(targets), rows.ignore_index,
+                  colrow::cuda::compute_stream(device)>>>(
+      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
       rows.vocab_start, rows.real, vocab_local, max.data(), sum_exp.data(),
       dloss != nullptr ? dloss->data() : nullptr, uniform_scale, a_over_v, 1.0f - a,
       dlogits_local.data(), dlogits_local.row_stride());

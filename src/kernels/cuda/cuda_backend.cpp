@@ -2,20 +2,20 @@
 // kernels in kernels/cuda, which queue their work on the GPU's compute stream.
 #include "kernels/backend.h"
 
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/bias.h"
 #include "kernels/cuda/activation.h"
-#include "kernels/cuda/norm.h"
-#include "kernels/cuda/residual.h"
-#include "kernels/cuda/rope.h"
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/embedding.h"
-#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/adamw.h"
-#include "kernels/cuda/reduce.h"
-#include "kernels/cuda/init.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/bias.h"
+#include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/device_peak.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/init.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/reduce.h"
+#include "kernels/cuda/residual.h"
+#include "kernels/cuda/rope.h"
 
 namespace colrow::kernels {
 namespace {
@@ -23,54 +23,54 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   void set_allow_tf32(bool allowed) override { ::colrow::cuda::set_allow_tf32(allowed); }
-  double peak_flops(Device device) override { return ::colrow::cuda::peak_fp32_flops(device.index); }
+  double peak_flops(Device device) override {
+    return ::colrow::cuda::peak_fp32_flops(device.index);
+  }
 
-  void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta, Tensor& c) override {
+  void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+            Tensor& c) override {
     cuda::gemm(trans_a, trans_b, alpha, a, b, beta, c);
   }
-  void add_bias(Tensor& y, const Tensor& b) override {
-    cuda::add_bias(y, b);
-  }
+  void add_bias(Tensor& y, const Tensor& b) override { cuda::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cuda::accumulate_bias_grad(dy, db);
   }
-  void gelu_forward(const Tensor& x, Tensor& y) override {
-    cuda::gelu_forward(x, y);
-  }
+  void gelu_forward(const Tensor& x, Tensor& y) override { cuda::gelu_forward(x, y); }
   void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
     cuda::gelu_backward(x, dy, dx);
   }
-  void silu_forward(const Tensor& x, Tensor& y) override {
-    cuda::silu_forward(x, y);
-  }
+  void silu_forward(const Tensor& x, Tensor& y) override { cuda::silu_forward(x, y); }
   void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
     cuda::silu_backward(x, dy, dx);
   }
   void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) override {
     cuda::swiglu_forward(gate, up, h);
   }
-  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate, Tensor& dup) override {
+  void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
+                       Tensor& dup) override {
     cuda::swiglu_backward(gate, up, dh, dgate, dup);
   }
-  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps, Tensor& y, Tensor& mean, Tensor& rstd) override {
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                          Tensor& y, Tensor& mean, Tensor& rstd) override {
     cuda::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
   }
-  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) override {
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                           Tensor& dbeta) override {
     cuda::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
   }
-  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) override {
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
+                        Tensor& rstd) override {
     cuda::rms_norm_forward(x, weight, eps, y, rstd);
   }
-  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dweight) override {
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, Tensor& dx, Tensor& dweight) override {
     cuda::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
   }
-  void add(const Tensor& a, const Tensor& b, Tensor& out) override {
-    cuda::add(a, b, out);
-  }
-  void add_into(Tensor& out, const Tensor& a) override {
-    cuda::add_into(out, a);
-  }
-  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin) override {
+  void add(const Tensor& a, const Tensor& b, Tensor& out) override { cuda::add(a, b, out); }
+  void add_into(Tensor& out, const Tensor& a) override { cuda::add_into(out, a); }
+  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+                  Tensor& sin) override {
     cuda::rope_table(seq, head_dim, rope_theta, cos, sin);
   }
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) override {
@@ -79,19 +79,24 @@ class CudaBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cuda::rope_backward(dy, cos, sin, dx);
   }
-  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs, Tensor& out) override {
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
+                         Tensor& out) override {
     cuda::attention_forward(q, k, v, probs, out);
   }
   Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
     return cuda::attention_backward_scratch_shape(batch, n_head, seq);
   }
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) override {
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
+                          Tensor& scratch) override {
     cuda::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
   }
-  void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& table_local, Tensor& y) override {
+  void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
+                         const Tensor& table_local, Tensor& y) override {
     cuda::embedding_forward(ids, vocab_start, table_local, y);
   }
-  void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy, Tensor& dtable_local) override {
+  void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
+                          Tensor& dtable_local) override {
     cuda::embedding_backward(ids, vocab_start, dy, dtable_local);
   }
   void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) override {
@@ -100,17 +105,23 @@ class CudaBackend final : public Backend {
   void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) override {
     cuda::position_embedding_backward(dx, seq, dtable);
   }
-  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max) override {
+  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                               Tensor& max) override {
     cuda::cross_entropy_local_max(logits_local, rows, max);
   }
-  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
+  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
+                          const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
     cuda::cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
   }
-  double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit, const CrossEntropyRows& rows, Tensor& losses) override {
+  double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                            const CrossEntropyRows& rows, Tensor& losses) override {
     return cuda::cross_entropy_loss(sum_exp, target_logit, rows, losses);
   }
-  void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max, const Tensor& sum_exp, const Tensor* dloss, float uniform_scale, Tensor& dlogits_local) override {
-    cuda::cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale, dlogits_local);
+  void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
+                              const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                              float uniform_scale, Tensor& dlogits_local) override {
+    cuda::cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
+                                 dlogits_local);
   }
   void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) override {
     cuda::adamw_update(segments, step);
@@ -118,9 +129,7 @@ class CudaBackend final : public Backend {
   double sum_of_squares(const std::vector<Tensor>& parts) override {
     return cuda::sum_of_squares(parts);
   }
-  void divide(Tensor& x, float divisor) override {
-    cuda::divide(x, divisor);
-  }
+  void divide(Tensor& x, float divisor) override { cuda::divide(x, divisor); }
   void fill_random(Tensor& local, const RandomFill& fill) override {
     cuda::fill_random(local, fill);
   }

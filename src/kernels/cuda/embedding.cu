@@ -11,13 +11,14 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/embedding.h"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -27,25 +28,6 @@ constexpr int kRowThreads = 128;  // features per block in the scatter-add
 
 [[noreturn]] void fail(const char* what, const std::string& detail) {
   throw InternalError(std::string("[embedding] ") + what + ": " + detail);
-}
-
-// 2-d with a contiguous last dim (its rows may be strided).
-bool has_rows(const Tensor& t) {
-  return t.ndim() == 2 && (t.size(1) <= 1 || t.stride(1) == 1);
-}
-
-int gpu_of(const char* what, const Tensor& t, std::initializer_list<const Tensor*> others) {
-  if (!t.device().is_cuda()) fail(what, "operand on " + t.device().str() + ", not a GPU");
-  require_device(what, t.device(), others);
-  return t.device().index;
-}
-
-// The int32 values as the bits of a float tensor on `device` (exact; the copy
-// returns once the host buffer has been read).
-Tensor upload_int32(const std::vector<int32_t>& values, Device device) {
-  Tensor host = Tensor::empty({static_cast<int64_t>(values.size())});
-  std::memcpy(host.data(), values.data(), values.size() * sizeof(int32_t));
-  return host.to(device);
 }
 
 __global__ void gather_rows(const int32_t* ids, int64_t vocab_start, int64_t rows_local,
@@ -85,8 +67,8 @@ __global__ void add_positions(float* x, const float* table, int64_t ld_table, in
 }
 
 // One thread per (position p, feature j): dtable[p, j] += dx[b * seq + p, j], b in order.
-__global__ void sum_positions(const float* dx, int64_t batch, int64_t seq, int64_t d,
-                              float* dtable, int64_t ld_table) {
+__global__ void sum_positions(const float* dx, int64_t batch, int64_t seq, int64_t d, float* dtable,
+                              int64_t ld_table) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= seq * d) return;
   const int64_t p = idx / d, j = idx % d;
@@ -102,20 +84,15 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
   const char* what = "embedding_forward";
   const int64_t tokens = static_cast<int64_t>(ids.size());
-  if (!has_rows(table_local) || !has_rows(y) || y.size(0) != tokens ||
-      y.size(1) != table_local.size(1)) {
-    fail(what, "table_local " + shape_to_string(table_local.shape()) + " and y " +
-                   shape_to_string(y.shape()) + " must be [vocab_size_local, d] and [tokens (" +
-                   std::to_string(tokens) + "), d] with contiguous rows");
-  }
-  const int device = gpu_of(what, y, {&table_local});
+  check_embedding_forward(table_local, y, tokens);
+  const int device = cuda_device_of(what, {&y, &table_local});
   const int64_t d = y.size(1);
   if (tokens * d == 0) return;
-  const Tensor ids_gpu = upload_int32(ids, y.device());
+  const Tensor ids_gpu = upload_int32(ids, Device::cuda(device));
   gather_rows<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
                 colrow::cuda::compute_stream(device)>>>(
-      reinterpret_cast<const int32_t*>(ids_gpu.data()), vocab_start, table_local.size(0),
-      table_local.data(), table_local.row_stride(), y.data(), y.row_stride(), tokens, d);
+      int32_data(ids_gpu), vocab_start, table_local.size(0), table_local.data(),
+      table_local.row_stride(), y.data(), y.row_stride(), tokens, d);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -123,13 +100,8 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
                         Tensor& dtable_local) {
   const char* what = "embedding_backward";
   const int64_t tokens = static_cast<int64_t>(ids.size());
-  if (!has_rows(dy) || !has_rows(dtable_local) || dy.size(0) != tokens ||
-      dy.size(1) != dtable_local.size(1)) {
-    fail(what, "dy " + shape_to_string(dy.shape()) + " and dtable_local " +
-                   shape_to_string(dtable_local.shape()) + " must be [tokens (" +
-                   std::to_string(tokens) + "), d] and [vocab_size_local, d] with contiguous rows");
-  }
-  const int device = gpu_of(what, dtable_local, {&dy});
+  check_embedding_backward(dy, dtable_local, tokens);
+  const int device = cuda_device_of(what, {&dtable_local, &dy});
   const int64_t d = dy.size(1), rows_local = dtable_local.size(0);
   if (tokens * d == 0) return;
   if (tokens > INT32_MAX) fail(what, "more than 2^31 - 1 tokens");
@@ -159,25 +131,27 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   plan.insert(plan.end(), rows.begin(), rows.end());
   plan.insert(plan.end(), offsets.begin(), offsets.end());
   plan.insert(plan.end(), order.begin(), order.end());
-  const Tensor plan_gpu = upload_int32(plan, dy.device());
+  const Tensor plan_gpu = upload_int32(plan, Device::cuda(device));
   const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
   if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
   const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));
   scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
-      reinterpret_cast<const int32_t*>(plan_gpu.data()), n, dy.data(), dy.row_stride(),
-      dtable_local.data(), dtable_local.row_stride(), d);
+      int32_data(plan_gpu), n, dy.data(), dy.row_stride(), dtable_local.data(),
+      dtable_local.row_stride(), d);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
   const char* what = "position_embedding_forward";
   if (x.ndim() != 2 || !x.is_contiguous() || seq < 1 || x.size(0) % seq != 0 ||
-      !has_rows(table) || table.size(0) < seq || table.size(1) != x.size(1)) {
-    fail(what, "x " + shape_to_string(x.shape()) + " must be contiguous [tokens, d] with tokens "
-                   "a multiple of seq (" + std::to_string(seq) + "), table " +
-                   shape_to_string(table.shape()) + " [max_positions >= seq, d]");
+      !has_embedding_rows(table) || table.size(0) < seq || table.size(1) != x.size(1)) {
+    fail(what, "x " + shape_to_string(x.shape()) +
+                   " must be contiguous [tokens, d] with tokens "
+                   "a multiple of seq (" +
+                   std::to_string(seq) + "), table " + shape_to_string(table.shape()) +
+                   " [max_positions >= seq, d]");
   }
-  const int device = gpu_of(what, x, {&table});
+  const int device = cuda_device_of(what, {&x, &table});
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens * d == 0) return;
   add_positions<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
@@ -189,12 +163,14 @@ void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
   const char* what = "position_embedding_backward";
   if (dx.ndim() != 2 || !dx.is_contiguous() || seq < 1 || dx.size(0) % seq != 0 ||
-      !has_rows(dtable) || dtable.size(0) < seq || dtable.size(1) != dx.size(1)) {
-    fail(what, "dx " + shape_to_string(dx.shape()) + " must be contiguous [tokens, d] with tokens "
-                   "a multiple of seq (" + std::to_string(seq) + "), dtable " +
-                   shape_to_string(dtable.shape()) + " [max_positions >= seq, d]");
+      !has_embedding_rows(dtable) || dtable.size(0) < seq || dtable.size(1) != dx.size(1)) {
+    fail(what, "dx " + shape_to_string(dx.shape()) +
+                   " must be contiguous [tokens, d] with tokens "
+                   "a multiple of seq (" +
+                   std::to_string(seq) + "), dtable " + shape_to_string(dtable.shape()) +
+                   " [max_positions >= seq, d]");
   }
-  const int device = gpu_of(what, dtable, {&dx});
+  const int device = cuda_device_of(what, {&dtable, &dx});
   const int64_t batch = dx.size(0) / seq, d = dx.size(1);
   if (batch * d == 0) return;
   sum_positions<<<colrow::cuda::blocks_for(seq * d, kThreads), kThreads, 0,

@@ -11,38 +11,12 @@
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/gemm.h"
 #include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
-
-void require_matrix(const Tensor& t, const char* what) {
-  if (t.ndim() != 2) {
-    throw InternalError(std::string("[gemm] ") + what + " must be 2-d, got shape " +
-                        shape_to_string(t.shape()));
-  }
-  if (t.numel() == 0) return;  // empty: strides are meaningless
-  if (t.stride(1) != 1 || t.stride(0) < t.size(1)) {
-    throw InternalError(std::string("[gemm] ") + what +
-                        " must be a 2-d view with a contiguous last dim, got shape " +
-                        shape_to_string(t.shape()));
-  }
-}
-
-// The GPU every non-empty operand lives on; InternalError for a host tensor or
-// a mix of GPUs (a kernel would read host memory as device memory).
-int device_of(const char* what, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (t->numel() == 0) continue;
-    if (!t->device().is_cuda()) {
-      throw InternalError(std::string("[gemm] ") + what + ": operands must be CUDA tensors, got " +
-                          "one on " + t->device().str());
-    }
-    require_device(what, t->device(), tensors);
-    return t->device().index;
-  }
-  return 0;
-}
 
 // cuBLAS takes int sizes and leading dims.
 int as_int(int64_t v, const char* what) {
@@ -70,20 +44,9 @@ cublasOperation_t op(Trans t) {
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
-  require_matrix(a, "a");
-  require_matrix(b, "b");
-  require_matrix(c, "c");
-  const int64_t m = trans_a == Trans::kNo ? a.size(0) : a.size(1);
-  const int64_t k = trans_a == Trans::kNo ? a.size(1) : a.size(0);
-  const int64_t kb = trans_b == Trans::kNo ? b.size(0) : b.size(1);
-  const int64_t n = trans_b == Trans::kNo ? b.size(1) : b.size(0);
-  if (k != kb || c.size(0) != m || c.size(1) != n) {
-    throw InternalError("[gemm] shapes do not chain: op(a) [" + std::to_string(m) + ", " +
-                        std::to_string(k) + "], op(b) [" + std::to_string(kb) + ", " +
-                        std::to_string(n) + "], c " + shape_to_string(c.shape()));
-  }
+  const auto [m, n, k] = check_gemm(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
-  const int device = device_of("gemm", {&a, &b, &c});
+  const int device = cuda_device_of("gemm", {&a, &b, &c});
   if (k == 0) {  // c = beta c: an empty sum (cuBLAS would want lda >= 1)
     constexpr int kThreads = 256;
     cudaStream_t stream = colrow::cuda::compute_stream(device);

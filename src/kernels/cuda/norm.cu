@@ -1,75 +1,27 @@
 // LayerNorm and RMSNorm on the GPU, with the expressions of
 // kernels/cpu/norm.cpp. Row kernels: one warp per token row; each lane sums
 // its strided share of the row in double and a butterfly shuffle adds the 32
-// lane sums, so every lane ends with the same bits. Parameter gradients: a
-// deterministic two-stage column sum in double, no atomics (stage 1: a block
-// per 32 features x chunk of tokens writes partial sums; stage 2 adds them in
-// chunk order and accumulates into the fp32 gradient, rounding once as the CPU does).
+// lane sums, so every lane ends with the same bits. Parameter gradients: the
+// two-stage column sum of kernels/cuda/column_sums.cuh in double, no atomics,
+// rounded once into the fp32 gradient as the CPU does.
 #include "kernels/cuda/norm.h"
 
-#include <string>
-
-#include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/norm.h"
+#include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
 
 constexpr int kWarp = 32;
-constexpr int kRowsPerBlock = 4;       // warps (rows) per row-kernel block
-constexpr int kColumns = 32;           // features per stage-1 block
-constexpr int kRowThreads = 8;         // threads down the tokens in a stage-1 block
-constexpr int64_t kChunkRows = 128;    // tokens per stage-1 block, unless that makes too many
-constexpr int64_t kMaxChunks = 65535;  // gridDim.y's limit
-constexpr int kThreads = 256;
-
-// t: [tokens, d] with a contiguous last dim.
-void require_rows(const Tensor& t, int64_t tokens, int64_t d, const char* kernel,
-                  const char* what) {
-  if (t.ndim() != 2 || t.size(0) != tokens || t.size(1) != d || (d > 1 && t.stride(1) != 1)) {
-    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
-                        shape_to_string(t.shape()) + " must be [" + std::to_string(tokens) + ", " +
-                        std::to_string(d) + "] with contiguous rows");
-  }
-}
-
-// t: [n], contiguous.
-void require_vector(const Tensor& t, int64_t n, const char* kernel, const char* what) {
-  if (t.ndim() != 1 || t.size(0) != n || !t.is_contiguous()) {
-    throw InternalError(std::string("[norm] ") + kernel + ": " + what + " " +
-                        shape_to_string(t.shape()) + " must be [" + std::to_string(n) + "]");
-  }
-}
-
-void require_2d(const Tensor& x, const char* kernel) {
-  if (x.ndim() != 2) {
-    throw InternalError(std::string("[norm] ") + kernel + ": x " + shape_to_string(x.shape()) +
-                        " must be [tokens, d]");
-  }
-}
-
-// The GPU every operand lives on; InternalError for a host tensor or two GPUs.
-int device_of(const char* kernel, std::initializer_list<const Tensor*> tensors) {
-  const Device device = (*tensors.begin())->device();
-  if (!device.is_cuda()) {
-    throw InternalError(std::string("[norm] ") + kernel +
-                        ": operands must be CUDA tensors, got one on " + device.str());
-  }
-  require_device(kernel, device, tensors);
-  return device.index;
-}
+constexpr int kRowsPerBlock = 4;  // warps (rows) per row-kernel block
 
 // Row kernels: blockDim = (32, kRowsPerBlock), one warp per token row.
 const dim3 kRowBlock(kWarp, kRowsPerBlock);
 unsigned int row_blocks(int64_t tokens) {
   return colrow::cuda::blocks_for(tokens, kRowsPerBlock);
-}
-
-// Tokens per stage-1 chunk: a function of the shape only, so is the sum order.
-int64_t chunk_rows_for(int64_t tokens) {
-  const int64_t spread = (tokens + kMaxChunks - 1) / kMaxChunks;
-  return spread > kChunkRows ? spread : kChunkRows;
 }
 
 // The sum of v over the warp, the same bits in every lane: at each step lanes
@@ -170,24 +122,21 @@ __global__ void rms_norm_dx_kernel(const float* x, int64_t ldx, const float* wei
   }
 }
 
-// Stage 1 of the parameter gradients. Block (x: 32 features, y: token chunk),
-// threads (kColumns, kRowThreads); thread (c, r) walks tokens chunk_start + r,
-// + r + kRowThreads, ... in that order, then the kRowThreads sums are added in
-// r order. Writes, per (chunk, feature j), in double:
+// Stage 1 of the parameter gradients' column sums (kernels/cuda/column_sums.cuh).
+// Writes, per (chunk, feature j), in double:
 //   partial_gamma = sum dy xhat   (xhat = (x - mean) rstd; mean = null for RMSNorm)
 //   partial_beta  = sum dy        (when partial_beta is not null)
 __global__ void norm_param_grad_partials(const float* x, int64_t ldx, const float* mean,
                                          const float* rstd, const float* dy, int64_t lddy,
                                          int64_t tokens, int64_t d, int64_t chunk_rows,
                                          double* partial_gamma, double* partial_beta) {
-  __shared__ double sums_gamma[kRowThreads][kColumns];
-  __shared__ double sums_beta[kRowThreads][kColumns];
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColumns + threadIdx.x;
-  const int64_t t0 = static_cast<int64_t>(blockIdx.y) * chunk_rows;
-  const int64_t t1 = t0 + chunk_rows < tokens ? t0 + chunk_rows : tokens;
+  __shared__ double sums_gamma[column_sums::kRowThreads][column_sums::kColumns];
+  __shared__ double sums_beta[column_sums::kRowThreads][column_sums::kColumns];
+  const int64_t j = column_sums::feature_of_thread();
+  const column_sums::Chunk chunk = column_sums::chunk_of_block(tokens, chunk_rows);
   double sum_gamma = 0.0, sum_beta = 0.0;
   if (j < d) {
-    for (int64_t t = t0 + threadIdx.y; t < t1; t += kRowThreads) {
+    for (int64_t t = chunk.begin + threadIdx.y; t < chunk.end; t += column_sums::kRowThreads) {
       const float g = dy[t * lddy + j];
       const float m = mean != nullptr ? mean[t] : 0.0f;
       const float xhat = (x[t * ldx + j] - m) * rstd[t];
@@ -195,29 +144,13 @@ __global__ void norm_param_grad_partials(const float* x, int64_t ldx, const floa
       sum_beta += g;
     }
   }
-  sums_gamma[threadIdx.y][threadIdx.x] = sum_gamma;
-  sums_beta[threadIdx.y][threadIdx.x] = sum_beta;
-  __syncthreads();
+  const double total_gamma = column_sums::sum_row_threads(sums_gamma, sum_gamma);
+  const double total_beta = column_sums::sum_row_threads(sums_beta, sum_beta);
   if (threadIdx.y == 0 && j < d) {
-    double total_gamma = sums_gamma[0][threadIdx.x], total_beta = sums_beta[0][threadIdx.x];
-    for (int r = 1; r < kRowThreads; ++r) {
-      total_gamma += sums_gamma[r][threadIdx.x];
-      total_beta += sums_beta[r][threadIdx.x];
-    }
     const int64_t at = static_cast<int64_t>(blockIdx.y) * d + j;
     partial_gamma[at] = total_gamma;
     if (partial_beta != nullptr) partial_beta[at] = total_beta;
   }
-}
-
-// Stage 2: grad[j] += fp32(sum of the chunks' partials of feature j, in chunk order).
-__global__ void norm_param_grad_finish(const double* partial, int64_t chunks, int64_t d,
-                                       float* grad) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  double sum = 0.0;
-  for (int64_t c = 0; c < chunks; ++c) sum += partial[c * d + j];
-  grad[j] += static_cast<float>(sum);
 }
 
 // dgamma += sum_t dy xhat and (when dbeta) dbeta += sum_t dy, deterministically.
@@ -226,9 +159,8 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0 || d == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  const int64_t chunk_rows = chunk_rows_for(tokens);
-  const int64_t chunks = (tokens + chunk_rows - 1) / chunk_rows;
-  const int64_t count = chunks * d;  // doubles per gradient
+  const column_sums::Layout layout = column_sums::layout(tokens, d);
+  const int64_t count = layout.chunks * d;  // doubles per gradient
   // Double partials live in an fp32 tensor of twice the count: every block of
   // the caching allocator is a whole cudaMalloc allocation (256-byte aligned),
   // so the cast is aligned. Freed when this returns; the allocator hands it out
@@ -236,18 +168,13 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
   Tensor scratch = Tensor::empty({(dbeta != nullptr ? 4 : 2) * count}, Device::cuda(device));
   double* partial_gamma = reinterpret_cast<double*>(scratch.data());
   double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
-  const dim3 grid(colrow::cuda::blocks_for(d, kColumns), static_cast<unsigned int>(chunks));
-  norm_param_grad_partials<<<grid, dim3(kColumns, kRowThreads), 0, stream>>>(
+  norm_param_grad_partials<<<layout.grid, layout.block, 0, stream>>>(
       x.data(), x.row_stride(), mean, rstd.data(), dy.data(), dy.row_stride(), tokens, d,
-      chunk_rows, partial_gamma, partial_beta);
+      layout.chunk_rows, partial_gamma, partial_beta);
   COLROW_CUDA_CHECK_LAUNCH();
-  norm_param_grad_finish<<<colrow::cuda::blocks_for(d, kThreads), kThreads, 0, stream>>>(
-      partial_gamma, chunks, d, dgamma.data());
-  COLROW_CUDA_CHECK_LAUNCH();
+  column_sums::add_partials(stream, partial_gamma, layout.chunks, d, dgamma.data());
   if (dbeta != nullptr) {
-    norm_param_grad_finish<<<colrow::cuda::blocks_for(d, kThreads), kThreads, 0, stream>>>(
-        partial_beta, chunks, d, dbeta->data());
-    COLROW_CUDA_CHECK_LAUNCH();
+    column_sums::add_partials(stream, partial_beta, layout.chunks, d, dbeta->data());
   }
 }
 
@@ -255,17 +182,10 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  const char* k = "layer_norm_forward";
-  require_2d(x, k);
+  check_layer_norm_forward(x, gamma, beta, y, mean, rstd);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(y, tokens, d, k, "y");
-  require_vector(gamma, d, k, "gamma");
-  require_vector(beta, d, k, "beta");
-  require_vector(mean, tokens, k, "mean");
-  require_vector(rstd, tokens, k, "rstd");
   if (tokens == 0) return;
-  const int device = device_of(k, {&x, &gamma, &beta, &y, &mean, &rstd});
+  const int device = cuda_device_of("layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   layer_norm_forward_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
       x.data(), x.row_stride(), gamma.data(), beta.data(), eps, tokens, d, y.data(), y.row_stride(),
@@ -276,19 +196,11 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta) {
-  const char* k = "layer_norm_backward";
-  require_2d(x, k);
+  check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(dy, tokens, d, k, "dy");
-  require_rows(dx, tokens, d, k, "dx");
-  require_vector(gamma, d, k, "gamma");
-  require_vector(mean, tokens, k, "mean");
-  require_vector(rstd, tokens, k, "rstd");
-  require_vector(dgamma, d, k, "dgamma");
-  require_vector(dbeta, d, k, "dbeta");
   if (tokens == 0) return;
-  const int device = device_of(k, {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
+  const int device =
+      cuda_device_of("layer_norm_backward", {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   layer_norm_dx_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
       x.data(), x.row_stride(), gamma.data(), mean.data(), rstd.data(), dy.data(), dy.row_stride(),
@@ -298,15 +210,10 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  const char* k = "rms_norm_forward";
-  require_2d(x, k);
+  check_rms_norm_forward(x, weight, y, rstd);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(y, tokens, d, k, "y");
-  require_vector(weight, d, k, "weight");
-  require_vector(rstd, tokens, k, "rstd");
   if (tokens == 0) return;
-  const int device = device_of(k, {&x, &weight, &y, &rstd});
+  const int device = cuda_device_of("rms_norm_forward", {&x, &weight, &y, &rstd});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   rms_norm_forward_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
       x.data(), x.row_stride(), weight.data(), eps, tokens, d, y.data(), y.row_stride(),
@@ -316,17 +223,10 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight) {
-  const char* k = "rms_norm_backward";
-  require_2d(x, k);
+  check_rms_norm_backward(x, weight, rstd, dy, dx, dweight);
   const int64_t tokens = x.size(0), d = x.size(1);
-  require_rows(x, tokens, d, k, "x");
-  require_rows(dy, tokens, d, k, "dy");
-  require_rows(dx, tokens, d, k, "dx");
-  require_vector(weight, d, k, "weight");
-  require_vector(rstd, tokens, k, "rstd");
-  require_vector(dweight, d, k, "dweight");
   if (tokens == 0) return;
-  const int device = device_of(k, {&x, &weight, &rstd, &dy, &dx, &dweight});
+  const int device = cuda_device_of("rms_norm_backward", {&x, &weight, &rstd, &dy, &dx, &dweight});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   rms_norm_dx_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
       x.data(), x.row_stride(), weight.data(), rstd.data(), dy.data(), dy.row_stride(), tokens, d,

@@ -13,6 +13,8 @@
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/cuda/chunk_table.cuh"
+#include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -32,7 +34,8 @@ struct Part {
 // Block-wide sum in a fixed order; the result is valid in every thread.
 // shared: [blockDim.x / 32].
 __device__ double block_sum(double x, double* shared) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  for (int offset = kWarp / 2; offset > 0; offset /= 2)
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
   if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
   __syncthreads();
   double r = shared[0];
@@ -43,16 +46,7 @@ __device__ double block_sum(double x, double* shared) {
 __global__ void square_chunks(const Part* table, int64_t n_parts, double* partial) {
   __shared__ double shared[kThreads / kWarp];
   const int64_t chunk = blockIdx.x;
-  int64_t lo = 0, hi = n_parts - 1;  // the last part whose first chunk is <= chunk
-  while (lo < hi) {
-    const int64_t mid = (lo + hi + 1) / 2;
-    if (table[mid].first_chunk <= chunk) {
-      lo = mid;
-    } else {
-      hi = mid - 1;
-    }
-  }
-  const Part part = table[lo];
+  const Part part = row_of_chunk(table, n_parts, chunk);
   const int64_t begin = (chunk - part.first_chunk) * kChunk;
   double acc = 0.0;
   for (int k = 0; k < kPerThread; ++k) {
@@ -104,10 +98,7 @@ double sum_of_squares(const std::vector<Tensor>& parts) {
   }
   if (table.empty()) return 0.0;
   if (chunks > 2147483647) throw InternalError("[reduce] sum_of_squares: too many elements");
-  const size_t bytes = table.size() * sizeof(Part);
-  Tensor host = Tensor::empty({static_cast<int64_t>(bytes / sizeof(float))});
-  std::memcpy(host.data(), table.data(), bytes);
-  const Tensor table_gpu = host.to(device);
+  const Tensor table_gpu = upload_table(table, device);
   // Doubles in float tensors of twice the count (256-byte aligned storage).
   Tensor partial = Tensor::empty({2 * chunks}, device);
   Tensor result = Tensor::empty({2}, device);
@@ -132,9 +123,9 @@ void divide(Tensor& x, float divisor) {
   }
   const int64_t n = x.numel();
   if (n == 0) return;
-  if (!x.device().is_cuda()) throw InternalError("[reduce] divide: x lives on " + x.device().str());
   divide_elements<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0,
-                    colrow::cuda::compute_stream(x.device().index)>>>(x.data(), n, divisor);
+                    colrow::cuda::compute_stream(cuda_device_of("divide", {&x}))>>>(x.data(), n,
+                                                                                    divisor);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

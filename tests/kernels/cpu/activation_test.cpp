@@ -16,83 +16,14 @@
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "support/activation_error_model.h"
 
 namespace colrow {
 namespace {
 
 namespace cpu = kernels::cpu;
 
-// Error model. u = 2^-24 is fp32's unit roundoff. The kernel file is built with
-// -ffast-math and calls glibc's tanhf/expf (the vector versions on the simd
-// path), documented to a few ulp; we allow 4 ulp, i.e. a relative error of 8u (an ulp is at most 2u
-// relative). Every bound below is the first-order propagation of those errors plus one u per fp32
-// operation, derived in the comment above its function, and the tests accept twice that (kMargin):
-// enough slack for the constants being estimates, while a wrong formula (e.g. erf-GELU, a missing
-// term) misses by far more.
-constexpr double kU = 1.0 / (1 << 24);
-constexpr double kMargin = 2.0;
-// Below fp32's normal range (2^-126) there is no relative precision: a sigmoid
-// that underflows (or whose exp overflows to inf, x < -88.7) is off by up to
-// this much absolutely.
-constexpr double kTiny = 1.1754943508222875e-38;  // 2^-126
-
-constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
-constexpr double kGeluC = 0.044715;
-
-double gelu(double x) {
-  return 0.5 * x * (1.0 + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
-}
-double gelu_grad(double x) {
-  const double t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
-}
-double sigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
-double silu(double x) {
-  return x * sigmoid(x);
-}
-double silu_grad(double x) {
-  const double s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
-
-// GELU's fp32 error. z = k (x + c x^3) has ~5 roundings plus k and c rounded to
-// fp32 (no cancellation: x and c x^3 share a sign): |dz| <= 7u |z|. Then
-// |dt| <= (1 - t^2)|dz| + 8u <= 0.45 * 7u + 8u < 12u, as z sech^2 z <= 0.448.
-constexpr double kGeluDt = 12 * kU;
-// y = x (1 + t) / 2: |dy| <= |x| |dt| / 2 + 3u |y|.
-double gelu_bound(double x) {
-  return 0.5 * std::fabs(x) * kGeluDt + 3 * kU * std::fabs(gelu(x));
-}
-// gelu' = (1 + t)/2 + a (1 - t^2) / 2, a = x k (1 + 3 c x^2). The error in t
-// reaches (1 - t^2) as 2|dt| + u, amplified by |a|/2 (this dominates for
-// |x| > 2: the bound there is loose, the cancellation in 1 - t^2 being inherent
-// to any few-ulp tanhf); about 8 further roundings on the result.
-double gelu_grad_bound(double x) {
-  const double a = std::fabs(x) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
-  return 0.5 * kGeluDt + 0.5 * a * (2 * kGeluDt + kU) + 8 * kU * std::fabs(gelu_grad(x));
-}
-
-// sigmoid = 1 / (1 + e), e = exp(-x) to 8u relative; the add costs u and the
-// divide up to 2u (on the simd path -ffast-math makes it a reciprocal estimate
-// refined by one Newton step): |ds| <= 11u s (+ kTiny where s leaves the
-// normal range).
-double sigmoid_bound(double x) {
-  return 11 * kU * sigmoid(x) + kTiny;
-}
-// silu = x s: |d silu| <= |x| |ds| + u |silu|.
-double silu_bound(double x) {
-  return std::fabs(x) * sigmoid_bound(x) + kU * std::fabs(silu(x));
-}
-// silu' = s (1 + x (1 - s)): the error of s enters through the factor s and
-// through x (1 - s), |d| <= |ds| (1 + |x| (1 - s)) + s |x| (|ds| + u (1 - s)),
-// and ~4 further roundings: + 4u |silu'|.
-double silu_grad_bound(double x) {
-  const double s = sigmoid(x), ds = sigmoid_bound(x), ax = std::fabs(x);
-  return ds * (1.0 + ax * (1.0 - s)) + s * ax * (ds + kU * (1.0 - s)) +
-         4 * kU * std::fabs(silu_grad(x));
-}
+using namespace activation_error_model;
 
 // Central differences of the double formula with h = 1e-5: truncation
 // h^2/6 max|f'''| <= 1.7e-11 * 0.78 (GELU; 0.31 for SiLU), rounding about

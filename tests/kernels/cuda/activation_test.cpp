@@ -11,16 +11,19 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/activation.h"
+#include "kernels/cuda/cuda_test_helpers.h"
+#include "support/activation_error_model.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
+
+using testing::random_exact;
 
 // Error model, the one tests/kernels/cpu/activation_test.cpp derives in full.
 // With tanhf/expf accurate to 4 ulp (glibc's libmvec on the CPU; CUDA's are
@@ -28,53 +31,7 @@ namespace {
 // operation, each side is within kMargin * B(x) of the exact value, B below;
 // so the two sides differ by at most 2 kMargin B(x). FMA contraction on the
 // GPU only removes roundings. A wrong formula misses by far more.
-constexpr double kU = 1.0 / (1 << 24);
-constexpr double kMargin = 2.0;
-constexpr double kTiny = 1.1754943508222875e-38;  // 2^-126: no relative precision below
-
-constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
-constexpr double kGeluC = 0.044715;
-
-double gelu(double x) {
-  return 0.5 * x * (1.0 + std::tanh(kGeluK * (x + kGeluC * x * x * x)));
-}
-double gelu_grad(double x) {
-  const double t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
-  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
-}
-double sigmoid(double x) {
-  return 1.0 / (1.0 + std::exp(-x));
-}
-double silu(double x) {
-  return x * sigmoid(x);
-}
-double silu_grad(double x) {
-  const double s = sigmoid(x);
-  return s * (1.0 + x * (1.0 - s));
-}
-
-// |dt| < 12u for t = tanh(k (x + c x^3)) in fp32; y = x (1 + t) / 2.
-constexpr double kGeluDt = 12 * kU;
-double gelu_bound(double x) {
-  return 0.5 * std::fabs(x) * kGeluDt + 3 * kU * std::fabs(gelu(x));
-}
-// The error in t reaches 1 - t^2 as 2|dt| + u, amplified by |a|/2, a = x k (1 + 3 c x^2).
-double gelu_grad_bound(double x) {
-  const double a = std::fabs(x) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
-  return 0.5 * kGeluDt + 0.5 * a * (2 * kGeluDt + kU) + 8 * kU * std::fabs(gelu_grad(x));
-}
-// s = e / (1 + e) or 1 / (1 + e), e = exp(-|x|): |ds| <= 11u s (+ kTiny).
-double sigmoid_bound(double x) {
-  return 11 * kU * sigmoid(x) + kTiny;
-}
-double silu_bound(double x) {
-  return std::fabs(x) * sigmoid_bound(x) + kU * std::fabs(silu(x));
-}
-double silu_grad_bound(double x) {
-  const double s = sigmoid(x), ds = sigmoid_bound(x), ax = std::fabs(x);
-  return ds * (1.0 + ax * (1.0 - s)) + s * ax * (ds + kU * (1.0 - s)) +
-         4 * kU * std::fabs(silu_grad(x));
-}
+using namespace activation_error_model;
 
 // [-8, 8] evenly; tensors of 1000+ elements also get `extremes` at every 37th entry.
 Tensor spread_inputs(const Shape& shape, const std::vector<float>& extremes) {
@@ -93,14 +50,6 @@ const std::vector<float> kExtremes = {0.0f,  1e-20f, -1e-20f, 12.0f,  -12.0f, 20
                                       50.0f, -50.0f, 88.0f,   -88.0f, 100.0f, 1000.0f};
 // Past expf's overflow: exp(-x) = inf on the unstable form.
 const std::vector<float> kBeyond = {-88.8f, -89.0f, -100.0f, -1000.0f, -1e4f};
-
-// Uniform in [-1, 1) from a seeded std::mt19937: upstream gradients and up.
-Tensor uniform(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
-  return Tensor::from_vector(shape, v);
-}
 
 Tensor nans(const Shape& shape, Device device) {
   return Tensor::full(shape, std::numeric_limits<float>::quiet_NaN(), device);
@@ -195,7 +144,7 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
 TEST(CudaActivationTest, MatchesCpu) {
   COLROW_REQUIRE_GPU();
   for (const Shape& shape : kShapes) {
-    check_all(spread_inputs(shape, kExtremes), uniform(shape, 1), shape_to_string(shape));
+    check_all(spread_inputs(shape, kExtremes), random_exact(shape, 1), shape_to_string(shape));
   }
 }
 
@@ -207,7 +156,7 @@ TEST(CudaActivationTest, SaturatedInputsGiveZeroNotNaN) {
   for (const Shape& shape : kShapes) {
     Tensor x = spread_inputs(shape, kBeyond);
     for (int64_t i = 0; x.numel() < 1000 && i < x.numel() && i < 5; ++i) x.data()[i] = kBeyond[i];
-    check_all(x, uniform(shape, 2), "saturated " + shape_to_string(shape));
+    check_all(x, random_exact(shape, 2), "saturated " + shape_to_string(shape));
   }
 }
 

@@ -8,31 +8,24 @@
 
 #include <cmath>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/adamw.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::kU;
+using testing::random_uniform;
+
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
 using kernels::AdamWSegment;
 using kernels::AdamWStep;
-
-constexpr double kU = 1.0 / 16777216.0;  // fp32 unit roundoff 2^-24
-
-Tensor random_host(int64_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> values(n);
-  for (float& v : values) v = dist(gen);
-  return Tensor::from_vector({n}, values);
-}
 
 struct State {
   std::vector<Tensor> param, grad, exp_avg, exp_avg_sq;
@@ -45,10 +38,10 @@ State random_state(uint32_t seed) {
   State s;
   for (size_t i = 0; i < std::size(kSizes); ++i) {
     const int64_t n = kSizes[i];
-    s.param.push_back(random_host(n, seed++, -1.0f, 1.0f));
-    s.grad.push_back(random_host(n, seed++, -0.1f, 0.1f));
-    s.exp_avg.push_back(random_host(n, seed++, -0.05f, 0.05f));
-    s.exp_avg_sq.push_back(random_host(n, seed++, 0.0f, 1e-3f));
+    s.param.push_back(random_uniform({n}, seed++, -1.0f, 1.0f));
+    s.grad.push_back(random_uniform({n}, seed++, -0.1f, 0.1f));
+    s.exp_avg.push_back(random_uniform({n}, seed++, -0.05f, 0.05f));
+    s.exp_avg_sq.push_back(random_uniform({n}, seed++, 0.0f, 1e-3f));
     s.decay.push_back(i % 2 == 0);
   }
   return s;
@@ -170,9 +163,10 @@ TEST(CudaAdamWTest, ShapeErrorsAreInternalErrors) {
       << "grad on the host";
   const Tensor wide = Tensor::zeros({4, 6}, dev);
   const Tensor strided = wide.slice(1, 0, 3);
-  EXPECT_THROW(gpu::adamw_update({{strided, strided.clone(), strided.clone(), strided.clone(), false}},
-                                 AdamWStep{}),
-               InternalError)
+  EXPECT_THROW(
+      gpu::adamw_update({{strided, strided.clone(), strided.clone(), strided.clone(), false}},
+                        AdamWStep{}),
+      InternalError)
       << "param not contiguous";
 }
 

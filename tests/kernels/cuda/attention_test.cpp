@@ -8,18 +8,21 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/attention_reference.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
+
+using testing::random_uniform;
+using testing::same_bits;
+using testing::to_matrix;
 
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
@@ -39,31 +42,17 @@ struct Case {
 
 // seq 1; GQA with 3 query heads per KV head; MQA at head_dim 64; odd seqs
 // (33, 100) that are no multiple of a warp or a GEMM tile; MHA.
-const Case kCases[] = {{2, 1, 2, 2, 8},    {2, 7, 6, 2, 8},  {2, 33, 4, 1, 64},
-                       {1, 100, 6, 2, 64}, {3, 17, 3, 3, 8}};
-
-// Values in [-scale, scale), the same for a seed on every machine.
-Tensor random_host(const Shape& shape, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> values(shape_numel(shape));
-  for (float& v : values) v = dist(gen);
-  return Tensor::from_vector(shape, values);
-}
-
-reference::Matrix to_matrix(const Tensor& t) {
-  const std::vector<float> v = t.to_vector();
-  return reference::Matrix(v.begin(), v.end());
-}
+const Case kCases[] = {
+    {2, 1, 2, 2, 8}, {2, 7, 6, 2, 8}, {2, 33, 4, 1, 64}, {1, 100, 6, 2, 64}, {3, 17, 3, 3, 8}};
 
 struct Inputs {
   Tensor q, k, v, dout;  // on the host
 };
 Inputs inputs(const Case& c, uint32_t seed, float q_scale = 1.0f) {
-  return {random_host({c.tokens(), c.q_width()}, seed, q_scale),
-          random_host({c.tokens(), c.kv_width()}, seed + 1),
-          random_host({c.tokens(), c.kv_width()}, seed + 2),
-          random_host({c.tokens(), c.q_width()}, seed + 3)};
+  return {random_uniform({c.tokens(), c.q_width()}, seed, -q_scale, q_scale),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 1, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 2, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.q_width()}, seed + 3, -1.0f, 1.0f)};
 }
 
 struct Outputs {
@@ -149,12 +138,6 @@ void expect_matches(const Case& c, const Inputs& in, const Outputs& g) {
   expect_close("dv", g.dv, cpu_out.dv, ref.dv);
 }
 
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  return va.size() == vb.size() &&
-         std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
-}
-
 TEST(CudaAttentionTest, MatchesCpuAndReference) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
@@ -215,7 +198,8 @@ TEST(CudaAttentionTest, RepeatedRunsGiveTheSameBits) {
   const Tensor probs = a.probs.clone();
   Tensor dq = Tensor::full(a.dq.shape(), -3.0f, dev), dk = Tensor::full(a.dk.shape(), -3.0f, dev),
          dv = Tensor::full(a.dv.shape(), -3.0f, dev);
-  Tensor scratch = Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+  Tensor scratch =
+      Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
   gpu::attention_backward(in.q.to(dev), in.k.to(dev), in.v.to(dev), a.probs, in.dout.to(dev), dq,
                           dk, dv, scratch);
   EXPECT_TRUE(same_bits(a.probs, probs));
@@ -240,15 +224,15 @@ TEST(CudaAttentionTest, ShapeErrorsAreInternalErrors) {
   const Tensor k4 = Tensor::empty({c.tokens(), 4 * c.head_dim}, dev);
   EXPECT_THROW(gpu::attention_forward(q, k4, k4, probs, out), InternalError)
       << "4 KV heads for 6 query heads";
-  EXPECT_THROW(gpu::attention_forward(host.q, k, v, probs, out), InternalError)
-      << "q on the host";
+  EXPECT_THROW(gpu::attention_forward(host.q, k, v, probs, out), InternalError) << "q on the host";
   gpu::attention_forward(q, k, v, probs, out);
   Tensor dq = Tensor::empty(q.shape(), dev), dk = Tensor::empty(k.shape(), dev),
          dv = Tensor::empty(v.shape(), dev);
   Tensor small = Tensor::empty({c.batch, c.seq - 1, c.seq - 1}, dev);
   EXPECT_THROW(gpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, small), InternalError)
       << "scratch too small";
-  Tensor scratch = Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+  Tensor scratch =
+      Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
   Tensor bad_dk = Tensor::empty(q.shape(), dev);
   EXPECT_THROW(gpu::attention_backward(q, k, v, probs, dout, dq, bad_dk, dv, scratch),
                InternalError);

@@ -11,38 +11,20 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/bias.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
-
-double higham_gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
-}
-
-// Values k 2^-23 - 1 in [-1, 1), exact in fp32, from a seeded std::mt19937.
-Tensor random_host(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
-  return Tensor::from_vector(shape, v);
-}
-
-// Integers in [-8, 8].
-Tensor small_integers(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<int>(gen() % 17) - 8);
-  return Tensor::from_vector(shape, v);
-}
+using testing::higham_gamma;
+using testing::random_exact;
+using testing::random_integers;
 
 std::string dims(int64_t tokens, int64_t features) {
   return "[" + std::to_string(tokens) + ", " + std::to_string(features) + "]";
@@ -60,8 +42,8 @@ TEST(CudaBiasTest, AddBiasIsBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Dims& d : kDims) {
-    const Tensor y0 = random_host({d.tokens, d.features}, 1);
-    const Tensor b = random_host({d.features}, 2);
+    const Tensor y0 = random_exact({d.tokens, d.features}, 1);
+    const Tensor b = random_exact({d.features}, 2);
     Tensor y_cpu = y0.clone(), y_gpu = y0.to(gpu);
     kernels::cpu::add_bias(y_cpu, b);
     kernels::cuda::add_bias(y_gpu, b.to(gpu));
@@ -74,8 +56,8 @@ TEST(CudaBiasTest, AddBiasOnColumnBlock) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   const int64_t tokens = 129, width = 300, start = 37, features = 257;
-  const Tensor wide = random_host({tokens, width}, 3);
-  const Tensor b = random_host({features}, 4);
+  const Tensor wide = random_exact({tokens, width}, 3);
+  const Tensor b = random_exact({features}, 4);
   Tensor wide_cpu = wide.clone(), wide_gpu = wide.to(gpu);
   Tensor y_cpu = wide_cpu.slice(-1, start, features), y_gpu = wide_gpu.slice(-1, start, features);
   ASSERT_GT(y_gpu.row_stride(), y_gpu.size(1));
@@ -92,8 +74,8 @@ TEST(CudaBiasTest, BiasGradWithinHighamBoundOfCpuAndDeterministic) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Dims& d : kDims) {
-    const Tensor dy = random_host({d.tokens, d.features}, 5);
-    const Tensor db0 = random_host({d.features}, 6);
+    const Tensor dy = random_exact({d.tokens, d.features}, 5);
+    const Tensor db0 = random_exact({d.features}, 6);
     Tensor db_cpu = db0.clone(), db_gpu = db0.to(gpu), db_again = db0.to(gpu);
     const Tensor dy_gpu = dy.to(gpu);
     kernels::cpu::accumulate_bias_grad(dy, db_cpu);
@@ -116,8 +98,8 @@ TEST(CudaBiasTest, BiasGradOfSmallIntegersIsBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Dims& d : kDims) {
-    const Tensor dy = small_integers({d.tokens, d.features}, 7);
-    const Tensor db0 = small_integers({d.features}, 8);
+    const Tensor dy = random_integers({d.tokens, d.features}, 7, 8);
+    const Tensor db0 = random_integers({d.features}, 8, 8);
     Tensor db_cpu = db0.clone(), db_gpu = db0.to(gpu);
     const Tensor dy_gpu = dy.to(gpu);
     for (int call = 0; call < 2; ++call) {
@@ -136,7 +118,7 @@ TEST(CudaBiasTest, BiasGradOfColumnBlock) {
   const Device gpu = testing::test_gpu();
   for (const Dims& d : {Dims{7, 3}, Dims{37, 257}, Dims{300, 65}}) {
     const int64_t width = d.features + 11, start = 6;
-    const Tensor wide = small_integers({d.tokens, width}, 9);
+    const Tensor wide = random_integers({d.tokens, width}, 9, 8);
     const Tensor dy = wide.slice(-1, start, d.features);
     const Tensor dy_gpu = wide.to(gpu).slice(-1, start, d.features);
     ASSERT_GT(dy_gpu.row_stride(), dy_gpu.size(1));

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -20,16 +19,19 @@
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/cross_entropy.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::expect_same_bits;
+using testing::kU;
+
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
 using kernels::CrossEntropyRows;
 
-constexpr double kU = 1.0 / 16777216.0;  // fp32 unit roundoff 2^-24
 constexpr int32_t kIgnore = -100;
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
@@ -44,14 +46,16 @@ struct Case {
            std::to_string(ranks) + " x " + std::to_string(vocab_local) + " (padded), smoothing " +
            std::to_string(smoothing);
   }
-  int64_t real(int r) const { return std::clamp(vocab_size - r * vocab_local, int64_t{0}, vocab_local); }
+  int64_t real(int r) const {
+    return std::clamp(vocab_size - r * vocab_local, int64_t{0}, vocab_local);
+  }
 };
 
 // vocab_local 1; 37 unpadded; two ranks of 504 with padding; three ranks, the
 // last with 10 real classes; three ranks, the last with none (30 = 16 + 14 + 0).
-const Case kCases[] = {{5, 1, 1, 1, 0.0f, false},    {7, 37, 37, 1, 0.0f, true},
+const Case kCases[] = {{5, 1, 1, 1, 0.0f, false},      {7, 37, 37, 1, 0.0f, true},
                        {33, 1000, 504, 2, 0.1f, true}, {9, 50, 20, 3, 0.1f, false},
-                       {12, 30, 16, 3, 0.0f, true},   {100, 30, 16, 3, 0.2f, true}};
+                       {12, 30, 16, 3, 0.0f, true},    {100, 30, 16, 3, 0.2f, true}};
 
 struct Problem {
   Tensor logits;  // host [tokens, ranks * vocab_local]; padded columns NaN
@@ -118,12 +122,6 @@ void expect_within(const std::string& what, const Tensor& got, const Tensor& wan
                     << (first >= 0 ? bound[first] : 0.0);
 }
 
-void expect_same_bits(const std::string& what, const Tensor& a, const Tensor& b) {
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  ASSERT_EQ(va.size(), vb.size()) << what;
-  EXPECT_EQ(std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)), 0) << what;
-}
-
 // The GPU pieces of one rank, for the determinism check.
 struct GpuPieces {
   Tensor max, sum_exp, target_logit, dlogits;
@@ -167,7 +165,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
       const CrossEntropyRows rows = rows_of(c, p.targets, r);
       const Tensor x = p.logits.slice(1, r * vl, vl);
       Tensor se_cpu = Tensor::empty({T}), tl_cpu = Tensor::empty(target_shape(c));
-      Tensor se_gpu = Tensor::full({T}, 7.0f, dev), tl_gpu = Tensor::full(target_shape(c), 7.0f, dev);
+      Tensor se_gpu = Tensor::full({T}, 7.0f, dev),
+             tl_gpu = Tensor::full(target_shape(c), 7.0f, dev);
       cpu::cross_entropy_sums(x, rows, m_host, se_cpu, tl_cpu);
       gpu::cross_entropy_sums(logits_dev.slice(1, r * vl, vl), rows, m_dev, se_gpu, tl_gpu);
       std::vector<double> se_bound(T, 0.0), tl_bound(T * tl_stride, 0.0);
@@ -246,9 +245,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
         Tensor dx_cpu = Tensor::empty({T, vl}), dx_gpu = Tensor::full({T, vl}, 7.0f, dev);
         cpu::cross_entropy_backward(x, rows, m_host, s_total, per_token ? &p.dloss : nullptr,
                                     uniform, dx_cpu);
-        gpu::cross_entropy_backward(logits_dev.slice(1, r * vl, vl), rows, m_dev,
-                                    s_total.to(dev), per_token ? &dloss_dev : nullptr, uniform,
-                                    dx_gpu);
+        gpu::cross_entropy_backward(logits_dev.slice(1, r * vl, vl), rows, m_dev, s_total.to(dev),
+                                    per_token ? &dloss_dev : nullptr, uniform, dx_gpu);
         std::vector<double> bound(T * vl, 0.0);
         const std::vector<float> g = dx_gpu.to_vector();
         for (int64_t t = 0; t < T; ++t) {

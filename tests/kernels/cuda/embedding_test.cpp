@@ -8,28 +8,23 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::expect_same_bits;
+using testing::random_uniform;
+
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
-
-Tensor random_host(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(shape_numel(shape));
-  for (float& v : values) v = dist(gen);
-  return Tensor::from_vector(shape, values);
-}
 
 // ids in [lo, hi): a small range gives many repeated rows.
 std::vector<int32_t> random_ids(int64_t tokens, int32_t lo, int32_t hi, uint32_t seed) {
@@ -38,22 +33,6 @@ std::vector<int32_t> random_ids(int64_t tokens, int32_t lo, int32_t hi, uint32_t
   std::vector<int32_t> ids(tokens);
   for (int32_t& id : ids) id = dist(gen);
   return ids;
-}
-
-void expect_same_bits(const std::string& what, const Tensor& a, const Tensor& b) {
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  ASSERT_EQ(va.size(), vb.size()) << what;
-  int64_t first = -1, count = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    if (std::memcmp(&va[i], &vb[i], sizeof(float)) != 0) {
-      if (first < 0) first = static_cast<int64_t>(i);
-      ++count;
-    }
-  }
-  EXPECT_EQ(count, 0) << what << ": " << count << " of " << va.size()
-                      << " elements differ; first at " << first << ": "
-                      << (first >= 0 ? va[first] : 0.0f) << " vs "
-                      << (first >= 0 ? vb[first] : 0.0f);
 }
 
 struct VocabCase {
@@ -76,7 +55,7 @@ TEST(CudaEmbeddingTest, VocabularyForwardAndBackwardMatchCpuBitwise) {
     SCOPED_TRACE("tokens " + std::to_string(c.tokens) + ", vocab_local " +
                  std::to_string(c.vocab_local) + ", d " + std::to_string(c.d));
     const std::vector<int32_t> ids = random_ids(c.tokens, c.id_lo, c.id_hi, seed++);
-    const Tensor table = random_host({c.vocab_local, c.d}, seed++);
+    const Tensor table = random_uniform({c.vocab_local, c.d}, seed++, -1.0f, 1.0f);
     Tensor y_cpu = Tensor::empty({c.tokens, c.d});
     cpu::embedding_forward(ids, c.vocab_start, table, y_cpu);
     Tensor y_gpu = Tensor::full({c.tokens, c.d}, 7.0f, dev);
@@ -84,8 +63,8 @@ TEST(CudaEmbeddingTest, VocabularyForwardAndBackwardMatchCpuBitwise) {
     expect_same_bits("y", y_gpu, y_cpu);
 
     // Backward accumulates into an existing gradient.
-    const Tensor dy = random_host({c.tokens, c.d}, seed++);
-    const Tensor dtable0 = random_host({c.vocab_local, c.d}, seed++);
+    const Tensor dy = random_uniform({c.tokens, c.d}, seed++, -1.0f, 1.0f);
+    const Tensor dtable0 = random_uniform({c.vocab_local, c.d}, seed++, -1.0f, 1.0f);
     Tensor dtable_cpu = dtable0.clone();
     cpu::embedding_backward(ids, c.vocab_start, dy, dtable_cpu);
     Tensor dtable_gpu = dtable0.to(dev);
@@ -105,7 +84,7 @@ TEST(CudaEmbeddingTest, StridedViews) {
   const Device dev = testing::test_gpu();
   const int64_t tokens = 19, vocab_local = 11, d = 5;
   const std::vector<int32_t> ids = random_ids(tokens, 0, 15, 11);
-  const Tensor table = random_host({vocab_local, d}, 12);
+  const Tensor table = random_uniform({vocab_local, d}, 12, -1.0f, 1.0f);
   Tensor y_cpu = Tensor::empty({tokens, d});
   cpu::embedding_forward(ids, 0, table, y_cpu);
   Tensor wide = Tensor::full({tokens, 3 * d}, 7.0f, dev);
@@ -116,7 +95,7 @@ TEST(CudaEmbeddingTest, StridedViews) {
   EXPECT_EQ(w[0], 7.0f) << "columns outside the view are untouched";
   EXPECT_EQ(w[2 * d], 7.0f);
 
-  const Tensor dy_full = random_host({tokens, 2 * d}, 13);
+  const Tensor dy_full = random_uniform({tokens, 2 * d}, 13, -1.0f, 1.0f);
   const Tensor dy = dy_full.slice(1, d, d);
   Tensor dtable_cpu = Tensor::zeros({vocab_local, d});
   cpu::embedding_backward(ids, 0, dy, dtable_cpu);
@@ -136,8 +115,8 @@ TEST(CudaEmbeddingTest, PositionsMatchCpuBitwise) {
     SCOPED_TRACE("batch " + std::to_string(c.batch) + ", seq " + std::to_string(c.seq) + ", d " +
                  std::to_string(c.d));
     const int64_t tokens = c.batch * c.seq, max_positions = c.seq + 3;
-    const Tensor x0 = random_host({tokens, c.d}, seed++);
-    const Tensor table = random_host({max_positions, c.d}, seed++);
+    const Tensor x0 = random_uniform({tokens, c.d}, seed++, -1.0f, 1.0f);
+    const Tensor table = random_uniform({max_positions, c.d}, seed++, -1.0f, 1.0f);
     Tensor x_cpu = x0.clone();
     cpu::position_embedding_forward(x_cpu, table, c.seq);
     Tensor x_gpu = x0.to(dev);
@@ -145,8 +124,8 @@ TEST(CudaEmbeddingTest, PositionsMatchCpuBitwise) {
     expect_same_bits("x", x_gpu, x_cpu);
 
     // Rows >= seq of the gradient stay as they were.
-    const Tensor dx = random_host({tokens, c.d}, seed++);
-    const Tensor dtable0 = random_host({max_positions, c.d}, seed++);
+    const Tensor dx = random_uniform({tokens, c.d}, seed++, -1.0f, 1.0f);
+    const Tensor dtable0 = random_uniform({max_positions, c.d}, seed++, -1.0f, 1.0f);
     Tensor dtable_cpu = dtable0.clone();
     cpu::position_embedding_backward(dx, c.seq, dtable_cpu);
     Tensor dtable_gpu = dtable0.to(dev);

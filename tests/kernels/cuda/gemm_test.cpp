@@ -11,41 +11,22 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::higham_gamma;
+using testing::random_exact;
+using testing::random_integers;
+
 using kernels::Trans;
-
-constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
-
-// Higham's gamma_n = n u / (1 - n u).
-double higham_gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
-}
-
-// Values k 2^-23 - 1 in [-1, 1), exact in fp32, from a seeded std::mt19937.
-Tensor random_host(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
-  return Tensor::from_vector(shape, v);
-}
-
-// Integers in [-4, 4].
-Tensor small_integers(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<int>(gen() % 9) - 4);
-  return Tensor::from_vector(shape, v);
-}
 
 const char* name(Trans t) {
   return t == Trans::kNo ? "N" : "T";
@@ -114,9 +95,9 @@ TEST(CudaGemmTest, MatchesCpuForAllTransposesAndScalings) {
   for (const Dims& d : kDims) {
     for (Trans ta : kBoth) {
       for (Trans tb : kBoth) {
-        const Tensor a = random_host(a_shape(ta, d.m, d.k), seed++);
-        const Tensor b = random_host(b_shape(tb, d.k, d.n), seed++);
-        const Tensor c0 = random_host({d.m, d.n}, seed++);
+        const Tensor a = random_exact(a_shape(ta, d.m, d.k), seed++);
+        const Tensor b = random_exact(b_shape(tb, d.k, d.n), seed++);
+        const Tensor c0 = random_exact({d.m, d.n}, seed++);
         const std::vector<double> abs_ab = abs_products(ta, tb, a, b, d.m, d.n, d.k);
         const Tensor a_gpu = a.to(gpu), b_gpu = b.to(gpu);
         for (const Scaling& s : kScalings) {
@@ -146,9 +127,9 @@ TEST(CudaGemmTest, SmallIntegersAreBitwiseEqualToCpu) {
   for (const Dims& d : kDims) {
     for (Trans ta : kBoth) {
       for (Trans tb : kBoth) {
-        const Tensor a = small_integers(a_shape(ta, d.m, d.k), 11);
-        const Tensor b = small_integers(b_shape(tb, d.k, d.n), 12);
-        const Tensor c0 = small_integers({d.m, d.n}, 13);
+        const Tensor a = random_integers(a_shape(ta, d.m, d.k), 11, 4);
+        const Tensor b = random_integers(b_shape(tb, d.k, d.n), 12, 4);
+        const Tensor c0 = random_integers({d.m, d.n}, 13, 4);
         for (const Scaling& s : {Scaling{1.0f, 0.0f}, Scaling{2.0f, 1.0f}, Scaling{-1.0f, -2.0f}}) {
           Tensor c_cpu = c0.clone();
           Tensor c_gpu = c0.to(gpu);
@@ -166,7 +147,7 @@ TEST(CudaGemmTest, BetaZeroIgnoresNaNInC) {
   // Layers write into fresh, uninitialized buffers with beta = 0.
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  const Tensor a = random_host({37, 65}, 21), b = random_host({29, 65}, 22);
+  const Tensor a = random_exact({37, 65}, 21), b = random_exact({29, 65}, 22);
   Tensor c_gpu = Tensor::full({37, 29}, std::numeric_limits<float>::quiet_NaN(), gpu);
   Tensor c_cpu = Tensor::zeros({37, 29});
   kernels::cuda::gemm(Trans::kNo, Trans::kYes, 1.0f, a.to(gpu), b.to(gpu), 0.0f, c_gpu);
@@ -185,9 +166,9 @@ TEST(CudaGemmTest, StridedColumnBlocksAsOperands) {
   for (Trans ta : kBoth) {
     for (Trans tb : kBoth) {
       const Shape as = a_shape(ta, m, k), bs = b_shape(tb, k, n);
-      const Tensor a_wide = random_host({as[0], as[1] + pad}, 31);
-      const Tensor b_wide = random_host({bs[0], bs[1] + 2 * pad}, 32);
-      const Tensor c_wide = random_host({m, n + pad}, 33);
+      const Tensor a_wide = random_exact({as[0], as[1] + pad}, 31);
+      const Tensor b_wide = random_exact({bs[0], bs[1] + 2 * pad}, 32);
+      const Tensor c_wide = random_exact({m, n + pad}, 33);
       const Tensor a = a_wide.slice(-1, 1, as[1]), b = b_wide.slice(-1, pad, bs[1]);
       Tensor c_cpu = c_wide.clone().slice(-1, 3, n);
       Tensor c_wide_gpu = c_wide.to(gpu);
@@ -220,7 +201,7 @@ TEST(CudaGemmTest, EmptyInnerDimensionScalesC) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   const Tensor a = Tensor::empty({7, 0}, gpu), b = Tensor::empty({0, 5}, gpu);
-  const Tensor c0 = random_host({7, 5}, 41);
+  const Tensor c0 = random_exact({7, 5}, 41);
   Tensor c_gpu = c0.to(gpu), c_cpu = c0.clone();
   kernels::cuda::gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, -0.75f, c_gpu);
   kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, Tensor::empty({7, 0}), Tensor::empty({0, 5}),

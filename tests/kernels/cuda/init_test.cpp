@@ -6,23 +6,26 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
 #include "kernels/cpu/init.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::same_bits;
+
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
 using kernels::RandomFill;
 
-RandomFill fill_of(const Shape& full, int dim, int64_t offset, bool normal, const std::string& name) {
+RandomFill fill_of(const Shape& full, int dim, int64_t offset, bool normal,
+                   const std::string& name) {
   RandomFill f;
   f.full_shape = full;
   f.dim = dim;
@@ -32,12 +35,6 @@ RandomFill fill_of(const Shape& full, int dim, int64_t offset, bool normal, cons
   f.seed = 1234;
   f.stream = name_stream(name);
   return f;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  return va.size() == vb.size() &&
-         std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
 }
 
 TEST(CudaInitTest, BitwiseEqualToCpu) {

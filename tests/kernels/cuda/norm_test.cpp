@@ -11,21 +11,23 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 #include "support/norm_reference.h"
 
 namespace colrow {
 namespace {
 
-using reference::Matrix;
+using testing::kU;
+using testing::random_exact;
+using testing::to_matrix;
 
-constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
+using reference::Matrix;
 
 // Error factors c of the CPU test: each implementation is within c u M of the
 // exact value (M from norm_reference.h), counting the fp32 roundings on the
@@ -36,21 +38,6 @@ constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
 constexpr double kLnY = 6, kLnDx = 15, kLnDgamma = 6, kLnDbeta = 2;
 constexpr double kRmsY = 4, kRmsDx = 11, kRmsDw = 5;
 constexpr double kStats = 2;  // mean, rstd: one rounding of a double-accurate value, plus a spare
-
-// Values k 2^-23 - 1 in [-1, 1) plus `offset`, from a seeded std::mt19937.
-Tensor random_host(const Shape& shape, uint32_t seed, float offset = 0.0f) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) {
-    x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0) + offset;
-  }
-  return Tensor::from_vector(shape, v);
-}
-
-Matrix to_matrix(const Tensor& t) {
-  const std::vector<float> v = t.to_vector();
-  return Matrix(v.begin(), v.end());
-}
 
 Matrix absolute(Matrix m) {
   for (double& v : m) v = std::fabs(v);
@@ -99,7 +86,7 @@ const Case kCases[] = {
     {0.0f, false, "centered"}, {0.0f, true, "constant row"}, {100.0f, false, "offset 100"}};
 
 Tensor make_input(const Dims& dims, uint32_t seed, const Case& c) {
-  Tensor x = random_host({dims.tokens, dims.d}, seed, c.offset);
+  Tensor x = random_exact({dims.tokens, dims.d}, seed, c.offset);
   for (int64_t j = 0; c.constant_row && j < dims.d; ++j) x(0, j) = c.offset + 0.25f;
   return x;
 }
@@ -118,9 +105,9 @@ TEST(CudaNormTest, LayerNormMatchesCpu) {
       SCOPED_TRACE(label(c, dims));
       const Shape rows = {dims.tokens, dims.d};
       const Tensor x = make_input(dims, 1, c);
-      const Tensor gamma = random_host({dims.d}, 2), beta = random_host({dims.d}, 3);
-      const Tensor dy = random_host(rows, 4);
-      const Tensor dgamma0 = random_host({dims.d}, 5), dbeta0 = random_host({dims.d}, 6);
+      const Tensor gamma = random_exact({dims.d}, 2), beta = random_exact({dims.d}, 3);
+      const Tensor dy = random_exact(rows, 4);
+      const Tensor dgamma0 = random_exact({dims.d}, 5), dbeta0 = random_exact({dims.d}, 6);
       Tensor y = Tensor::empty(rows), dx = Tensor::empty(rows);
       Tensor mean = Tensor::empty({dims.tokens}), rstd = Tensor::empty({dims.tokens});
       Tensor dgamma = dgamma0.clone(), dbeta = dbeta0.clone();
@@ -164,8 +151,8 @@ TEST(CudaNormTest, RmsNormMatchesCpu) {
       SCOPED_TRACE(label(c, dims));
       const Shape rows = {dims.tokens, dims.d};
       const Tensor x = make_input(dims, 7, c);
-      const Tensor weight = random_host({dims.d}, 8), dy = random_host(rows, 9);
-      const Tensor dweight0 = random_host({dims.d}, 10);
+      const Tensor weight = random_exact({dims.d}, 8), dy = random_exact(rows, 9);
+      const Tensor dweight0 = random_exact({dims.d}, 10);
       Tensor y = Tensor::empty(rows), dx = Tensor::empty(rows);
       Tensor rstd = Tensor::empty({dims.tokens}), dweight = dweight0.clone();
       kernels::cpu::rms_norm_forward(x, weight, eps, y, rstd);
@@ -197,7 +184,7 @@ TEST(CudaNormTest, VarianceSurvivesALargeOffset) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   constexpr int64_t kTokens = 3, kD = 96;
-  Tensor x = random_host({kTokens, kD}, 11);
+  Tensor x = random_exact({kTokens, kD}, 11);
   for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = 1000.0f + x.data()[i] * 0x1p-10f;
   const Tensor gamma = Tensor::full({kD}, 1.0f), beta = Tensor::zeros({kD});
   Tensor y = Tensor::empty({kTokens, kD}), mean = Tensor::empty({kTokens});
@@ -217,9 +204,9 @@ TEST(CudaNormTest, StridedRows) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   constexpr int64_t kTokens = 37, kD = 65, kWide = 100;
-  const Tensor wide_x = random_host({kTokens, kWide}, 12);
-  const Tensor wide_dy = random_host({kTokens, kWide}, 13);
-  const Tensor gamma = random_host({kD}, 14), beta = random_host({kD}, 15);
+  const Tensor wide_x = random_exact({kTokens, kWide}, 12);
+  const Tensor wide_dy = random_exact({kTokens, kWide}, 13);
+  const Tensor gamma = random_exact({kD}, 14), beta = random_exact({kD}, 15);
   const Tensor x = wide_x.slice(1, 20, kD).clone(), dy = wide_dy.slice(1, 5, kD).clone();
   const Tensor x_g = wide_x.to(gpu).slice(1, 20, kD), dy_g = wide_dy.to(gpu).slice(1, 5, kD);
   Tensor wide_y_g = Tensor::zeros({kTokens, kWide}, gpu),

@@ -8,26 +8,20 @@
 
 #include <cmath>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/reduce.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using testing::random_uniform;
+
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
-
-Tensor random_host(const Shape& shape, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> values(shape_numel(shape));
-  for (float& v : values) v = dist(gen);
-  return Tensor::from_vector(shape, values);
-}
 
 TEST(CudaReduceTest, SumOfSquaresMatchesCpu) {
   COLROW_REQUIRE_GPU();
@@ -38,7 +32,7 @@ TEST(CudaReduceTest, SumOfSquaresMatchesCpu) {
   int64_t n = 0;
   for (const Shape& s : shapes) {
     const float scale = seed % 2 == 0 ? 1.0f : 1e-3f;  // magnitudes far apart
-    host.push_back(random_host(s, seed++, scale));
+    host.push_back(random_uniform(s, seed++, -scale, scale));
     device.push_back(host.back().to(dev));
     n += host.back().numel();
   }
@@ -62,13 +56,14 @@ TEST(CudaReduceTest, DivideMatchesCpuBitwise) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   for (const float divisor : {3.0f, 7.0f, 0.1f}) {
-    const Tensor x = random_host({33, 31}, 42);
+    const Tensor x = random_uniform({33, 31}, 42, -1.0f, 1.0f);
     Tensor want = x.clone();
     cpu::divide(want, divisor);
     Tensor got = x.to(dev);
     gpu::divide(got, divisor);
     const std::vector<float> a = got.to_vector(), b = want.to_vector();
-    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "divisor " << divisor;
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+        << "divisor " << divisor;
   }
 }
 

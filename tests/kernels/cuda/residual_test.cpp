@@ -7,24 +7,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
-// Values k 2^-23 - 1 in [-1, 1), exact in fp32, from a seeded std::mt19937.
-Tensor random_host(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
-  return Tensor::from_vector(shape, v);
-}
+using testing::random_exact;
 
 const Shape kShapes[] = {{1}, {7, 3}, {37, 65}, {129, 1000}, {3, 5, 257}};
 
@@ -32,7 +26,7 @@ TEST(CudaResidualTest, AddIsBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Shape& shape : kShapes) {
-    const Tensor a = random_host(shape, 1), b = random_host(shape, 2);
+    const Tensor a = random_exact(shape, 1), b = random_exact(shape, 2);
     Tensor out = Tensor::empty(shape);
     kernels::cpu::add(a, b, out);
     Tensor out_gpu = Tensor::empty(shape, gpu);
@@ -49,7 +43,7 @@ TEST(CudaResidualTest, AddIntoIsBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Shape& shape : kShapes) {
-    const Tensor out0 = random_host(shape, 3), a = random_host(shape, 4);
+    const Tensor out0 = random_exact(shape, 3), a = random_exact(shape, 4);
     Tensor out = out0.clone(), out_gpu = out0.to(gpu);
     const Tensor a_gpu = a.to(gpu);
     for (int call = 0; call < 2; ++call) {  // accumulates
@@ -65,7 +59,7 @@ TEST(CudaResidualTest, RowBlockViews) {
   // offset, so no alignment beyond 4 bytes): only the block changes.
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  const Tensor tall = random_host({41, 65}, 5), a = random_host({37, 65}, 6);
+  const Tensor tall = random_exact({41, 65}, 5), a = random_exact({37, 65}, 6);
   Tensor tall_cpu = tall.clone(), tall_gpu = tall.to(gpu);
   Tensor block_cpu = tall_cpu.slice(0, 3, 37), block_gpu = tall_gpu.slice(0, 3, 37);
   kernels::cpu::add_into(block_cpu, a);

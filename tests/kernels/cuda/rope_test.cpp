@@ -9,26 +9,19 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);  // fp32's unit roundoff, 2^-24
-
-// Values k 2^-23 - 1 in [-1, 1), exact in fp32, from a seeded std::mt19937.
-Tensor random_host(const Shape& shape, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (float& x : v) x = static_cast<float>(static_cast<double>(gen() >> 8) * 0x1p-23 - 1.0);
-  return Tensor::from_vector(shape, v);
-}
+using testing::kU;
+using testing::random_exact;
 
 struct RopeCase {
   int64_t batch, seq, heads, head_dim;
@@ -109,7 +102,7 @@ TEST(CudaRopeTest, ForwardAndBackwardMatchCpu) {
     SCOPED_TRACE(label(c));
     const Tables t = tables(c, gpu);
     const Shape shape = {c.batch * c.seq, c.heads * c.head_dim};
-    const Tensor x = random_host(shape, 1);
+    const Tensor x = random_exact(shape, 1);
     Tensor y = Tensor::empty(shape), dx = Tensor::empty(shape);
     kernels::cpu::rope_forward(x, t.cos, t.sin, y);
     kernels::cpu::rope_backward(x, t.cos, t.sin, dx);
@@ -137,7 +130,7 @@ TEST(CudaRopeTest, PositionZeroIsTheIdentity) {
   const RopeCase c{3, 7, 3, 6, 10000.0};
   const Tables t = tables(c, gpu);
   const int64_t width = c.heads * c.head_dim;
-  const Tensor x = random_host({c.batch * c.seq, width}, 2);
+  const Tensor x = random_exact({c.batch * c.seq, width}, 2);
   Tensor y_gpu = Tensor::empty(x.shape(), gpu);
   kernels::cuda::rope_forward(x.to(gpu), t.cos_gpu, t.sin_gpu, y_gpu);
   const Tensor y = y_gpu.to(Device::cpu());

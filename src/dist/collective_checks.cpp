@@ -1,0 +1,40 @@
+// Operand checks shared by the communicator backends (see collective_checks.h).
+#include "dist/collective_checks.h"
+
+#include "colrow/core/error.h"
+
+namespace colrow::collective_checks {
+
+void require_contiguous(const Tensor& t, const char* what, const std::string& group) {
+  if (!t.is_contiguous()) {
+    throw InternalError("[dist] " + std::string(what) + " over " + group +
+                        " needs a contiguous tensor, got strides of shape " +
+                        shape_to_string(t.shape()));
+  }
+}
+
+void require_gather_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group) {
+  if (out.numel() != in.numel() * size) {
+    throw InternalError("[dist] all_gather over " + group + ": output " +
+                        shape_to_string(out.shape()) + " must hold " + std::to_string(size) +
+                        " x input " + shape_to_string(in.shape()));
+  }
+}
+
+void require_scatter_sizes(const Tensor& in, const Tensor& out, int size,
+                           const std::string& group) {
+  if (in.numel() != out.numel() * size) {
+    throw InternalError("[dist] reduce_scatter_sum over " + group + ": input " +
+                        shape_to_string(in.shape()) + " must hold " + std::to_string(size) +
+                        " x output " + shape_to_string(out.shape()));
+  }
+}
+
+void require_root(int root, int size, const std::string& group) {
+  if (root < 0 || root >= size) {
+    throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
+                        group + " (size " + std::to_string(size) + ")");
+  }
+}
+
+}  // namespace colrow::collective_checks

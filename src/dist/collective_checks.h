@@ -1,0 +1,22 @@
+// The operand checks every Communicator backend runs before it communicates
+// (MPI, host-staged, NCCL), with one message each. They run at every group
+// size, so a wrong operand fails at tp = 1 too, and on every rank alike,
+// before anything is sent: no rank is left waiting in a collective.
+#pragma once
+
+#include <string>
+
+#include "colrow/core/tensor.h"
+
+namespace colrow::collective_checks {
+
+// InternalError unless t is contiguous.
+void require_contiguous(const Tensor& t, const char* what, const std::string& group);
+// out: [size * n, ...] for in: [n, ...] (all_gather along dim 0).
+void require_gather_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group);
+// in: [size * n, ...] for out: [n, ...] (reduce_scatter_sum along dim 0).
+void require_scatter_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group);
+// 0 <= root < size.
+void require_root(int root, int size, const std::string& group);
+
+}  // namespace colrow::collective_checks

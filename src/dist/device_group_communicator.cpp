@@ -1,0 +1,121 @@
+// The checks and host routing shared by the GPU communicators (see
+// device_group_communicator.h); the backends only move GPU data.
+#include "dist/device_group_communicator.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "colrow/core/error.h"
+#include "dist/collective_checks.h"
+
+namespace colrow {
+
+using collective_checks::require_contiguous;
+
+DeviceGroupCommunicator::DeviceGroupCommunicator(std::unique_ptr<Communicator> host, Device device,
+                                                 const char* kind)
+    : host_(std::move(host)), device_(device) {
+  COLROW_CHECK(host_ != nullptr, std::string(kind) + " needs the group's MPI communicator");
+  COLROW_CHECK(device_.is_cuda(), std::string(kind) + " runs on a GPU, not " + device_.str());
+}
+
+bool DeviceGroupCommunicator::all_on_host(const char* what,
+                                          std::initializer_list<const Tensor*> operands) const {
+  bool host = true, here = true;
+  std::string places;
+  for (const Tensor* t : operands) {
+    host = host && t->device().is_cpu();
+    here = here && t->device() == device_;
+    places += (places.empty() ? "" : " and ") + t->device().str();
+  }
+  if (host) return true;
+  if (here) return false;
+  throw InternalError("[dist] " + std::string(what) + " over " + name() +
+                      " takes its tensors all on the host or all on " + device_.str() +
+                      ", got them on " + places);
+}
+
+void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* what) {
+  if (all_on_host(what, {&x})) {
+    if (reduction == Reduction::kSum) {
+      host_->all_reduce_sum(x);
+    } else {
+      host_->all_reduce_max(x);
+    }
+    return;
+  }
+  require_contiguous(x, what, name());
+  if (size() == 1 || x.numel() == 0) return;
+  device_all_reduce(x, reduction);
+}
+
+void DeviceGroupCommunicator::all_reduce_sum(Tensor& x) {
+  all_reduce(x, Reduction::kSum, "all_reduce_sum");
+}
+
+void DeviceGroupCommunicator::all_reduce_max(Tensor& x) {
+  all_reduce(x, Reduction::kMax, "all_reduce_max");
+}
+
+void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  if (all_on_host("all_gather", {&in, &out})) {
+    host_->all_gather(in, out);
+    return;
+  }
+  require_contiguous(in, "all_gather", name());
+  require_contiguous(out, "all_gather", name());
+  collective_checks::require_gather_sizes(in, out, size(), name());
+  if (size() == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
+    return;
+  }
+  if (in.numel() == 0) return;
+  device_all_gather(in, out);
+}
+
+void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  if (all_on_host("reduce_scatter_sum", {&in, &out})) {
+    host_->reduce_scatter_sum(in, out);
+    return;
+  }
+  require_contiguous(in, "reduce_scatter_sum", name());
+  require_contiguous(out, "reduce_scatter_sum", name());
+  collective_checks::require_scatter_sizes(in, out, size(), name());
+  if (size() == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
+    return;
+  }
+  if (out.numel() == 0) return;
+  device_reduce_scatter_sum(in, out);
+}
+
+void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
+  if (all_on_host("broadcast", {&x})) {
+    host_->broadcast(x, root);
+    return;
+  }
+  require_contiguous(x, "broadcast", name());
+  collective_checks::require_root(root, size(), name());
+  if (size() == 1 || x.numel() == 0) return;
+  device_broadcast(x, root);
+}
+
+void DeviceGroupCommunicator::barrier() {
+  host_->barrier();
+}
+
+std::unique_ptr<Communicator> DeviceGroupCommunicator::split(int color, int key,
+                                                             const std::string& name) {
+  return over(host_->split(color, key, name));
+}
+
+bool DeviceGroupCommunicator::all_ranks_failing(double timeout_seconds) {
+  return host_->all_ranks_failing(timeout_seconds);
+}
+
+void DeviceGroupCommunicator::abort(int exit_code) {
+  host_->abort(exit_code);
+  std::_Exit(exit_code);  // not reached
+}
+
+}  // namespace colrow

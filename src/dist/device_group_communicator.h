@@ -1,0 +1,63 @@
+// DeviceGroupCommunicator: what the GPU communicators (host-staged, NCCL)
+// share. It owns the group's MPI communicator, which carries every host
+// tensor and all control traffic (barrier, failure agreement, abort), checks
+// each collective's operands once (all on the host or all on this rank's GPU,
+// contiguous, sizes that match) at every group size, answers groups of one and
+// empty tensors itself, and hands the remaining GPU work to its backend.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "colrow/core/device.h"
+#include "colrow/dist/communicator.h"
+
+namespace colrow {
+
+class DeviceGroupCommunicator : public Communicator {
+ public:
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  const std::string& name() const override { return host_->name(); }
+  Device device() const { return device_; }
+
+  void all_reduce_sum(Tensor& x) override;
+  void all_reduce_max(Tensor& x) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  void broadcast(Tensor& x, int root) override;
+  // The MPI group's barrier: it orders the ranks' host code, not queued GPU work.
+  void barrier() override;
+  // Splits the MPI group and gives the new group the same kind of backend.
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+  bool all_ranks_failing(double timeout_seconds) override;
+  [[noreturn]] void abort(int exit_code) override;
+
+ protected:
+  enum class Reduction { kSum, kMax };
+
+  // `host`: the group's MPI communicator (owned); `device`: this rank's GPU.
+  DeviceGroupCommunicator(std::unique_ptr<Communicator> host, Device device, const char* kind);
+  Communicator& host() { return *host_; }
+
+  // GPU work only, with checked operands on device(), a group of two or more
+  // and at least one element.
+  virtual void device_all_reduce(Tensor& x, Reduction reduction) = 0;
+  virtual void device_all_gather(const Tensor& in, Tensor& out) = 0;
+  virtual void device_reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
+  virtual void device_broadcast(Tensor& x, int root) = 0;
+  // The same backend over a split of the MPI group.
+  virtual std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) = 0;
+
+ private:
+  // True when every operand is a host tensor (the MPI group takes it), false
+  // when every one lives on device(); InternalError for a mix or another GPU.
+  bool all_on_host(const char* what, std::initializer_list<const Tensor*> operands) const;
+  void all_reduce(Tensor& x, Reduction reduction, const char* what);
+
+  std::unique_ptr<Communicator> host_;
+  Device device_;
+};
+
+}  // namespace colrow

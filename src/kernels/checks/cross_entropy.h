@@ -1,0 +1,108 @@
+// Operand checks of the vocabulary-parallel cross-entropy kernels, shared by
+// kernels/cpu/cross_entropy.cpp and kernels/cuda/cross_entropy.cu (shapes as
+// documented in kernels/cpu/cross_entropy.h):
+//   logits_local: [tokens, vocab_size_local >= real] with contiguous rows
+//   max, sum_exp, losses, dloss: [tokens]; target_logit: [tokens], or
+//   [tokens, 2] with label smoothing; all contiguous.
+// dlogits_local's check stays with each kernel: the CPU writes contiguous
+// rows, the GPU writes through the row stride.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/core/tensor.h"
+#include "kernels/backend.h"
+
+namespace colrow::kernels {
+
+[[noreturn]] inline void cross_entropy_fail(const char* what, const std::string& detail) {
+  throw InternalError(std::string("[cross_entropy] ") + what + ": " + detail);
+}
+
+// The token count: the length of rows.targets, which must be set.
+inline int64_t cross_entropy_tokens(const char* what, const CrossEntropyRows& rows) {
+  if (rows.targets == nullptr) cross_entropy_fail(what, "rows.targets is null");
+  return static_cast<int64_t>(rows.targets->size());
+}
+
+inline void check_cross_entropy_logits(const char* what, const Tensor& logits,
+                                       const CrossEntropyRows& rows, int64_t tokens) {
+  if (logits.ndim() != 2 || logits.size(0) != tokens ||
+      (logits.size(1) > 1 && logits.stride(1) != 1) || rows.real < 0 ||
+      rows.real > logits.size(1)) {
+    cross_entropy_fail(what, "logits " + shape_to_string(logits.shape()) + " must be [tokens (" +
+                                 std::to_string(tokens) + "), vocab_size_local >= real (" +
+                                 std::to_string(rows.real) + ")] with contiguous rows");
+  }
+}
+
+// t: [tokens], contiguous.
+inline void check_cross_entropy_vector(const char* what, const char* name, const Tensor& t,
+                                       int64_t tokens) {
+  if (t.ndim() != 1 || t.size(0) != tokens || !t.is_contiguous()) {
+    cross_entropy_fail(what, std::string(name) + " " + shape_to_string(t.shape()) +
+                                 " must be [tokens (" + std::to_string(tokens) + ")], contiguous");
+  }
+}
+
+// t: [tokens], or [tokens, 2] with label smoothing; contiguous.
+inline void check_target_logit(const char* what, const Tensor& t, const CrossEntropyRows& rows,
+                               int64_t tokens) {
+  const bool smoothing = rows.label_smoothing > 0.0f;
+  const bool ok = smoothing ? t.ndim() == 2 && t.size(0) == tokens && t.size(1) == 2
+                            : t.ndim() == 1 && t.size(0) == tokens;
+  if (!ok || !t.is_contiguous()) {
+    cross_entropy_fail(what, "target_logit " + shape_to_string(t.shape()) + " must be [tokens (" +
+                                 std::to_string(tokens) + ")" + (smoothing ? ", 2]" : "]") +
+                                 ", contiguous (with label smoothing, [tokens, 2])");
+  }
+}
+
+// The whole operand checks of each piece; each returns the token count.
+inline int64_t check_cross_entropy_local_max(const Tensor& logits_local,
+                                             const CrossEntropyRows& rows, const Tensor& max) {
+  const char* what = "cross_entropy_local_max";
+  const int64_t tokens = cross_entropy_tokens(what, rows);
+  check_cross_entropy_logits(what, logits_local, rows, tokens);
+  check_cross_entropy_vector(what, "max", max, tokens);
+  return tokens;
+}
+
+inline int64_t check_cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
+                                        const Tensor& max, const Tensor& sum_exp,
+                                        const Tensor& target_logit) {
+  const char* what = "cross_entropy_sums";
+  const int64_t tokens = cross_entropy_tokens(what, rows);
+  check_cross_entropy_logits(what, logits_local, rows, tokens);
+  check_cross_entropy_vector(what, "max", max, tokens);
+  check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
+  check_target_logit(what, target_logit, rows, tokens);
+  return tokens;
+}
+
+inline int64_t check_cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                                        const CrossEntropyRows& rows, const Tensor& losses) {
+  const char* what = "cross_entropy_loss";
+  const int64_t tokens = cross_entropy_tokens(what, rows);
+  check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
+  check_target_logit(what, target_logit, rows, tokens);
+  check_cross_entropy_vector(what, "losses", losses, tokens);
+  return tokens;
+}
+
+// All but dlogits_local (see the top of this file); dloss may be null.
+inline int64_t check_cross_entropy_backward(const Tensor& logits_local,
+                                            const CrossEntropyRows& rows, const Tensor& max,
+                                            const Tensor& sum_exp, const Tensor* dloss) {
+  const char* what = "cross_entropy_backward";
+  const int64_t tokens = cross_entropy_tokens(what, rows);
+  check_cross_entropy_logits(what, logits_local, rows, tokens);
+  check_cross_entropy_vector(what, "max", max, tokens);
+  check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
+  if (dloss != nullptr) check_cross_entropy_vector(what, "dloss", *dloss, tokens);
+  return tokens;
+}
+
+}  // namespace colrow::kernels

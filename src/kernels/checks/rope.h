@@ -1,0 +1,43 @@
+// Argument and operand checks of the RoPE kernels, shared by
+// kernels/cpu/rope.cpp and kernels/cuda/rope.cu (formulas in kernels/cpu/rope.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/core/tensor.h"
+
+namespace colrow::kernels {
+
+// The table's arguments: seq >= 1, an even head_dim >= 2, rope_theta > 0.
+inline void check_rope_table(int64_t seq, int64_t head_dim, double rope_theta) {
+  if (seq < 1 || head_dim < 2 || head_dim % 2 != 0 || !(rope_theta > 0.0)) {
+    throw InternalError(
+        "[rope] table needs seq >= 1, an even head_dim >= 2 and rope_theta > 0; "
+        "got seq " +
+        std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ", rope_theta " +
+        std::to_string(rope_theta));
+  }
+}
+
+// x, y: contiguous [tokens, heads * head_dim] of one shape; cos, sin:
+// contiguous [seq, head_dim / 2] with seq dividing tokens.
+inline void check_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& y,
+                       const char* what) {
+  const bool ok = x.ndim() == 2 && x.is_contiguous() && y.is_contiguous() &&
+                  x.shape() == y.shape() && cos.ndim() == 2 && cos.is_contiguous() &&
+                  sin.shape() == cos.shape() && sin.is_contiguous() && cos.size(0) > 0 &&
+                  cos.size(1) > 0 && x.size(0) % cos.size(0) == 0 &&
+                  x.size(1) % (2 * cos.size(1)) == 0;
+  if (!ok) {
+    throw InternalError(std::string("[rope] ") + what +
+                        ": need contiguous x, y [tokens, heads * head_dim] of one shape and "
+                        "cos, sin [seq, head_dim / 2] with seq dividing tokens; got x " +
+                        shape_to_string(x.shape()) + ", y " + shape_to_string(y.shape()) +
+                        ", cos " + shape_to_string(cos.shape()) + ", sin " +
+                        shape_to_string(sin.shape()));
+  }
+}
+
+}  // namespace colrow::kernels
