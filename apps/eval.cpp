@@ -8,8 +8,11 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/data/token_dataset.h"
 #include "colrow/data/token_file.h"
@@ -68,9 +71,12 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
   const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));
 
   ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
+  std::optional<MemoryPhase> phase(std::in_place, "model parameters");
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);
   model.to(placement.device);
+  phase.emplace("evaluation forward pass (batch " + std::to_string(o.batch) + " x seq " +
+                std::to_string(o.seq_len) + ")");
 
   double loss_sum = 0.0;
   for (const Batch& b :

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds colrow with its CUDA backend into build-cuda/ and runs the GPU suite
 # (ctest label `gpu`: every CUDA kernel against its CPU twin, the staged and
-# NCCL communicators), then the whole CPU suite of that build. On a machine
+# NCCL communicators, the allocator, the whole model against the CPU at tp 1
+# and 2, and training curves, repeatability and resume through the CLI), then
+# the whole CPU suite of that build. On a machine
 # without a GPU the GPU tests report themselves skipped. Through the device
 # tool: build here, carry build-cuda, run `scripts/gpu-test.sh --no-build`.
 set -euo pipefail

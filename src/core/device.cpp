@@ -1,6 +1,9 @@
 // Devices and the CPU allocator; GPU ones come from core/*/device_runtime.
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
@@ -20,7 +23,8 @@ class CpuAllocator final : public Allocator {
     void* p = std::aligned_alloc(kAlignment, rounded);
     if (p == nullptr) {
       throw BackendError("[tensor] allocation of " + std::to_string(bytes) +
-                         " bytes failed on the cpu. Reduce the model or batch size, or add ranks.");
+                         " bytes failed on the cpu" + MemoryPhase::describe_current() +
+                         ". Reduce the model or batch size, or add ranks.");
     }
     counter_.allocated(bytes);
     return p;
@@ -38,7 +42,19 @@ class CpuAllocator final : public Allocator {
   AllocationCounter counter_;
 };
 
+thread_local std::vector<std::string> t_phases;
+
 }  // namespace
+
+MemoryPhase::MemoryPhase(std::string name) { t_phases.push_back(std::move(name)); }
+MemoryPhase::~MemoryPhase() { t_phases.pop_back(); }
+
+std::string MemoryPhase::describe_current() {
+  if (t_phases.empty()) return "";
+  std::string text = " while allocating for ";
+  for (size_t i = 0; i < t_phases.size(); ++i) text += (i > 0 ? " > " : "") + t_phases[i];
+  return text;
+}
 
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);

@@ -12,8 +12,11 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
+#include <string>
 
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/data/text_corpus.h"
 #include "colrow/data/token_dataset.h"
@@ -46,6 +49,12 @@ bool is_directory(const std::string& path) {
 // --model: a directory with config.json (fresh weights of that shape) or a preset.
 ModelConfig resolve_model(const std::string& model) {
   return is_directory(model) ? load_hf_config(model + "/config.json") : model_preset(model);
+}
+
+// ", micro-batch 2 of 4" with gradient accumulation, "" without.
+std::string micro_batch_text(int64_t micro, int64_t count) {
+  if (count == 1) return "";
+  return ", micro-batch " + std::to_string(micro + 1) + " of " + std::to_string(count);
 }
 
 void require(bool ok, const std::string& message) {
@@ -144,10 +153,13 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   // ---- the run
   ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
+  std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
   GptModel model(mesh.tp(), config, o.seed);
   if (!o.init.empty()) load_checkpoint(model, o.init);
   model.to(placement.device);
+  phase.emplace("AdamW moments");
   AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam);
+  phase.reset();
   TrainState state;
   state.seed = o.seed;
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
@@ -191,17 +203,23 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   while (state.step < o.steps) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, state.step);
+    const MemoryPhase step_phase("train step " + std::to_string(state.step + 1));
     double loss = 0.0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
       const Batch batch = data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
                                            mesh.dp_size(), mesh.dp_rank(), o.seq_len);
+      const std::string of_micro = micro_batch_text(micro, o.grad_accum);
+      phase.emplace("forward pass" + of_micro);
       loss += model.forward(batch.ids, batch.targets, batch.rows, o.seq_len).mean;
+      phase.emplace("backward pass" + of_micro);
       model.backward();
     }
     if (o.grad_accum > 1) {  // the mean over micro-batches
       for (Parameter* p : params) ops::divide(p->grad, static_cast<float>(o.grad_accum));
     }
+    phase.emplace("optimizer step");
     const double grad_norm = optimizer.step(static_cast<float>(lr));  // dp reduce, clip, update
+    phase.reset();
     optimizer.zero_grad();
     ++state.step;
     loss = dp_mean(mesh.dp(), loss / o.grad_accum);
@@ -231,6 +249,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     }
     const bool last = state.step == o.steps;
     if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
+      const MemoryPhase validation("validation");
       m.val_loss = validation_loss(model, data, mesh, o);
     }
     // The signal, if any rank got one: every rank stops after the same step.
@@ -244,6 +263,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     const bool stop = sig != 0 || (o.stop_after > 0 && state.step == o.stop_after);
     log.step(m, std::chrono::duration<double>(Clock::now() - start).count());
     if (!o.out.empty() && (last || stop || (o.save_every > 0 && state.step % o.save_every == 0))) {
+      const MemoryPhase saving("checkpoint save");
       const std::string dir = save_training_checkpoint(model, optimizer, state, o.out, mesh);
       if (last || stop) log.line("saved " + dir + " (also " + o.out + "/latest)");
     }

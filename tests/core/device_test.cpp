@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/core/tensor.h"
@@ -39,6 +41,31 @@ TEST(Device, CpuAllocatorCountsItsBytes) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
   }
   EXPECT_EQ(cpu.bytes_in_use(), before);
+}
+
+TEST(Device, AllocationFailureNamesBytesAndPhase) {
+  // 2^60 bytes: beyond any address space, so the allocation fails on every machine.
+  const MemoryPhase outer("train step 3");
+  const MemoryPhase inner("backward pass");
+  try {
+    Tensor::empty({int64_t{1} << 58});
+    ADD_FAILURE() << "an allocation of 2^60 bytes succeeded";
+  } catch (const BackendError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("1152921504606846976 bytes"), std::string::npos) << message;
+    EXPECT_NE(message.find("while allocating for train step 3 > backward pass"),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST(Device, MemoryPhasesNestAndEnd) {
+  EXPECT_EQ(MemoryPhase::describe_current(), "");
+  {
+    const MemoryPhase outer("model parameters");
+    EXPECT_EQ(MemoryPhase::describe_current(), " while allocating for model parameters");
+  }
+  EXPECT_EQ(MemoryPhase::describe_current(), "");
 }
 
 TEST(Device, ToTheSameDeviceIsShallow) {

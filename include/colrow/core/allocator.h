@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <mutex>
+#include <string>
 
 #include "colrow/core/device.h"
 
@@ -52,6 +53,20 @@ class AllocationCounter {
   mutable std::mutex mutex_;
   size_t in_use_ = 0;
   size_t peak_ = 0;
+};
+
+// What the program is allocating for ("model parameters", "forward pass,
+// micro-batch 2 of 4"): out-of-memory errors name it, so a user learns which
+// phase did not fit, not only a byte count. Scoped and per thread; nested
+// phases read outermost first ("train step 3 > backward pass").
+class MemoryPhase {
+ public:
+  explicit MemoryPhase(std::string name);
+  ~MemoryPhase();
+  MemoryPhase(const MemoryPhase&) = delete;
+  MemoryPhase& operator=(const MemoryPhase&) = delete;
+  // " while allocating for <phases>", or "" outside every phase.
+  static std::string describe_current();
 };
 
 // The allocator of `device`, alive for the whole program. ConfigError for a

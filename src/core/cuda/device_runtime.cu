@@ -86,7 +86,8 @@ class CachingCudaAllocator final : public Allocator {
           throw BackendError("[cuda] out of memory on cuda:" + std::to_string(index_) + ": " +
                              gib(size) + " asked for, " + gib(free_bytes) + " free of " +
                              gib(total_bytes) + " (" + gib(counter_.in_use()) +
-                             " held by colrow's tensors). Reduce --batch or --seq-len, or "
+                             " held by colrow's tensors)" + MemoryPhase::describe_current() +
+                             ". Reduce --batch or --seq-len, or "
                              "add ranks (--tp) to split the model.");
         }
       }
