@@ -247,6 +247,12 @@ int run_training(const TrainOptions& o, const Launch& launch) {
       m.peak_rss_mib_per_rank.push_back(rss_all.data()[r]);
       m.peak_rss_mib = std::max(m.peak_rss_mib, m.peak_rss_mib_per_rank.back());
     }
+    if (!placement.device.is_cpu()) {
+      const double peak_bytes = allocator_for(placement.device).peak_bytes_in_use();
+      Tensor device_peak = Tensor::full({1}, static_cast<float>(peak_bytes / (1024.0 * 1024.0)));
+      world.all_reduce_max(device_peak);  // the fullest GPU's
+      m.peak_device_mib = device_peak.data()[0];
+    }
     const bool last = state.step == o.steps;
     if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
       const MemoryPhase validation("validation");

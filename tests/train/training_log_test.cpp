@@ -32,7 +32,9 @@ TEST(TrainingLogTest, MetricsFileHasOneObjectPerStep) {
     m.loss = 5.5;
     m.lr = 1e-3;
     m.peak_rss_mib_per_rank = {10.0, 12.5};
+    m.peak_device_mib = 2048.0;
     log.step(m, 1.0);
+    m.peak_device_mib = -1.0;
     m.step = 2;
     m.loss = 5.0;
     m.val_loss = 5.25;
@@ -51,6 +53,8 @@ TEST(TrainingLogTest, MetricsFileHasOneObjectPerStep) {
   EXPECT_DOUBLE_EQ(lines[0]["loss"].get<double>(), 5.5);
   EXPECT_FALSE(lines[0].contains("val_loss"));
   EXPECT_EQ(lines[0]["peak_rss_mib_per_rank"], (std::vector<double>{10.0, 12.5}));
+  EXPECT_DOUBLE_EQ(lines[0]["peak_device_mib"].get<double>(), 2048.0);
+  EXPECT_FALSE(lines[1].contains("peak_device_mib"));  // a CPU run has no device peak
   EXPECT_DOUBLE_EQ(lines[1]["val_loss"].get<double>(), 5.25);
   EXPECT_EQ(lines[2]["step"], 3);
   for (const auto& l : lines) {
