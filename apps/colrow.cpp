@@ -1,10 +1,11 @@
-// colrow: the command-line tool. Verbs: train, eval, generate, bench mlp. Run under mpirun;
-// every rank parses the same flags and validates the same configuration, so a
+// colrow: the command-line tool. Verbs: train, eval, generate, tokenize, bench mlp.
+// Run under mpirun; every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 
+#include "bench_decode.h"
 #include "bench_mlp.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
@@ -12,6 +13,7 @@
 #include "device_flags.h"
 #include "eval.h"
 #include "generate.h"
+#include "tokenize.h"
 #include "train.h"
 
 namespace {
@@ -58,6 +60,24 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
   colrow::apps::add_device_flags(*mlp, o.device);
 }
 
+void add_bench_decode(CLI::App& bench, colrow::apps::DecodeBenchOptions& o) {
+  CLI::App* decode = bench.add_subcommand(
+      "decode", "Time prefill and KV-cache decoding (tp = world size) against the bandwidth floor");
+  decode->add_option("--model", o.model, "Preset (random weights) or checkpoint directory")
+      ->capture_default_str();
+  decode->add_option("--prompt-len", o.prompt_len, "Prompt tokens per sequence")
+      ->capture_default_str();
+  decode->add_option("--new-tokens", o.new_tokens, "Decoding steps")->capture_default_str();
+  decode->add_option("--batch", o.batch, "Sequences decoded together")->capture_default_str();
+  decode->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size)")
+      ->capture_default_str();
+  decode->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  decode->add_option("--seed", o.seed, "Seed of weights and prompts")->capture_default_str();
+  decode->add_flag("--json", o.json, "Print one JSON object instead of text");
+  colrow::apps::add_device_flags(*decode, o.device);
+}
+
 void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
   CLI::App* eval = app.add_subcommand(
       "eval", "Mean cross-entropy and perplexity of a checkpoint over a token file");
@@ -79,10 +99,12 @@ void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
 
 void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   CLI::App* gen = app.add_subcommand(
-      "generate", "Continue a prompt with a checkpoint (byte-level tokenizer), at any tp");
+      "generate", "Continue prompts with a checkpoint and a KV cache, at any tp");
   gen->add_option("--model", o.model, "Checkpoint directory (config.json + model.safetensors)")
       ->required();
-  gen->add_option("--prompt", o.prompt, "Text to continue (one token per byte)")->required();
+  gen->add_option("--prompt", o.prompt, "Text to continue (tokenized with the checkpoint's tokenizer, else bytes)");
+  gen->add_option("--prompts", o.prompts,
+                  "File of prompts, one per line, decoded together (instead of --prompt)");
   gen->add_option("--max-new-tokens", o.max_new_tokens, "Tokens to generate")
       ->capture_default_str();
   gen->add_option("--temperature", o.temperature, "Softmax temperature (0 = greedy)")
@@ -102,6 +124,19 @@ void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   colrow::apps::add_device_flags(*gen, o.device);
 }
 
+void add_tokenize(CLI::App& app, colrow::apps::TokenizeOptions& o) {
+  CLI::App* tok = app.add_subcommand(
+      "tokenize", "Turn a text file into a token file (GPT-2 BPE or bytes) for train and eval");
+  tok->add_option("--tokenizer", o.tokenizer,
+                  "Directory: tokenizer.json or vocab.json + merges.txt (else bytes)")
+      ->required();
+  tok->add_option("--input", o.input, "Text file, plain or gzip")->required();
+  tok->add_option("--output", o.output, "Token file to write (replaced atomically)")->required();
+  tok->add_option("--format", o.format, "raw (uint16 ids) or llmc (llm.c's header + uint16)")
+      ->capture_default_str();
+  tok->add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -116,10 +151,14 @@ int main(int argc, char** argv) {
   bench->require_subcommand(1);
   colrow::apps::MlpBenchOptions mlp_options;
   add_bench_mlp(*bench, mlp_options);
+  colrow::apps::DecodeBenchOptions decode_options;
+  add_bench_decode(*bench, decode_options);
   colrow::apps::EvalOptions eval_options;
   add_eval(app, eval_options);
   colrow::apps::GenerateOptions generate_options;
   add_generate(app, generate_options);
+  colrow::apps::TokenizeOptions tokenize_options;
+  add_tokenize(app, tokenize_options);
   colrow::TrainOptions train_options;
   colrow::apps::add_train(app, train_options);
 
@@ -135,11 +174,15 @@ int main(int argc, char** argv) {
     }
     const colrow::Launch launch{mpi.world(), mpi.local_rank(), mpi.local_ranks()};
     if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, launch);
+    if (bench->got_subcommand("decode")) {
+      return colrow::apps::run_decode_bench(decode_options, launch);
+    }
     if (app.got_subcommand("eval")) return colrow::apps::run_eval(eval_options, launch);
     if (app.got_subcommand("generate")) {
       return colrow::apps::run_generate(generate_options, launch);
     }
     if (app.got_subcommand("train")) return colrow::run_training(train_options, launch);
+    if (app.got_subcommand("tokenize")) return colrow::apps::run_tokenize(tokenize_options, launch);
     return 0;
   } catch (const std::exception& e) {
     return fail(mpi, e.what());

@@ -1,18 +1,25 @@
 // `colrow generate`. Every rank validates the knobs and the model's config,
 // loads its shards, and runs generate() (infer/generator.h); the dp replicas
-// compute the same text redundantly (same seed, same draws) and rank 0 prints
-// the prompt followed by the completion, bytes as they are, or one JSON
-// object {prompt, completion, tokens (the new ids), tp, dp}.
+// compute the same text redundantly (same seed, same draws) and rank 0 prints,
+// per prompt, the prompt followed by the completion, bytes as they are, or
+// one JSON object per line {prompt, completion, tokens (the new ids),
+// stop_reason, tp, dp, seed, index (with --prompts)}.
 #include "generate.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
-#include "colrow/data/byte_tokenizer.h"
+#include "colrow/data/tokenizer.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/infer/generator.h"
 #include "colrow/nn/checkpoint.h"
@@ -24,7 +31,7 @@ namespace {
 
 // Ids above the byte range (a model with a larger vocabulary) have no byte;
 // they print as <|id|>.
-std::string decode_bytes(const ByteTokenizer& tokenizer, const std::vector<int32_t>& ids) {
+std::string decode_bytes(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
   std::string text;
   for (int32_t id : ids) {
     if (id >= 0 && id < tokenizer.vocab_size()) {
@@ -36,13 +43,38 @@ std::string decode_bytes(const ByteTokenizer& tokenizer, const std::vector<int32
   return text;
 }
 
+// --prompt, or the non-empty lines of --prompts (one clear error if unreadable).
+std::vector<std::string> prompt_texts(const GenerateOptions& o) {
+  if (o.prompts.empty()) return {o.prompt};
+  std::ifstream in(o.prompts);
+  if (!in) {
+    throw InvalidInputError("[generate] cannot read prompts file " + o.prompts + ": " +
+                            std::strerror(errno) + ". Give a readable text file, one prompt per "
+                            "line.");
+  }
+  std::vector<std::string> texts;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) texts.push_back(line);
+  }
+  if (texts.empty()) {
+    throw InvalidInputError("[generate] prompts file " + o.prompts +
+                            " holds no prompt (every line is empty). Put one prompt per line.");
+  }
+  return texts;
+}
+
 }  // namespace
 
 int run_generate(const GenerateOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
-  const ByteTokenizer tokenizer;
+  // GPT-2's BPE when the checkpoint has its files, else bytes.
+  const std::unique_ptr<Tokenizer> tokenizer_owner = load_tokenizer(o.model);
+  const Tokenizer& tokenizer = *tokenizer_owner;
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
+  if (o.prompt.empty() == o.prompts.empty()) {
+    throw ConfigError("[generate] give exactly one of --prompt TEXT and --prompts FILE.");
+  }
   GenerationOptions generation;
   generation.max_new_tokens = o.max_new_tokens;
   generation.sampling.temperature = o.temperature;
@@ -54,30 +86,45 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   validate(config, tp_size);
   if (config.vocab_size < tokenizer.vocab_size()) {
     throw ConfigError("[generate] vocab_size (" + std::to_string(config.vocab_size) +
-                      ") must be >= the byte tokenizer's 256 ids. Use a model with a byte-level "
-                      "vocabulary.");
+                      ") must be >= the " + tokenizer.name() + " tokenizer's " +
+                      std::to_string(tokenizer.vocab_size()) +
+                      " ids. Use a model trained with this tokenizer.");
   }
-  const std::vector<int32_t> prompt = tokenizer.encode(o.prompt);
-  validate_generation(generation, prompt, config);
+  const std::vector<std::string> texts = prompt_texts(o);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const std::string& text : texts) prompts.push_back(tokenizer.encode(text));
+  validate_generation(generation, prompts, config);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
   ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
+  std::optional<MemoryPhase> phase(std::in_place, "model parameters");
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);
   model.to(placement.device);
-  const std::vector<int32_t> generated = generate(model, mesh.tp(), prompt, generation);
+  phase.emplace("generation (KV cache and activations)");
+  const std::vector<Generation> generated = generate(model, mesh.tp(), prompts, generation);
+  phase.reset();
 
   if (world.rank() != 0) return 0;
-  const std::string completion = decode_bytes(tokenizer, generated);
-  if (o.json) {
-    nlohmann::json j = {{"prompt", o.prompt},  {"completion", completion},
-                        {"tokens", generated}, {"tp", tp_size},
-                        {"dp", o.dp},          {"seed", o.seed}};
-    // Generated bytes need not be valid UTF-8: such bytes become U+FFFD here.
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-  } else {
-    std::cout << o.prompt << completion << std::endl;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string completion = decode_bytes(tokenizer, generated[i].tokens);
+    const std::string stop = to_string(generated[i].stop);
+    if (o.json) {
+      nlohmann::json j = {{"prompt", texts[i]},           {"completion", completion},
+                          {"tokens", generated[i].tokens}, {"stop_reason", stop},
+                          {"tp", tp_size},                 {"dp", o.dp},
+                          {"seed", o.seed}};
+      if (!o.prompts.empty()) j["index"] = i;
+      // Generated bytes need not be valid UTF-8: such bytes become U+FFFD here.
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    } else {
+      std::cout << texts[i] << completion << std::endl;
+      if (generated[i].stop == StopReason::kLength) {
+        std::cout << "[stopped: the model's context of " << config.max_position_embeddings
+                  << " tokens is full]" << std::endl;
+      }
+    }
   }
   return 0;
 }

@@ -1,6 +1,7 @@
-// `colrow generate`: text from a checkpoint at any tp x dp, one new token per
-// whole-sequence forward (no KV cache yet), the prompt and the output in the
-// byte-level tokenizer (token id = byte value).
+// `colrow generate`: text from a checkpoint at any tp x dp with a per-rank KV
+// cache (infer/generator.h); one prompt, or a file of prompts decoded
+// together. The prompt and the output in the byte-level tokenizer (token id =
+// byte value), or GPT-2's BPE when the checkpoint directory has its files.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,8 @@ namespace colrow::apps {
 
 struct GenerateOptions {
   std::string model;   // checkpoint directory: config.json + model.safetensors
-  std::string prompt;  // text, tokenized byte by byte
+  std::string prompt;   // text, tokenized byte by byte
+  std::string prompts;  // or a file: one prompt per line (empty lines skipped), decoded together
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;  // 0: greedy
   int64_t top_k = 0;         // 0: off

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs every Debian package colrow's build, tests and demo need.
 # Idempotent: does nothing (not even apt-get update) when all are present.
+# Then GPT-2's tokenizer files (scripts/install-gpt2-tokenizer.sh).
 set -euo pipefail
 
 packages=(
@@ -10,6 +11,8 @@ packages=(
   libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev
+  libpcre2-dev
+  npm
   jargon-text
   python3
 )
@@ -20,7 +23,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+  exec "$(dirname "$0")/install-gpt2-tokenizer.sh"
 fi
 
 sudo=""
@@ -31,3 +34,4 @@ fi
 echo "install-deps: installing ${missing[*]}"
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+exec "$(dirname "$0")/install-gpt2-tokenizer.sh"

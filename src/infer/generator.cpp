@@ -1,73 +1,214 @@
-// generate(): crop the context, forward, gather the last row's logits over tp,
-// sample on every rank alike, append. The logits never leave their vocabulary
-// shards except for this one [1, V_pad] row per new token: the only all-gather
-// of logits in colrow (training and eval use the vocab-parallel cross-entropy).
+// generate(): prefill each prompt into its cache slot, then decode all running
+// sequences one token per step. The logits never leave their vocabulary shards
+// except through pick_next_tokens: a [B, 2] (max, id) gather when greedy, a
+// [B, V_pad/tp] gather when sampling.
 #include "colrow/infer/generator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "colrow/core/error.h"
 
 namespace colrow {
+namespace {
 
-void validate_generation(const GenerationOptions& o, const std::vector<int32_t>& prompt,
+// Ids are exchanged as floats: exact below 2^24.
+constexpr int64_t kLargestExactId = int64_t{1} << 24;
+
+// My real (not padding) columns of the vocabulary: [start, start + real).
+struct VocabShard {
+  int64_t start = 0, local = 0, real = 0;
+};
+
+VocabShard vocab_shard(int64_t local, int rank, int64_t vocab_size) {
+  VocabShard s;
+  s.local = local;
+  s.start = rank * local;
+  s.real = std::clamp<int64_t>(vocab_size - s.start, 0, local);
+  return s;
+}
+
+// Greedy: each rank's (max, global id) per row, gathered; the largest wins,
+// ties to the lowest id, NaN anywhere is an error on every rank alike.
+std::vector<int32_t> greedy_tokens(const Tensor& logits, const VocabShard& shard,
+                                   Communicator& tp) {
+  const int64_t rows = logits.size(0);
+  Tensor mine = Tensor::zeros({rows, 2});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data() + r * logits.row_stride();
+    float best = -INFINITY;
+    int64_t best_id = -1;
+    for (int64_t j = 0; j < shard.real; ++j) {
+      if (std::isnan(row[j])) {
+        best = NAN;
+        break;
+      }
+      if (row[j] > best || best_id < 0) {
+        best = row[j];
+        best_id = shard.start + j;
+      }
+    }
+    mine.data()[2 * r] = best;
+    mine.data()[2 * r + 1] = static_cast<float>(best_id);
+  }
+  Tensor all = Tensor::zeros({static_cast<int64_t>(tp.size()) * rows, 2});
+  tp.all_gather(mine, all);  // [tp * rows, 2]: rank k's pairs in rows [k rows, (k+1) rows)
+  std::vector<int32_t> next(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    float best = -INFINITY;
+    int64_t best_id = -1;
+    for (int k = 0; k < tp.size(); ++k) {
+      const float value = all.data()[2 * (k * rows + r)];
+      const int64_t id = static_cast<int64_t>(all.data()[2 * (k * rows + r) + 1]);
+      if (std::isnan(value)) {
+        throw InvalidInputError("[generate] the logits of sequence " + std::to_string(r) +
+                                " hold NaN: the model's weights or inputs are broken.");
+      }
+      if (id < 0) continue;  // a rank holding only padding
+      if (best_id < 0 || value > best || (value == best && id < best_id)) {
+        best = value;
+        best_id = id;
+      }
+    }
+    next[r] = static_cast<int32_t>(best_id);
+  }
+  return next;
+}
+
+// Sampling: each row gathered whole, then drawn alike on every rank.
+std::vector<int32_t> sampled_tokens(const Tensor& logits, const VocabShard& shard,
+                                    int64_t vocab_size, Communicator& tp,
+                                    const GenerationOptions& o,
+                                    const std::vector<uint64_t>& steps) {
+  const int64_t rows = logits.size(0);
+  Tensor mine = Tensor::empty({rows, shard.local});
+  mine.copy_from(logits);
+  Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()) * rows, shard.local});
+  tp.all_gather(mine, all);  // [tp * rows, V_pad/tp]
+  std::vector<float> row(static_cast<size_t>(tp.size()) * shard.local);
+  std::vector<int32_t> next(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int k = 0; k < tp.size(); ++k) {  // rank k's columns are ids [k local, (k+1) local)
+      const float* piece = all.data() + (k * rows + r) * shard.local;
+      std::copy(piece, piece + shard.local, row.begin() + k * shard.local);
+    }
+    next[r] = sample_token(row.data(), vocab_size, o.sampling, o.seed, steps[r]);
+  }
+  return next;
+}
+
+}  // namespace
+
+std::string to_string(StopReason reason) {
+  return reason == StopReason::kLength ? "length" : "max_new_tokens";
+}
+
+void validate_generation(const GenerationOptions& o,
+                         const std::vector<std::vector<int32_t>>& prompts,
                          const ModelConfig& config) {
   validate(o.sampling);
   if (o.max_new_tokens < 0) {
     throw ConfigError("[generate] max_new_tokens (" + std::to_string(o.max_new_tokens) +
                       ") must be >= 0.");
   }
-  if (prompt.empty()) {
-    throw InvalidInputError(
-        "[generate] prompt (0 tokens) must hold at least one token. Give a non-empty prompt.");
+  if (prompts.empty()) {
+    throw InvalidInputError("[generate] no prompts: give at least one.");
   }
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= config.vocab_size) {
-      throw InvalidInputError("[generate] prompt token id (" + std::to_string(prompt[i]) +
-                              ") at position " + std::to_string(i) +
-                              " must be in [0, vocab_size (" + std::to_string(config.vocab_size) +
-                              ")).");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const std::vector<int32_t>& prompt = prompts[p];
+    const std::string which = prompts.size() > 1 ? " " + std::to_string(p + 1) : "";
+    if (prompt.empty()) {
+      throw InvalidInputError("[generate] prompt" + which +
+                              " (0 tokens) must hold at least one token. Give a non-empty "
+                              "prompt.");
+    }
+    if (static_cast<int64_t>(prompt.size()) > config.max_position_embeddings) {
+      throw InvalidInputError("[generate] prompt" + which + " (" + std::to_string(prompt.size()) +
+                              " tokens) must fit the model's context, max_position_embeddings (" +
+                              std::to_string(config.max_position_embeddings) +
+                              "). Shorten the prompt.");
+    }
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (prompt[i] < 0 || prompt[i] >= config.vocab_size) {
+        throw InvalidInputError("[generate] prompt" + which + " token id (" +
+                                std::to_string(prompt[i]) + ") at position " + std::to_string(i) +
+                                " must be in [0, vocab_size (" +
+                                std::to_string(config.vocab_size) + ")).");
+      }
     }
   }
 }
 
-std::vector<int32_t> generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,
-                              const GenerationOptions& o) {
-  const ModelConfig& config = model.config();
-  validate_generation(o, prompt, config);
-  const int64_t vocab_padded = model.padded_vocab_size();
-  const int64_t vocab_local = vocab_padded / tp.size();
-  const int64_t max_positions = config.max_position_embeddings;
-  constexpr int32_t kIgnoreIndex = -100;
-
-  std::vector<int32_t> sequence = prompt;
-  std::vector<int32_t> generated;
-  generated.reserve(o.max_new_tokens);
-  std::vector<int32_t> context, targets;
-  // [1, V_pad/tp]: my columns at the last position; [tp, V_pad/tp] = [1, V_pad]
-  // in rank order. On the model's device; the sampler reads a host copy.
-  Tensor row_local = Tensor::zeros({1, vocab_local}, model.device());
-  Tensor row = Tensor::zeros({tp.size(), vocab_local}, model.device());
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    // The last max_positions tokens: the window the model can place.
-    const int64_t length = std::min<int64_t>(static_cast<int64_t>(sequence.size()), max_positions);
-    context.assign(sequence.end() - length, sequence.end());
-    // No loss is wanted: every target is ignored (the mean is NaN, unused).
-    targets.assign(length, kIgnoreIndex);
-    model.forward(context, targets, /*batch=*/1, /*seq=*/length);
-    // logits_local: [length, V_pad/tp] -> its last row: [1, V_pad/tp]
-    row_local.copy_from(model.logits_local().slice(0, length - 1, 1));
-    // [sample] all-gather the last row's vocab shards over tp: [V_pad/tp] -> [V_pad]
-    tp.all_gather(row_local, row);
-    // Drop the padded columns (>= vocab_size): they are never sampled.
-    const Tensor logits = row.to(Device::cpu());  // the row itself on the CPU; a copy from a GPU
-    const int32_t next = sample_token(logits.data(), config.vocab_size, o.sampling, o.seed,
-                                      static_cast<uint64_t>(step));
-    sequence.push_back(next);
-    generated.push_back(next);
+std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_size,
+                                      Communicator& tp, const GenerationOptions& o,
+                                      const std::vector<uint64_t>& steps) {
+  const int64_t local = logits_local.size(1);
+  if (local * tp.size() > kLargestExactId) {
+    throw ConfigError("[generate] padded vocabulary (" + std::to_string(local * tp.size()) +
+                      ") must stay below 2^24 for exact ids in the token exchange.");
   }
-  return generated;
+  const Tensor logits = logits_local.to(Device::cpu());  // the tensor itself on the CPU
+  const VocabShard shard = vocab_shard(local, tp.rank(), vocab_size);
+  if (o.sampling.temperature == 0.0f) return greedy_tokens(logits, shard, tp);
+  return sampled_tokens(logits, shard, vocab_size, tp, o, steps);
+}
+
+std::vector<Generation> generate(GptModel& model, Communicator& tp,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& o) {
+  const ModelConfig& config = model.config();
+  validate_generation(o, prompts, config);
+  const int64_t n = static_cast<int64_t>(prompts.size());
+  const int64_t context = config.max_position_embeddings;
+  std::vector<Generation> out(n);
+  if (o.max_new_tokens == 0) return out;
+  // Room for the longest sequence, capped by the context. A token that would
+  // be fed at position `context` is never fed: its sequence stops for length.
+  int64_t capacity = 1;
+  for (const auto& p : prompts) {
+    capacity = std::max<int64_t>(capacity, static_cast<int64_t>(p.size()) + o.max_new_tokens - 1);
+  }
+  KvCache cache = model.make_kv_cache(n, std::min(capacity, context));
+
+  // Prefill: each prompt in one forward pass; its last logits join row b.
+  Tensor last = Tensor::empty({n, model.vocab_size_local()}, model.device());
+  for (int64_t b = 0; b < n; ++b) {
+    last.slice(0, b, 1).copy_from(model.forward_cached(prompts[b], {b}, prompts[b].size(), cache));
+  }
+  std::vector<int64_t> running(n);
+  for (int64_t b = 0; b < n; ++b) running[b] = b;
+  const Tensor* logits = &last;
+  while (!running.empty()) {
+    std::vector<uint64_t> steps;
+    for (int64_t b : running) steps.push_back(out[b].tokens.size());
+    const std::vector<int32_t> next =
+        pick_next_tokens(*logits, config.vocab_size, tp, o, steps);
+    std::vector<int64_t> still;
+    std::vector<int32_t> feed;
+    for (size_t r = 0; r < running.size(); ++r) {
+      Generation& g = out[running[r]];
+      g.tokens.push_back(next[r]);
+      const int64_t length = static_cast<int64_t>(prompts[running[r]].size() + g.tokens.size());
+      if (static_cast<int64_t>(g.tokens.size()) == o.max_new_tokens) {
+        g.stop = StopReason::kMaxNewTokens;
+      } else if (length == context) {
+        g.stop = StopReason::kLength;
+      } else {
+        still.push_back(running[r]);
+        feed.push_back(next[r]);
+      }
+    }
+    running = still;
+    if (running.empty()) break;
+    logits = &model.forward_cached(feed, running, 1, cache);  // one token per sequence
+  }
+  return out;
+}
+
+Generation generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,
+                    const GenerationOptions& options) {
+  return generate(model, tp, std::vector<std::vector<int32_t>>{prompt}, options).front();
 }
 
 }  // namespace colrow

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "colrow/core/cache_rows.h"
 #include "colrow/core/tensor.h"
 #include "kernels/trans.h"
 
@@ -47,6 +48,9 @@ struct AdamWStep {
   float eps = 1e-8f;
   float grad_scale = 1.0f;  // the clipping factor
 };
+
+// Where a decoding step's new tokens sit in a KV cache (core/cache_rows.h).
+using ::colrow::CacheRows;
 
 // Parameters of a TP-invariant random fill (nn/parameter.h, core/philox.h).
 struct RandomFill {
@@ -116,6 +120,11 @@ class Backend {
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk,
                                   Tensor& dv, Tensor& scratch) = 0;
+
+  // --- KV cache for incremental decoding (kernels/cpu/kv_cache.h)
+  virtual void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) = 0;
+  virtual void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                                const CacheRows& rows, Tensor& scores, Tensor& out) = 0;
 
   // --- embeddings (kernels/cpu/embedding.h)
   virtual void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,

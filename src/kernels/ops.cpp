@@ -120,6 +120,16 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
       .attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
 }
 
+void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
+  on("kv_cache_append", cache.device(), {&x, &cache}).kv_cache_append(x, rows, cache);
+}
+
+void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+  on("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out})
+      .cached_attention(q, k_cache, v_cache, rows, scores, out);
+}
+
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
   on("embedding_forward", y.device(), {&table_local, &y})

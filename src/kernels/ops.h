@@ -2,7 +2,8 @@
 // tensors share one device, then runs on that device's backend
 // (kernels/backend.h). Shapes and formulas: the kernels/cpu header of the same
 // name (gemm.h, bias.h, activation.h, norm.h, residual.h, rope.h,
-// attention.h, embedding.h, cross_entropy.h, adamw.h, reduce.h, init.h).
+// attention.h, kv_cache.h, embedding.h, cross_entropy.h, adamw.h, reduce.h,
+// init.h).
 #pragma once
 
 #include "kernels/backend.h"
@@ -11,6 +12,7 @@ namespace colrow::ops {
 
 using kernels::AdamWSegment;
 using kernels::AdamWStep;
+using kernels::CacheRows;
 using kernels::CrossEntropyRows;
 using kernels::RandomFill;
 using kernels::Trans;
@@ -44,6 +46,9 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch);
+void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache);
+void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const CacheRows& rows, Tensor& scores, Tensor& out);
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y);
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,

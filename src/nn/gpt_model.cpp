@@ -102,6 +102,69 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
   return loss_.forward(logits_local_, targets);  // three all-reduces of [tokens]
 }
 
+KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
+  if (slots < 1 || capacity < 1 || capacity > config_.max_position_embeddings) {
+    throw InvalidInputError("[model] a KV cache of " + std::to_string(slots) + " slot(s) x " +
+                            std::to_string(capacity) +
+                            " positions: need at least one slot and 1 to max_position_embeddings (" +
+                            std::to_string(config_.max_position_embeddings) + ") positions.");
+  }
+  const ParallelAttention& attention = blocks_.front()->attention();
+  return KvCache(config_.n_layer, slots, attention.n_kv_head_local(), capacity,
+                 attention.config().head_dim, device_);
+}
+
+const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
+                                       const std::vector<int64_t>& slots, int64_t n_new,
+                                       KvCache& cache) {
+  const int64_t batch = static_cast<int64_t>(slots.size());
+  if (batch < 1 || n_new < 1 || (batch > 1 && n_new > 1) ||
+      static_cast<int64_t>(ids.size()) != batch * n_new) {
+    throw InvalidInputError("[model] forward_cached: " + std::to_string(ids.size()) +
+                            " ids for " + std::to_string(batch) + " sequence(s) x " +
+                            std::to_string(n_new) +
+                            " new token(s): one sequence, or one token per sequence.");
+  }
+  CacheRows rows{slots, {}, n_new};
+  for (int64_t slot : slots) {
+    if (slot < 0 || slot >= cache.slots() || cache.length(slot) + n_new > cache.capacity()) {
+      throw InvalidInputError("[model] forward_cached: slot " + std::to_string(slot) + " of " +
+                              std::to_string(cache.slots()) + " cannot take " +
+                              std::to_string(n_new) + " more token(s) (capacity " +
+                              std::to_string(cache.capacity()) + ").");
+    }
+    rows.starts.push_back(cache.length(slot));
+  }
+  batch_ = 0;  // no backward after decoding
+  // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
+  const Tensor& embedded = embedding_.forward(ids);
+  ensure_shape(x_, embedded.shape(), embedded.device());
+  x_.copy_from(embedded);
+  if (positions_) {  // wpe's rows at each token's own position
+    ensure_shape(position_rows_, x_.shape(), x_.device());
+    ops::embedding_forward(rows.positions(), 0, positions_->weight().value, position_rows_);
+    ops::add_into(x_, position_rows_);
+  }
+  const Tensor* h = &x_;
+  for (size_t layer = 0; layer < blocks_.size(); ++layer) {  // 2 all-reduces each
+    const int l = static_cast<int>(layer);
+    h = &blocks_[layer]->forward_cached(*h, rows, cache.keys(l), cache.values(l));
+  }
+  for (int64_t slot : slots) cache.advance(slot, n_new);
+  // Only each sequence's last token is predicted from: rows n_new - 1 (prefill) or all (decode).
+  const Tensor last = n_new == 1 ? *h : h->slice(0, n_new - 1, 1);
+  const Tensor& normed = final_norm_.forward(last);
+  // normed: [batch, d_model] (replicated) -> logits_local: [batch, V_pad/tp], no communication
+  if (lm_head_) {
+    logits_local_ = lm_head_->forward(normed);
+  } else {
+    ensure_shape(logits_local_, {batch, embedding_.vocab_size_local()}, normed.device());
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
+              logits_local_);
+  }
+  return logits_local_;
+}
+
 void GptModel::backward() {
   const Tensor& dlogits_local = loss_.backward();  // [tokens, V_pad/tp], no communication
   const Tensor* dh = nullptr;

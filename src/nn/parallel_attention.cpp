@@ -183,6 +183,51 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
 }
 
+const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows& rows,
+                                                Tensor& k_cache, Tensor& v_cache) {
+  const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+  const int64_t hd = config_.head_dim, capacity = k_cache.ndim() == 4 ? k_cache.size(2) : 0;
+  if (x.ndim() != 2 || x.size(0) != tokens || x.size(1) != config_.d_model ||
+      k_cache.shape() != Shape{k_cache.size(0), n_kv_head_local_, capacity, hd}) {
+    throw InvalidInputError("[attention] x " + shape_to_string(x.shape()) + " must be [" +
+                            std::to_string(tokens) + ", " + std::to_string(config_.d_model) +
+                            "] and the cache [slots, " + std::to_string(n_kv_head_local_) +
+                            ", capacity, " + std::to_string(hd) + "], got " +
+                            shape_to_string(k_cache.shape()) + ".");
+  }
+  batch_ = 0;  // the training activations are gone: backward would be wrong
+  // x: [tokens, d_model] -> q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
+  const Tensor& q = q_proj_.forward(x);
+  const Tensor& k = k_proj_.forward(x);
+  const Tensor& v = v_proj_.forward(x);
+  if (config_.rope) {
+    // Each token rotates by its own position: rows of the table for the whole cache.
+    if (cos_cached_.ndim() != 2 || cos_cached_.size(0) != capacity ||
+        cos_cached_.device() != q.device()) {
+      ensure_shape(cos_cached_, {capacity, hd / 2}, q.device());
+      ensure_shape(sin_cached_, {capacity, hd / 2}, q.device());
+      ops::rope_table(capacity, hd, config_.rope_theta, cos_cached_, sin_cached_);
+    }
+    const std::vector<int32_t> positions = rows.positions();
+    ensure_shape(cos_rows_, {tokens, hd / 2}, q.device());
+    ensure_shape(sin_rows_, {tokens, hd / 2}, q.device());
+    ops::embedding_forward(positions, 0, cos_cached_, cos_rows_);  // a row gather
+    ops::embedding_forward(positions, 0, sin_cached_, sin_rows_);
+    ensure_shape(q_rot_, q.shape(), q.device());
+    ensure_shape(k_rot_, k.shape(), k.device());
+    ops::rope_forward(q, cos_rows_, sin_rows_, q_rot_);  // one "sequence" of tokens rows
+    ops::rope_forward(k, cos_rows_, sin_rows_, k_rot_);
+  }
+  // The new keys and values join the cache, then the queries read it.
+  ops::kv_cache_append(config_.rope ? k_rot_ : k, rows, k_cache);
+  ops::kv_cache_append(v, rows, v_cache);
+  ensure_shape(scores_, {tokens, n_head_local_, capacity}, q.device());
+  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
+  ops::cached_attention(config_.rope ? q_rot_ : q, k_cache, v_cache, rows, scores_, attn_out_);
+  // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
+  return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
+}
+
 const Tensor& ParallelAttention::backward(const Tensor& dy) {
   if (batch_ == 0) throw InternalError("[attention] backward called before forward");
   const int64_t tokens = batch_ * seq_;

@@ -76,6 +76,17 @@ const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t 
   return y_;
 }
 
+const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows& rows,
+                                               Tensor& k_cache, Tensor& v_cache) {
+  ensure_shape(h_, x.shape(), x.device());
+  ensure_shape(y_, x.shape(), x.device());
+  // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
+  ops::add(x, attention_.forward_cached(norm_1_.forward(x), rows, k_cache, v_cache), h_);
+  // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
+  ops::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
+  return y_;
+}
+
 const Tensor& TransformerBlock::backward(const Tensor& dy) {
   ensure_shape(dh_, dy.shape(), dy.device());
   ensure_shape(dx_, dy.shape(), dy.device());

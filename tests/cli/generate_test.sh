@@ -1,7 +1,8 @@
 #!/bin/sh
 # colrow generate end to end: the same text and ids at np 1 (tp 1) and np 2
 # (tp 2, and tp 1 x dp 2), greedy and sampled; the prompt comes back first in
-# text mode; bad knobs and a vocabulary below the byte tokenizer's 256 ids
+# text mode; --prompts decodes a file of prompts together, as each alone; a
+# full context stops with reason "length"; bad knobs and a vocabulary below the byte tokenizer's 256 ids
 # fail with one clear line on every rank.
 #   generate_test.sh COLROW MPIEXEC MAKE_TEST_CHECKPOINT
 set -eu
@@ -35,6 +36,35 @@ done
 # Text mode: the prompt, then the completion, on rank 0 only.
 out=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "abc" --max-new-tokens 3 --temperature 0)
 case "$out" in abc*) ;; *) echo "FAIL: text output does not start with the prompt: $out"; exit 1 ;; esac
+
+# --prompts: decoded together = each alone (tp 2), empty lines skipped; a
+# prompt that fills the context (128) stops for length.
+printf 'Hello\n\nabc def\nxyz\n' > "$dir/prompts.txt"
+together=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/prompts.txt" --max-new-tokens 6 --temperature 0 --json)
+alone=""
+for p in "Hello" "abc def" "xyz"; do
+  alone="$alone$(run 1 generate --model "$dir/gpt2-tiny" --prompt "$p" --max-new-tokens 6 --temperature 0 --json)
+"
+done
+long=$(python3 -c 'print("a" * 125)')
+at_end=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "$long" --max-new-tokens 10 --temperature 0 --json)
+python3 - "$together" "$alone" "$at_end" <<'PY'
+import json, sys
+together = [json.loads(l) for l in sys.argv[1].splitlines()]
+alone = [json.loads(l) for l in sys.argv[2].splitlines() if l]
+assert [t["prompt"] for t in together] == ["Hello", "abc def", "xyz"], together
+assert [t["index"] for t in together] == [0, 1, 2], together
+for t, a in zip(together, alone):
+    assert t["tokens"] == a["tokens"] and len(t["tokens"]) == 6, (t, a)
+    assert t["stop_reason"] == "max_new_tokens", t
+end = json.loads(sys.argv[3])
+assert len(end["tokens"]) == 3 and end["stop_reason"] == "length", end
+print("ok --prompts: batched == one by one; stop at the context: length")
+PY
+err=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "x" --prompts "$dir/prompts.txt" 2>&1 >/dev/null) && { echo "FAIL: --prompt with --prompts accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'give exactly one of --prompt TEXT and --prompts FILE')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/missing.txt" 2>&1 >/dev/null) && { echo "FAIL: missing prompts file accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'cannot read prompts file')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 
 # Errors on every rank.
 err=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "x" --top-p 1.5 2>&1 >/dev/null) && { echo "FAIL: top-p 1.5 accepted"; exit 1; }

@@ -1,9 +1,13 @@
-// generate() at tp = world size against the same model unsharded (a group of
-// one on every rank, same TP-invariant initialization): the same new ids,
-// greedy and sampled, for a gpt2-tiny-like and a llama (GQA) config, also
-// past max_position_embeddings (the crop). The recorded collectives are the
-// model's own forwards plus exactly one all_gather of V_pad/tp floats per
-// new token. Bad knobs fail alike on every rank.
+// Decoding with the KV cache at tp = world size, for gpt2 and llama with
+// grouped, replicated and multi-query KV heads:
+//  - the cached logits of every prefill and decoding step equal a full
+//    recomputation of the whole sequence (GptModel::forward), batch 1 and 3,
+//    prompts of different lengths;
+//  - generate()'s tokens, greedy and sampled, equal an unsharded model's full
+//    recomputation, and decoding prompts together equals decoding each alone;
+//  - a sequence stops at the model's context with stop reason "length";
+//  - the collectives are exactly the embedding's all-reduce, 2 per layer and
+//    one pick per step: a [B, 2] gather when greedy, [B, V_pad/tp] sampling.
 #include "colrow/infer/generator.h"
 
 #include <gtest/gtest.h>
@@ -16,46 +20,19 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/recording_communicator.h"
+#include "nn/model_test_cases.h"
 #include "support/test_world.h"
 
 namespace colrow {
 namespace {
 
+using testing::model_cases;
+using testing::ModelCase;
+using testing::random_ids;
+using testing::valid_at;
 using testing::world;
 
 constexpr uint64_t kSeed = 7;
-
-ModelConfig gpt2_config() {
-  ModelConfig c = model_preset("gpt2-tiny");
-  c.n_layer = 2;
-  c.n_head = c.n_kv_head = 12;
-  c.d_model = 48;
-  c.head_dim = 4;
-  c.ffn_hidden_size = 192;
-  c.vocab_size = 300;  // pads to 384, 512, 384, 512 at tp 1..4
-  c.max_position_embeddings = 16;
-  return c;
-}
-
-ModelConfig llama_config() {
-  ModelConfig c = model_preset("llama-tiny");
-  c.n_layer = 2;
-  c.n_head = 12;
-  c.n_kv_head = 6;  // groups of 2; at tp 4 the kv heads do not split: see valid_at
-  c.d_model = 48;
-  c.head_dim = 4;
-  c.ffn_hidden_size = 96;
-  c.vocab_size = 300;
-  c.max_position_embeddings = 16;
-  c.tie_word_embeddings = false;
-  return c;
-}
-
-ModelConfig llama_config_for(int tp) {
-  ModelConfig c = llama_config();
-  if (tp == 4) c.n_kv_head = 4;  // 12 heads in groups of 3, one kv head per rank
-  return c;
-}
 
 GenerationOptions options(float temperature, int64_t top_k, float top_p, int64_t n) {
   GenerationOptions o;
@@ -67,83 +44,196 @@ GenerationOptions options(float temperature, int64_t top_k, float top_p, int64_t
   return o;
 }
 
-const std::vector<int32_t> kPrompt = {5, 17, 250, 3, 99};
+// Three prompts of different lengths below vocabulary 300.
+std::vector<std::vector<int32_t>> prompts_of(const std::vector<int64_t>& lengths) {
+  std::vector<std::vector<int32_t>> out;
+  for (size_t i = 0; i < lengths.size(); ++i) out.push_back(random_ids(40 + i, lengths[i], 300));
+  return out;
+}
 
-void expect_same_as_unsharded(const ModelConfig& config, const GenerationOptions& o) {
+// The last row of the full sequence's logits, every vocabulary column, on
+// every rank: recomputed from scratch with the model's training forward.
+std::vector<float> full_last_logits(GptModel& model, Communicator& tp,
+                                    const std::vector<int32_t>& sequence) {
+  const int64_t length = static_cast<int64_t>(sequence.size());
+  model.forward(sequence, std::vector<int32_t>(length, -100), 1, length);
+  const int64_t local = model.logits_local().size(1);
+  Tensor row = Tensor::empty({1, local});
+  row.copy_from(model.logits_local().slice(0, length - 1, 1));
+  Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()), local});
+  tp.all_gather(row, all);
+  return all.to_vector();
+}
+
+std::vector<float> gathered_row(const Tensor& logits_local, int64_t r, Communicator& tp) {
+  const int64_t local = logits_local.size(1);
+  Tensor row = Tensor::empty({1, local});
+  row.copy_from(logits_local.slice(0, r, 1));
+  Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()), local});
+  tp.all_gather(row, all);
+  return all.to_vector();
+}
+
+// Both fp32, the same weights, the attention summed over the same keys in a
+// different blocking: about sqrt(K) u (K <= 192) per operation over two
+// layers, far below 1e-5 of the largest logit; a wrong position, a stale
+// cache row or a missing head is an O(1) error.
+void expect_logits_near(const std::vector<float>& got, const std::vector<float>& want,
+                        const std::string& where) {
+  ASSERT_EQ(got.size(), want.size());
+  double scale = 1e-3, err = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(double{want[i]}));
+    err = std::max(err, std::fabs(double{got[i]} - want[i]));
+  }
+  EXPECT_LE(err, 1e-5 * scale) << where;
+}
+
+TEST(Generator, CachedLogitsEqualFullRecomputation) {
+  Communicator& tp = world();
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, tp.size())) continue;
+    for (const std::vector<int64_t>& lengths :
+         {std::vector<int64_t>{6}, std::vector<int64_t>{7, 3, 11}}) {
+      SCOPED_TRACE(std::string(c.name) + ", batch " + std::to_string(lengths.size()));
+      GptModel model(tp, c.config, kSeed);
+      std::vector<std::vector<int32_t>> sequences = prompts_of(lengths);
+      const int64_t batch = static_cast<int64_t>(sequences.size());
+      KvCache cache = model.make_kv_cache(batch, c.config.max_position_embeddings);
+      for (int64_t b = 0; b < batch; ++b) {
+        const Tensor& prefill = model.forward_cached(sequences[b], {b}, lengths[b], cache);
+        const std::vector<float> got = gathered_row(prefill, 0, tp);
+        expect_logits_near(got, full_last_logits(model, tp, sequences[b]), "prefill");
+        EXPECT_EQ(cache.length(b), lengths[b]);
+      }
+      std::vector<int64_t> slots(batch);
+      for (int64_t b = 0; b < batch; ++b) slots[b] = b;
+      for (int step = 0; step < 6; ++step) {
+        const std::vector<int32_t> feed = random_ids(90 + step, batch, c.config.vocab_size);
+        const Tensor& logits = model.forward_cached(feed, slots, 1, cache);
+        std::vector<std::vector<float>> got;
+        for (int64_t b = 0; b < batch; ++b) got.push_back(gathered_row(logits, b, tp));
+        for (int64_t b = 0; b < batch; ++b) {
+          sequences[b].push_back(feed[b]);
+          expect_logits_near(got[b], full_last_logits(model, tp, sequences[b]),
+                             "step " + std::to_string(step) + ", sequence " + std::to_string(b));
+        }
+      }
+    }
+  }
+}
+
+// generate()'s rule, by full recomputation on an unsharded model.
+Generation reference_generation(GptModel& unsharded, const std::vector<int32_t>& prompt,
+                                const GenerationOptions& o) {
   LocalCommunicator alone;
-  GptModel reference(alone, config, kSeed);
-  const std::vector<int32_t> expected = generate(reference, alone, kPrompt, o);
-  GptModel model(world(), config, kSeed);
-  const std::vector<int32_t> got = generate(model, world(), kPrompt, o);
-  ASSERT_EQ(static_cast<int64_t>(got.size()), o.max_new_tokens);
-  // The tp model's logits differ from the unsharded ones by fp32 rounding
-  // (~1e-7 relative); with these seeds no argmax or draw sits that close to a
-  // boundary, so the ids agree exactly.
-  EXPECT_EQ(got, expected) << "tp " << world().size();
-  for (int32_t id : got) {
-    EXPECT_GE(id, 0);
-    EXPECT_LT(id, config.vocab_size);  // never a padded column
+  const ModelConfig& config = unsharded.config();
+  Generation g;
+  std::vector<int32_t> sequence = prompt;
+  while (static_cast<int64_t>(g.tokens.size()) < o.max_new_tokens) {
+    const std::vector<float> row = full_last_logits(unsharded, alone, sequence);
+    const int32_t next = sample_token(row.data(), config.vocab_size, o.sampling, o.seed,
+                                      g.tokens.size());
+    g.tokens.push_back(next);
+    sequence.push_back(next);
+    if (static_cast<int64_t>(g.tokens.size()) == o.max_new_tokens) break;
+    if (static_cast<int64_t>(sequence.size()) == config.max_position_embeddings) {
+      g.stop = StopReason::kLength;
+      break;
+    }
+  }
+  return g;
+}
+
+void expect_generations_match(const GenerationOptions& o, const std::vector<int64_t>& lengths) {
+  Communicator& tp = world();
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, tp.size())) continue;
+    SCOPED_TRACE(c.name);
+    const std::vector<std::vector<int32_t>> prompts = prompts_of(lengths);
+    LocalCommunicator alone;
+    GptModel unsharded(alone, c.config, kSeed);
+    GptModel model(tp, c.config, kSeed);
+    const std::vector<Generation> together = generate(model, tp, prompts, o);
+    ASSERT_EQ(together.size(), prompts.size());
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      const Generation want = reference_generation(unsharded, prompts[b], o);
+      // The logits differ from the reference by fp32 rounding (~1e-6
+      // relative); with these seeds no argmax or draw sits that close to a
+      // boundary, so the ids agree exactly.
+      EXPECT_EQ(together[b].tokens, want.tokens) << "sequence " << b;
+      EXPECT_EQ(together[b].stop, want.stop) << "sequence " << b;
+      const Generation alone_b = generate(model, tp, prompts[b], o);
+      EXPECT_EQ(alone_b.tokens, together[b].tokens) << "batched != one by one, sequence " << b;
+      for (int32_t id : together[b].tokens) {
+        EXPECT_GE(id, 0);
+        EXPECT_LT(id, c.config.vocab_size);  // never a padded column
+      }
+    }
   }
 }
 
-TEST(Generator, GreedyMatchesUnshardedGpt2) {
-  expect_same_as_unsharded(gpt2_config(), options(0.0f, 0, 1.0f, 8));
+TEST(Generator, GreedyEqualsFullRecomputation) {
+  expect_generations_match(options(0.0f, 0, 1.0f, 8), {5, 9, 2});
 }
 
-TEST(Generator, SampledMatchesUnshardedGpt2) {
-  expect_same_as_unsharded(gpt2_config(), options(0.9f, 40, 0.95f, 8));
+TEST(Generator, SampledEqualsFullRecomputation) {
+  expect_generations_match(options(0.9f, 40, 0.95f, 8), {5, 9, 2});
 }
 
-TEST(Generator, GreedyMatchesUnshardedLlama) {
-  expect_same_as_unsharded(llama_config_for(world().size()), options(0.0f, 0, 1.0f, 8));
+TEST(Generator, StopsAtTheContextWithReasonLength) {
+  // Context 32: the 28-token prompt has room for 4 new tokens, the 5-token
+  // prompt for all 10.
+  expect_generations_match(options(0.7f, 0, 1.0f, 10), {28, 5});
+  GptModel model(world(), model_cases().front().config, kSeed);
+  const std::vector<Generation> g =
+      generate(model, world(), prompts_of({28, 5}), options(0.0f, 0, 1.0f, 10));
+  EXPECT_EQ(g[0].tokens.size(), 4u);
+  EXPECT_EQ(to_string(g[0].stop), "length");
+  EXPECT_EQ(g[1].tokens.size(), 10u);
+  EXPECT_EQ(to_string(g[1].stop), "max_new_tokens");
 }
 
-TEST(Generator, SampledMatchesUnshardedLlama) {
-  expect_same_as_unsharded(llama_config_for(world().size()), options(1.0f, 0, 0.9f, 8));
+// Prefill of each prompt, then per step: embedding + 2 per layer + the pick.
+std::vector<CollectiveEvent> expected_collectives(const ModelConfig& c,
+                                                  const std::vector<int64_t>& lengths,
+                                                  int64_t new_tokens, int64_t pick_count_per_row) {
+  std::vector<CollectiveEvent> events;
+  auto forward = [&](int64_t tokens) {
+    for (int k = 0; k < 1 + 2 * c.n_layer; ++k) {
+      events.push_back({"all_reduce_sum", tokens * c.d_model, 0.0});
+    }
+  };
+  const int64_t batch = static_cast<int64_t>(lengths.size());
+  for (int64_t length : lengths) forward(length);
+  for (int64_t step = 0; step < new_tokens; ++step) {
+    events.push_back({"all_gather", batch * pick_count_per_row, 0.0});
+    if (step + 1 < new_tokens) forward(batch);
+  }
+  return events;
 }
 
-TEST(Generator, CropsPastMaxPositions) {
-  // 5 prompt tokens + 14 new > 16 positions: the last steps see a window.
-  expect_same_as_unsharded(gpt2_config(), options(0.7f, 0, 1.0f, 14));
-}
-
-TEST(Generator, OneAllGatherOfTheLastRowPerToken) {
-  const ModelConfig config = gpt2_config();
-  const GenerationOptions o = options(1.0f, 0, 1.0f, 13);  // 5 + 13 > 16: crop included
-  RecordingCommunicator tp(world());
-  GptModel model(tp, config, kSeed);
-  const int64_t vocab_local = model.padded_vocab_size() / world().size();
-  // The model's own collectives for each context length, recorded directly.
-  std::vector<CollectiveEvent> expected;
-  std::vector<int32_t> ids, targets;
-  for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    const int64_t length = std::min<int64_t>(5 + step, config.max_position_embeddings);
-    ids.assign(length, 1);
-    targets.assign(length, -100);
+TEST(Generator, EachDecodingStepIsTwoAllReducesPerLayerAndOnePick) {
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, world().size())) continue;
+    SCOPED_TRACE(c.name);
+    RecordingCommunicator tp(world());
+    GptModel model(tp, c.config, kSeed);
+    const int64_t vocab_local = model.padded_vocab_size() / world().size();
+    const std::vector<int64_t> lengths = {4, 7};
     tp.clear();
-    model.forward(ids, targets, 1, length);
-    expected.insert(expected.end(), tp.events().begin(), tp.events().end());
-    expected.push_back({"all_gather", vocab_local, 0.0});
+    generate(model, tp, prompts_of(lengths), options(0.0f, 0, 1.0f, 5));
+    EXPECT_EQ(tp.events(), expected_collectives(c.config, lengths, 5, 2)) << "greedy";
+    tp.clear();
+    generate(model, tp, prompts_of(lengths), options(1.0f, 0, 1.0f, 5));
+    EXPECT_EQ(tp.events(), expected_collectives(c.config, lengths, 5, vocab_local)) << "sampled";
   }
-  tp.clear();
-  generate(model, tp, kPrompt, o);
-  EXPECT_EQ(tp.events(), expected);
-  int gathers = 0;
-  for (const CollectiveEvent& e : tp.events()) gathers += e.op == "all_gather";
-  EXPECT_EQ(gathers, o.max_new_tokens);
-}
-
-TEST(Generator, AllIgnoredTargetsGiveNaNMeanWithoutError) {
-  GptModel model(world(), gpt2_config(), kSeed);
-  const CrossEntropyOutput out = model.forward({1, 2, 3}, {-100, -100, -100}, 1, 3);
-  EXPECT_EQ(out.counted, 0);
-  EXPECT_TRUE(std::isnan(out.mean));
 }
 
 template <typename Error>
 void expect_error(const GenerationOptions& o, const std::vector<int32_t>& prompt,
                   const std::string& message) {
-  GptModel model(world(), gpt2_config(), kSeed);
+  GptModel model(world(), model_cases().front().config, kSeed);
   try {
     generate(model, world(), prompt, o);
     ADD_FAILURE() << "no error for " << message;
@@ -153,14 +243,24 @@ void expect_error(const GenerationOptions& o, const std::vector<int32_t>& prompt
 }
 
 TEST(Generator, BadInputsFailOnEveryRank) {
-  expect_error<ConfigError>(options(1.0f, 0, 0.0f, 4), kPrompt, "[sampling] top_p (0) must be");
-  expect_error<ConfigError>(options(-1.0f, 0, 1.0f, 4), kPrompt, "[sampling] temperature (-1)");
-  expect_error<ConfigError>(options(1.0f, -2, 1.0f, 4), kPrompt, "[sampling] top_k (-2)");
-  expect_error<ConfigError>(options(1.0f, 0, 1.0f, -1), kPrompt,
+  const std::vector<int32_t> prompt = {5, 17, 250, 3, 99};
+  expect_error<ConfigError>(options(1.0f, 0, 0.0f, 4), prompt, "[sampling] top_p (0) must be");
+  expect_error<ConfigError>(options(-1.0f, 0, 1.0f, 4), prompt, "[sampling] temperature (-1)");
+  expect_error<ConfigError>(options(1.0f, -2, 1.0f, 4), prompt, "[sampling] top_k (-2)");
+  expect_error<ConfigError>(options(1.0f, 0, 1.0f, -1), prompt,
                             "[generate] max_new_tokens (-1) must be >= 0");
   expect_error<InvalidInputError>(options(1.0f, 0, 1.0f, 4), {}, "[generate] prompt (0 tokens)");
   expect_error<InvalidInputError>(options(1.0f, 0, 1.0f, 4), {1, 300},
                                   "[generate] prompt token id (300) at position 1");
+  expect_error<InvalidInputError>(options(1.0f, 0, 1.0f, 4), std::vector<int32_t>(33, 1),
+                                  "[generate] prompt (33 tokens) must fit the model's context");
+}
+
+TEST(Generator, AllIgnoredTargetsGiveNaNMeanWithoutError) {
+  GptModel model(world(), model_cases().front().config, kSeed);
+  const CrossEntropyOutput out = model.forward({1, 2, 3}, {-100, -100, -100}, 1, 3);
+  EXPECT_EQ(out.counted, 0);
+  EXPECT_TRUE(std::isnan(out.mean));
 }
 
 }  // namespace

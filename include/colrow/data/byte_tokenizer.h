@@ -9,18 +9,21 @@
 #include <string>
 #include <vector>
 
+#include "colrow/data/tokenizer.h"
+
 namespace colrow {
 
-class ByteTokenizer {
+class ByteTokenizer : public Tokenizer {
  public:
   static constexpr int64_t kVocabSize = 256;
 
-  int64_t vocab_size() const { return kVocabSize; }
+  int64_t vocab_size() const override { return kVocabSize; }
+  std::string name() const override { return "byte"; }
   // text: n bytes -> n ids, each in [0, 256).
-  std::vector<int32_t> encode(const std::string& text) const;
+  std::vector<int32_t> encode(const std::string& text) const override;
   // ids: n ids in [0, 256) -> n bytes; any other id is an InvalidInputError
   // naming the id and its position.
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string decode(const std::vector<int32_t>& ids) const override;
 };
 
 }  // namespace colrow

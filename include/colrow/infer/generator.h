@@ -1,11 +1,19 @@
-// Autoregressive generation with GptModel at any tp, as Hugging Face's
-// generate() without a cache: every step runs the whole (cropped) sequence
-// through the model, which costs O(length^2) per token; a KV cache comes
-// later. Collectives per new token: the model's forward, then ONE all_gather
-// over tp of the last position's logits, [V_pad/tp] floats per rank -> [V_pad].
+// Autoregressive generation with GptModel at any tp, with a KV cache: each
+// prompt is prefilled in one forward pass, then every step decodes one token
+// for each running sequence together (batched), so a token costs one row of
+// work per layer, not the whole prefix again.
+// Collectives per decoding step (batch B running sequences):
+//   the embedding's all-reduce of [B, d_model], then 2 per layer of [B, d_model]
+//   (attention's and the MLP's row-parallel outputs), then the pick:
+//   - sampling: ONE all-gather of each sequence's last logits, [B, V_pad/tp]
+//     per rank -> [B, V_pad], the only gather of logits in colrow;
+//   - greedy (temperature 0): ONE all-gather of each rank's (max logit,
+//     global id) per sequence, [B, 2] per rank, reduced alike on every rank
+//     as MPI_MAXLOC would (ties to the lowest id): no logits cross ranks.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "colrow/dist/communicator.h"
@@ -17,20 +25,43 @@ namespace colrow {
 struct GenerationOptions {
   int64_t max_new_tokens = 64;
   SamplingOptions sampling;
-  uint64_t seed = 0;  // the draw of step s is Philox(seed, s)
+  uint64_t seed = 0;  // a sequence's draw at its step s is Philox(seed, s)
 };
 
-// Pure, identical on every rank: the sampling knobs, max_new_tokens >= 0, a
-// prompt of at least one token, every prompt id in [0, vocab_size).
-void validate_generation(const GenerationOptions& options, const std::vector<int32_t>& prompt,
+// Why a sequence stopped: it has max_new_tokens new tokens, or it filled the
+// model's context (max_position_embeddings tokens, prompt included).
+enum class StopReason { kMaxNewTokens, kLength };
+std::string to_string(StopReason reason);  // "max_new_tokens" | "length"
+
+struct Generation {
+  std::vector<int32_t> tokens;  // the new ids, the prompt not repeated
+  StopReason stop = StopReason::kMaxNewTokens;
+};
+
+// Pure, identical on every rank: the sampling knobs, max_new_tokens >= 0, at
+// least one prompt, each of 1 to max_position_embeddings tokens, every id in
+// [0, vocab_size). ConfigError / InvalidInputError naming the value and the fix.
+void validate_generation(const GenerationOptions& options,
+                         const std::vector<std::vector<int32_t>>& prompts,
                          const ModelConfig& config);
 
-// prompt: [prompt_len] token ids -> the max_new_tokens new ids (the prompt
-// not repeated), the same on every rank. `tp` is the group `model` was built
-// on. When the sequence outgrows max_position_embeddings the model sees only
-// its last max_position_embeddings tokens (nanoGPT's crop; positions restart
-// at 0 for the window), so generation never stops for length.
-std::vector<int32_t> generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,
-                              const GenerationOptions& options);
+// One Generation per prompt, the same on every rank. `tp` is the group
+// `model` was built on. Decoding prompts together gives the same tokens as
+// decoding each alone (each sequence keeps its own step count for its draws).
+std::vector<Generation> generate(GptModel& model, Communicator& tp,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options);
+
+// The same for one prompt.
+Generation generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,
+                    const GenerationOptions& options);
+
+// The next token of each row of `logits_local` ([rows, V_pad/tp], this rank's
+// vocabulary columns of each sequence's last logits), the same on every rank:
+// greedy through the (max, id) reduction, else sampled from the gathered row
+// with the draw (seed, steps[r]). One collective over tp.
+std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_size,
+                                      Communicator& tp, const GenerationOptions& options,
+                                      const std::vector<uint64_t>& steps);
 
 }  // namespace colrow

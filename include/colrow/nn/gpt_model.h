@@ -16,6 +16,7 @@
 
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
+#include "colrow/nn/kv_cache.h"
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/norm.h"
 #include "colrow/nn/position_embedding.h"
@@ -45,11 +46,25 @@ class GptModel {
   // Accumulates every parameter's gradient of the last forward's mean loss.
   void backward();
 
+  // Incremental decoding (infer/generator.h drives it). A zeroed cache of this
+  // rank's KV heads for `slots` sequences of up to `capacity` positions
+  // (1..max_position_embeddings), on the model's device.
+  KvCache make_kv_cache(int64_t slots, int64_t capacity) const;
+  // ids: [batch * n_new], the next n_new tokens of each sequence in `slots`
+  // (batch = slots.size()), continuing at position cache.length(slot), which
+  // then advances by n_new. One sequence (a prompt's prefill) or one token
+  // each (a decoding step). Returns the logits of each sequence's last new
+  // token: [batch, V_pad/tp]. Collectives: the embedding's all-reduce and two
+  // per layer, each of [batch * n_new, d_model]; none for the logits.
+  const Tensor& forward_cached(const std::vector<int32_t>& ids, const std::vector<int64_t>& slots,
+                               int64_t n_new, KvCache& cache);
+
   const Tensor& logits_local() const { return logits_local_; }  // [tokens, V_pad/tp]
   std::vector<Parameter*> parameters();
   void zero_grad();
   const ModelConfig& config() const { return config_; }
   int64_t padded_vocab_size() const { return embedding_.padded_vocab_size(); }
+  int64_t vocab_size_local() const { return embedding_.vocab_size_local(); }
 
  private:
   Communicator& tp_;
@@ -66,6 +81,7 @@ class GptModel {
   Tensor normed_;        // [tokens, d_model]: the final norm's output (its buffer)
   Tensor logits_local_;  // [tokens, V_pad/tp]
   Tensor dh_;            // [tokens, d_model]: gradient into the final norm's output (tied head)
+  Tensor position_rows_; // decoding: [tokens, d_model], wpe's rows at the tokens' positions
 };
 
 }  // namespace colrow

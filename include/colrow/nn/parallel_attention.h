@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/cache_rows.h"
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
 #include "colrow/nn/parameter.h"
@@ -64,6 +65,15 @@ class ParallelAttention {
   // gradient (complete, replicas summed); returns dx (whole on every rank).
   const Tensor& backward(const Tensor& dy);
 
+  // Incremental decoding (nn/kv_cache.h). x: [batch * n_new, d_model], the new
+  // tokens of the sequences `rows` places. Appends their keys and values to
+  // this layer's k_cache, v_cache ([slots, n_kv_head_local, capacity,
+  // head_dim]), then each new query attends to its sequence's cached
+  // positions up to its own. Returns y: [batch * n_new, d_model]. One
+  // all-reduce of y over tp (o_proj), as forward. No backward.
+  const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
+                               Tensor& v_cache);
+
   // q_proj, k_proj, v_proj, o_proj: weight then bias (when present).
   std::vector<Parameter*> parameters();
   // The configuration with n_kv_head and head_dim filled in.
@@ -93,6 +103,9 @@ class ParallelAttention {
   std::array<Tensor, 4> kv_grad_stash_;
   int64_t batch_ = 0, seq_ = 0;
   Tensor cos_, sin_;      // RoPE table: [seq, hd/2]
+  Tensor cos_cached_, sin_cached_;  // decoding: RoPE table [capacity, hd/2], then per-token rows
+  Tensor cos_rows_, sin_rows_;      // [tokens, hd/2]
+  Tensor scores_;                   // decoding: [tokens, n_head_local, capacity]
   Tensor q_rot_, k_rot_;  // q, k after RoPE: [tokens, heads_local*hd]
   Tensor probs_;          // [batch, n_head_local, seq, seq]
   Tensor attn_out_;       // [tokens, n_head_local*hd]: o_proj's input

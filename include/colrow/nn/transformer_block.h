@@ -33,10 +33,16 @@ class TransformerBlock {
 
   // x: [batch * seq, d_model] replicated -> y: same; x must stay unchanged until backward.
   const Tensor& forward(const Tensor& x, int64_t batch, int64_t seq);
+  // Incremental decoding: x: [batch * n_new, d_model], the new tokens `rows`
+  // places in this layer's cache (ParallelAttention::forward_cached). The
+  // same 2 all-reduces as forward; no backward.
+  const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
+                               Tensor& v_cache);
   // dy: [batch * seq, d_model] -> dx; accumulates every parameter gradient.
   const Tensor& backward(const Tensor& dy);
 
   std::vector<Parameter*> parameters();
+  const ParallelAttention& attention() const { return attention_; }
 
  private:
   Norm norm_1_;

@@ -12,6 +12,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/init.h"
+#include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
@@ -98,6 +99,13 @@ class CpuBackend final : public Backend {
                           const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                           Tensor& scratch) override {
     cpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+  }
+  void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {
+    cpu::kv_cache_append(x, rows, cache);
+  }
+  void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const CacheRows& rows, Tensor& scores, Tensor& out) override {
+    cpu::cached_attention(q, k_cache, v_cache, rows, scores, out);
   }
   void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                          const Tensor& table_local, Tensor& y) override {

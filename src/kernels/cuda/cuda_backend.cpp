@@ -12,6 +12,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/init.h"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
@@ -90,6 +91,13 @@ class CudaBackend final : public Backend {
                           const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
                           Tensor& scratch) override {
     cuda::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+  }
+  void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {
+    cuda::kv_cache_append(x, rows, cache);
+  }
+  void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                        const CacheRows& rows, Tensor& scores, Tensor& out) override {
+    cuda::cached_attention(q, k_cache, v_cache, rows, scores, out);
   }
   void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                          const Tensor& table_local, Tensor& y) override {

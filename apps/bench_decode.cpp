@@ -1,0 +1,186 @@
+// `colrow bench decode`: see bench_decode.h. Every timed region ends in a
+// collective (the pick of the next tokens), so rank 0's clock times the
+// whole tp group.
+#include "bench_decode.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/infer/generator.h"
+#include "colrow/nn/checkpoint.h"
+#include "colrow/nn/gpt_model.h"
+#include "colrow/runtime/threads.h"
+
+namespace colrow::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The read bandwidth of this node with every rank streaming through its own
+// 256 MiB buffer at once (far beyond any cache), in bytes per second over
+// all ranks: the rate the weights and the cache can reach the cores.
+double measured_read_bandwidth(Communicator& world) {
+  const int64_t count = int64_t{64} << 20;  // floats
+  std::vector<float> buffer(count, 1.0f);
+  double best = 0.0;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    world.barrier();
+    const auto t0 = Clock::now();
+    double sum = 0.0;
+    const float* p = buffer.data();
+#pragma omp parallel for simd reduction(+ : sum) schedule(static)
+    for (int64_t i = 0; i < count; ++i) sum += p[i];
+    Tensor slowest = Tensor::full({1}, static_cast<float>(seconds_since(t0)));
+    world.all_reduce_max(slowest);
+    if (sum != static_cast<double>(count)) throw InternalError("[bench] bandwidth probe misread");
+    best = std::max(best, world.size() * count * 4.0 / slowest.data()[0]);
+  }
+  return best;
+}
+
+}  // namespace
+
+int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
+  Communicator& world = launch.world;
+  const int tp_size = o.tp > 0 ? o.tp : world.size();
+  ProcessMesh::validate(tp_size, world.size() / std::max(1, tp_size), world.size());
+  if (tp_size != world.size()) {
+    throw ConfigError("[bench] decode runs one tp group: tp (" + std::to_string(tp_size) +
+                      ") must equal the world size (" + std::to_string(world.size()) + ").");
+  }
+  const bool checkpoint = is_directory(o.model);
+  const ModelConfig config =
+      checkpoint ? load_hf_config(o.model + "/config.json") : model_preset(o.model);
+  validate(config, tp_size);
+  if (o.prompt_len < 1 || o.new_tokens < 2 || o.batch < 1 ||
+      o.prompt_len + o.new_tokens > config.max_position_embeddings) {
+    throw ConfigError("[bench] prompt_len (" + std::to_string(o.prompt_len) + ") + new_tokens (" +
+                      std::to_string(o.new_tokens) + ") must fit max_position_embeddings (" +
+                      std::to_string(config.max_position_embeddings) +
+                      "), with prompt_len >= 1, new_tokens >= 2 and batch (" +
+                      std::to_string(o.batch) + ") >= 1.");
+  }
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
+  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  ProcessMesh mesh(world, tp_size, 1, placement.device, placement.comm);
+  GptModel model(mesh.tp(), config, o.seed);
+  if (checkpoint) load_checkpoint(model, o.model);
+  model.to(placement.device);
+
+  std::mt19937_64 gen(o.seed);
+  std::vector<std::vector<int32_t>> prompts(o.batch, std::vector<int32_t>(o.prompt_len));
+  for (auto& p : prompts) {
+    for (int32_t& id : p) id = static_cast<int32_t>(gen() % config.vocab_size);
+  }
+  GenerationOptions greedy;
+  greedy.sampling.temperature = 0.0f;
+  std::vector<int64_t> slots(o.batch);
+  for (int64_t b = 0; b < o.batch; ++b) slots[b] = b;
+  const std::vector<uint64_t> steps(o.batch, 0);  // unused by greedy picks
+
+  // One untimed round (page faults, BLAS buffers), then the timed one.
+  double prefill_seconds = 0.0;
+  std::vector<double> step_seconds;
+  for (int round = 0; round < 2; ++round) {
+    const int64_t new_tokens = round == 0 ? 4 : o.new_tokens;
+    KvCache cache = model.make_kv_cache(o.batch, o.prompt_len + new_tokens);
+    Tensor last = Tensor::empty({o.batch, model.vocab_size_local()}, model.device());
+    world.barrier();
+    auto t0 = Clock::now();
+    for (int64_t b = 0; b < o.batch; ++b) {
+      last.slice(0, b, 1).copy_from(model.forward_cached(prompts[b], {b}, o.prompt_len, cache));
+    }
+    std::vector<int32_t> next = pick_next_tokens(last, config.vocab_size, mesh.tp(), greedy, steps);
+    prefill_seconds = seconds_since(t0);
+    step_seconds.clear();
+    for (int64_t s = 1; s < new_tokens; ++s) {
+      t0 = Clock::now();
+      const Tensor& logits = model.forward_cached(next, slots, 1, cache);
+      next = pick_next_tokens(logits, config.vocab_size, mesh.tp(), greedy, steps);
+      step_seconds.push_back(seconds_since(t0));
+    }
+  }
+  const double bandwidth = measured_read_bandwidth(world);
+
+  // Bytes one step reads over all ranks: every weight once, and each
+  // sequence's cached keys and values (per rank: its KV heads, or replicas).
+  int64_t local_params = 0;
+  for (Parameter* p : model.parameters()) local_params += p->value.numel();
+  Tensor params = Tensor::full({1}, static_cast<float>(local_params));
+  world.all_reduce_sum(params);
+  const double weight_bytes = 4.0 * params.data()[0];
+  const KvCache probe = model.make_kv_cache(1, 1);
+  Tensor kv_row = Tensor::full({1}, static_cast<float>(probe.bytes()));  // all layers, one position
+  world.all_reduce_sum(kv_row);
+  auto floor_ms = [&](double context) {
+    return 1e3 * (weight_bytes + o.batch * context * kv_row.data()[0]) / bandwidth;
+  };
+  const size_t edge = std::max<size_t>(1, std::min<size_t>(16, step_seconds.size() / 4));
+  const double ms_median = 1e3 * median(step_seconds);
+  const double ms_start = 1e3 * median({step_seconds.begin(), step_seconds.begin() + edge});
+  const double ms_end = 1e3 * median({step_seconds.end() - edge, step_seconds.end()});
+  const double context_mid = o.prompt_len + o.new_tokens / 2.0;
+  const double prefill_tokens_per_s = o.batch * o.prompt_len / prefill_seconds;
+  if (world.rank() != 0) return 0;
+  if (o.json) {
+    const nlohmann::json j = {
+        {"model", o.model},
+        {"tp", tp_size},
+        {"batch", o.batch},
+        {"prompt_len", o.prompt_len},
+        {"new_tokens", o.new_tokens},
+        {"device", placement.device.str()},
+        {"prefill_tokens_per_s", prefill_tokens_per_s},
+        {"decode_ms_per_step_median", ms_median},
+        {"decode_ms_per_step_start", ms_start},
+        {"decode_ms_per_step_end", ms_end},
+        {"end_over_start", ms_end / ms_start},
+        {"decode_tokens_per_s", o.batch * 1e3 / ms_median},
+        {"weight_bytes", weight_bytes},
+        {"kv_bytes_per_position", kv_row.data()[0]},
+        {"read_bandwidth_gb_s", bandwidth / 1e9},
+        {"floor_ms_per_step", floor_ms(context_mid)},
+        {"median_over_floor", ms_median / floor_ms(context_mid)}};
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  std::printf("colrow bench decode: %s, tp %d, batch %ld, prompt %ld + %ld new tokens (%s)\n",
+              o.model.c_str(), tp_size, static_cast<long>(o.batch), static_cast<long>(o.prompt_len),
+              static_cast<long>(o.new_tokens), placement.device.str().c_str());
+  std::printf("  prefill     %.0f tokens/s\n", prefill_tokens_per_s);
+  std::printf("  decode      %.2f ms/step median (%.1f tokens/s); start %.2f, end %.2f ms (x%.2f)\n",
+              ms_median, o.batch * 1e3 / ms_median, ms_start, ms_end, ms_end / ms_start);
+  std::printf("  floor       %.2f ms/step: %.0f MB weights + %.2f MB KV cache at context %.0f, "
+              "read at %.1f GB/s (measured); median / floor = %.2f\n",
+              floor_ms(context_mid), weight_bytes / 1e6,
+              o.batch * context_mid * kv_row.data()[0] / 1e6, context_mid, bandwidth / 1e9,
+              ms_median / floor_ms(context_mid));
+  return 0;
+}
+
+}  // namespace colrow::apps

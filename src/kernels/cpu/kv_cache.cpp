@@ -1,0 +1,82 @@
+// The KV cache kernels on the CPU: a row copy, and per (sequence, query head)
+// two GEMMs around a causal softmax, like kernels/cpu/attention.cpp but with
+// the keys read from the cache. Parallel over (sequence, query head); inside
+// the OpenMP region OpenBLAS runs single-threaded.
+#include "kernels/cpu/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/checks/kv_cache.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
+
+namespace colrow::kernels::cpu {
+namespace {
+
+// Scores for keys [0, last] of one query: their softmax, zeros after.
+void causal_softmax(float* row, int64_t last, int64_t end) {
+  float max = row[0];
+  for (int64_t j = 1; j <= last; ++j) max = std::max(max, row[j]);
+  float sum = 0.0f;
+  for (int64_t j = 0; j <= last; ++j) {
+    row[j] = std::exp(row[j] - max);
+    sum += row[j];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
+  std::fill(row + last + 1, row + end, 0.0f);
+}
+
+}  // namespace
+
+void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
+  const CacheDims d = check_kv_cache_append(x, rows, cache, "kv_cache_append");
+  const int64_t tokens = d.batch * d.n_new, hs = d.head_dim;
+#pragma omp parallel for schedule(static) if (tokens * d.n_kv_head * hs > kParallelElements)
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t b = t / d.n_new, i = t % d.n_new;
+    const float* src = x.data() + t * x.stride(0);
+    for (int64_t g = 0; g < d.n_kv_head; ++g) {
+      float* dst = cache.data() + ((rows.slots[b] * d.n_kv_head + g) * d.capacity +
+                                   rows.starts[b] + i) * hs;
+      std::memcpy(dst, src + g * hs, static_cast<size_t>(hs) * sizeof(float));
+    }
+  }
+}
+
+void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+  int64_t n_head = 0;
+  const CacheDims d =
+      check_cached_attention(q, k_cache, v_cache, rows, scores, out, n_head, "cached_attention");
+  const int64_t n = d.n_new, hs = d.head_dim, group = n_head / d.n_kv_head;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
+  // Row (t, h) of the scores as a [B*n, NH*L] matrix: head h of token t.
+  const Tensor score_rows = scores.view({d.batch * n, n_head * d.capacity});
+  const int64_t units = d.batch * n_head;
+  int64_t keys = 0;
+  for (int64_t s : rows.starts) keys += s + n;
+  const int64_t work = keys * n * n_head * hs;
+#pragma omp parallel for schedule(static) if (units > 1 && work > kParallelElements)
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t b = u / n_head, h = u % n_head, g = h / group;
+    const int64_t start = rows.starts[b], end = start + n;  // keys [0, end)
+    const int64_t cache_head = (rows.slots[b] * d.n_kv_head + g) * d.capacity;
+    const Tensor k = k_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
+    const Tensor v = v_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
+    const Tensor q_bh = q.slice(0, b * n, n).slice(1, h * hs, hs);  // [n, HS]
+    Tensor s = score_rows.slice(0, b * n, n).slice(1, h * d.capacity, end);  // [n, end]
+    // S = scale Q K^T  ([n, HS] x [HS, end])
+    gemm(Trans::kNo, Trans::kYes, scale, q_bh, k, 0.0f, s);
+    for (int64_t i = 0; i < n; ++i) {
+      causal_softmax(s.data() + i * s.stride(0), start + i, end);
+    }
+    // O = P V  ([n, end] x [end, HS])
+    Tensor o = out.slice(0, b * n, n).slice(1, h * hs, hs);
+    gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
+  }
+}
+
+}  // namespace colrow::kernels::cpu

@@ -1,0 +1,146 @@
+// The KV cache kernels on the GPU. Append: one thread per copied element.
+// Attention: one block per (token, query head); its threads compute the
+// scores over the cached positions [0, p], reduce the max and the sum of
+// exponentials in shared memory, then each thread owns output features and
+// sums over the positions in order, so results repeat bitwise from run to run.
+#include "kernels/cuda/kv_cache.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+#include "kernels/checks/kv_cache.h"
+#include "kernels/cuda/operands.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kAttentionThreads = 128;
+
+// Where sequence b of the step sits in the cache (uploaded per call).
+struct SequencePlace {
+  int64_t slot;
+  int64_t start;
+};
+
+Tensor upload_places(const CacheRows& rows, Device device) {
+  std::vector<SequencePlace> places(rows.slots.size());
+  for (size_t b = 0; b < places.size(); ++b) places[b] = {rows.slots[b], rows.starts[b]};
+  return upload_table(places, device);
+}
+
+__global__ void append_rows(const float* x, int64_t ld_x, const SequencePlace* places,
+                            int64_t tokens, int64_t n_new, int64_t n_kv_head, int64_t capacity,
+                            int64_t head_dim, float* cache) {
+  const int64_t width = n_kv_head * head_dim;
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= tokens * width) return;
+  const int64_t t = idx / width, c = idx % width, g = c / head_dim, j = c % head_dim;
+  const SequencePlace place = places[t / n_new];
+  const int64_t position = place.start + t % n_new;
+  cache[((place.slot * n_kv_head + g) * capacity + position) * head_dim + j] = x[t * ld_x + c];
+}
+
+// Reduces `value` over the block with `op`; every thread gets the result.
+template <typename Op>
+__device__ float block_reduce(float value, float* shared, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) shared[warp] = value;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = shared[0];
+    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) total = op(total, shared[w]);
+    shared[0] = total;
+  }
+  __syncthreads();
+  const float result = shared[0];
+  __syncthreads();
+  return result;
+}
+
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+// Block (t, h): query head h of token t against its sequence's cached keys.
+__global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
+                             const float* v_cache, const SequencePlace* places, int64_t n_new,
+                             int64_t n_head, int64_t n_kv_head, int64_t capacity, int64_t head_dim,
+                             float scale, float* scores, float* out, int64_t ld_out) {
+  __shared__ float shared[32];
+  const int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head;
+  const int64_t g = h / (n_head / n_kv_head);
+  const SequencePlace place = places[t / n_new];
+  const int64_t last = place.start + t % n_new;  // keys [0, last]
+  const int64_t head = (place.slot * n_kv_head + g) * capacity;
+  const float* q_row = q + t * ld_q + h * head_dim;
+  float* s = scores + (t * n_head + h) * capacity;
+  float max = -INFINITY;
+  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+    const float* k = k_cache + (head + j) * head_dim;
+    float dot = 0.0f;
+    for (int64_t c = 0; c < head_dim; ++c) dot += q_row[c] * k[c];
+    s[j] = dot * scale;
+    max = fmaxf(max, s[j]);
+  }
+  max = block_reduce(max, shared, Max{});
+  float sum = 0.0f;
+  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+    s[j] = expf(s[j] - max);
+    sum += s[j];
+  }
+  sum = block_reduce(sum, shared, Sum{});  // also orders the writes to s before the reads below
+  const float inv = 1.0f / sum;
+  for (int64_t c = threadIdx.x; c < head_dim; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t j = 0; j <= last; ++j) acc += s[j] * v_cache[(head + j) * head_dim + c];
+    out[t * ld_out + h * head_dim + c] = acc * inv;
+  }
+  __syncthreads();
+  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) s[j] *= inv;  // the probabilities
+}
+
+}  // namespace
+
+void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
+  const char* what = "kv_cache_append";
+  const CacheDims d = check_kv_cache_append(x, rows, cache, what);
+  const int device = cuda_device_of(what, {&x, &cache});
+  const int64_t tokens = d.batch * d.n_new, width = d.n_kv_head * d.head_dim;
+  const Tensor places = upload_places(rows, Device::cuda(device));
+  append_rows<<<colrow::cuda::blocks_for(tokens * width, kThreads), kThreads, 0,
+                colrow::cuda::compute_stream(device)>>>(
+      x.data(), x.row_stride(), reinterpret_cast<const SequencePlace*>(places.data()), tokens,
+      d.n_new, d.n_kv_head, d.capacity, d.head_dim, cache.data());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
+                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+  const char* what = "cached_attention";
+  int64_t n_head = 0;
+  const CacheDims d = check_cached_attention(q, k_cache, v_cache, rows, scores, out, n_head, what);
+  const int device = cuda_device_of(what, {&q, &k_cache, &v_cache, &scores, &out});
+  const Tensor places = upload_places(rows, Device::cuda(device));
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
+  const int64_t blocks = d.batch * d.n_new * n_head;
+  attend_cache<<<static_cast<unsigned int>(blocks), kAttentionThreads, 0,
+                 colrow::cuda::compute_stream(device)>>>(
+      q.data(), q.row_stride(), k_cache.data(), v_cache.data(),
+      reinterpret_cast<const SequencePlace*>(places.data()), d.n_new, n_head, d.n_kv_head,
+      d.capacity, d.head_dim, scale, scores.data(), out.data(), out.row_stride());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,87 @@
+// kernels::cuda KV cache against kernels::cpu on the same inputs: append
+// bit for bit, cached attention (a prefill and a batched step over cache
+// slots in another order) within fp32 rounding, for MHA, GQA and MQA and odd
+// sizes; bad shapes are InternalErrors.
+#include "kernels/cuda/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/kv_cache.h"
+#include "kernels/cuda/cuda_test_helpers.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+using testing::random_exact;
+
+struct Case {
+  int64_t n_head, n_kv_head, head_dim, capacity;
+};
+const Case kCases[] = {{1, 1, 2, 3}, {4, 4, 8, 33}, {6, 2, 5, 70}, {12, 1, 64, 129}};
+
+TEST(KvCacheCuda, MatchesTheCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Case& c : kCases) {
+    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head) +
+                 ", head_dim " + std::to_string(c.head_dim));
+    const Shape cache_shape = {3, c.n_kv_head, c.capacity, c.head_dim};
+    Tensor k_cpu = Tensor::zeros(cache_shape), v_cpu = Tensor::zeros(cache_shape);
+    Tensor k_gpu = Tensor::zeros(cache_shape, gpu), v_gpu = Tensor::zeros(cache_shape, gpu);
+    const int64_t prefill = c.capacity - 1;
+    // A prefill of slot 1, then one token for slots 1 and 2 (slot 2 starts empty).
+    const CacheRows steps[] = {{{1}, {0}, prefill}, {{2, 1}, {0, prefill}, 1}};
+    uint32_t seed = 1;
+    for (const CacheRows& rows : steps) {
+      const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+      const Tensor k = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
+      const Tensor v = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
+      const Tensor q = random_exact({tokens, c.n_head * c.head_dim}, seed++);
+      kernels::cpu::kv_cache_append(k, rows, k_cpu);
+      kernels::cpu::kv_cache_append(v, rows, v_cpu);
+      kernels::cuda::kv_cache_append(k.to(gpu), rows, k_gpu);
+      kernels::cuda::kv_cache_append(v.to(gpu), rows, v_gpu);
+      EXPECT_EQ(k_gpu.to(Device::cpu()).to_vector(), k_cpu.to_vector());
+      EXPECT_EQ(v_gpu.to(Device::cpu()).to_vector(), v_cpu.to_vector());
+      Tensor scores_cpu = Tensor::empty({tokens, c.n_head, c.capacity});
+      Tensor out_cpu = Tensor::empty({tokens, c.n_head * c.head_dim});
+      Tensor scores_gpu = Tensor::empty({tokens, c.n_head, c.capacity}, gpu);
+      Tensor out_gpu = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu);
+      kernels::cpu::cached_attention(q, k_cpu, v_cpu, rows, scores_cpu, out_cpu);
+      kernels::cuda::cached_attention(q.to(gpu), k_gpu, v_gpu, rows, scores_gpu, out_gpu);
+      // Convex combinations of |v| <= 1 whose weights differ by a few ulp
+      // (exp implementations, summation order over <= 129 keys): 1e-5 is
+      // far above that and far below a wrong key, mask or head.
+      const std::vector<float> got = out_gpu.to(Device::cpu()).to_vector(),
+                               want = out_cpu.to_vector();
+      double err = 0.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        err = std::max(err, std::fabs(double{got[i]} - want[i]));
+      }
+      EXPECT_LE(err, 1e-5);
+    }
+  }
+}
+
+TEST(KvCacheCuda, BadShapesAreInternalErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  Tensor cache = Tensor::zeros({2, 1, 4, 2}, gpu);
+  EXPECT_THROW(kernels::cuda::kv_cache_append(Tensor::zeros({1, 2}, gpu), CacheRows{{0}, {4}, 1},
+                                              cache),
+               InternalError);
+  Tensor scores = Tensor::zeros({1, 3, 4}, gpu), out = Tensor::zeros({1, 4}, gpu);
+  EXPECT_THROW(kernels::cuda::cached_attention(Tensor::zeros({1, 4}, gpu), cache, cache,
+                                               CacheRows{{0}, {0}, 1}, scores, out),
+               InternalError);
+}
+
+}  // namespace
+}  // namespace colrow
