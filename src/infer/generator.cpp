@@ -82,10 +82,8 @@ std::vector<int32_t> sampled_tokens(const Tensor& logits, const VocabShard& shar
                                     const GenerationOptions& o,
                                     const std::vector<uint64_t>& steps) {
   const int64_t rows = logits.size(0);
-  Tensor mine = Tensor::empty({rows, shard.local});
-  mine.copy_from(logits);
   Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()) * rows, shard.local});
-  tp.all_gather(mine, all);  // [tp * rows, V_pad/tp]
+  tp.all_gather(logits, all);  // [tp * rows, V_pad/tp]
   std::vector<float> row(static_cast<size_t>(tp.size()) * shard.local);
   std::vector<int32_t> next(rows);
   for (int64_t r = 0; r < rows; ++r) {

@@ -199,6 +199,12 @@ std::vector<Parameter*> GptModel::parameters() {
   return params;
 }
 
+int64_t GptModel::local_parameter_count() {
+  int64_t count = 0;
+  for (Parameter* p : parameters()) count += p->value.numel();
+  return count;
+}
+
 void GptModel::zero_grad() {
   for (Parameter* p : parameters()) p->zero_grad();
 }

@@ -22,10 +22,10 @@ KvCache::KvCache(int n_layer, int64_t slots, int64_t kv_heads_local, int64_t cap
   }
 }
 
-int64_t KvCache::bytes() const {
+int64_t KvCache::bytes_per_position() const {
   int64_t total = 0;
-  for (const Tensor& t : keys_) total += 2 * t.numel() * static_cast<int64_t>(sizeof(float));
-  return total;
+  for (const Tensor& k : keys_) total += 2 * k.size(1) * k.size(3);  // keys and values
+  return total * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace colrow

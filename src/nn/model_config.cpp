@@ -1,6 +1,7 @@
 // ModelConfig presets, Hugging Face config.json import/export, validation.
 #include "colrow/nn/model_config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -303,6 +304,12 @@ void validate(const ModelConfig& c, int tp) {
                       choices(valid) + ".");
   }
   require_divisible("config", "ffn_hidden_size", c.ffn_hidden_size, tp);
+}
+
+ModelConfig resolve_model_config(const std::string& directory_or_preset) {
+  return std::filesystem::is_directory(directory_or_preset)
+             ? load_hf_config(directory_or_preset + "/config.json")
+             : model_preset(directory_or_preset);
 }
 
 }  // namespace colrow

@@ -3,8 +3,6 @@
 // stop, save) from all-reduced values, so no rank waits alone.
 #include "colrow/train/trainer.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -41,16 +39,6 @@ extern "C" void on_interrupt(int sig) {
   g_signal = sig;
 }
 
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-// --model: a directory with config.json (fresh weights of that shape) or a preset.
-ModelConfig resolve_model(const std::string& model) {
-  return is_directory(model) ? load_hf_config(model + "/config.json") : model_preset(model);
-}
-
 // ", micro-batch 2 of 4" with gradient accumulation, "" without.
 std::string micro_batch_text(int64_t micro, int64_t count) {
   if (count == 1) return "";
@@ -83,12 +71,6 @@ double validation_loss(GptModel& model, const TokenDataset& data, ProcessMesh& m
   return totals.data()[0] / std::max(1.0f, totals.data()[1]);
 }
 
-int64_t local_parameter_count(GptModel& model) {
-  int64_t n = 0;
-  for (Parameter* p : model.parameters()) n += p->value.numel();
-  return n;
-}
-
 // Forward + backward FLOPs per token, as llm.c and the PyTorch peer count
 // them: 6 N for the matmuls of N parameters, 6 L d T for attention's scores
 // and weighted sums (L layers, width d, context T).
@@ -115,7 +97,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   // ---- everything checked before anything is allocated, identically on every rank
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
-  const ModelConfig config = resolve_model(o.model);
+  const ModelConfig config = resolve_model_config(o.model);  // a directory: fresh weights of its shape
   validate(config, tp_size);
   require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
   require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
@@ -165,7 +147,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
-  const int64_t local_params = local_parameter_count(model);
+  const int64_t local_params = model.local_parameter_count();
   const int64_t tokens_per_step = o.batch * o.seq_len * o.grad_accum * o.dp;
   std::ostringstream about;
   about << "colrow train: " << to_string(config.family) << " (" << o.model << "), "

@@ -1,7 +1,8 @@
 #!/bin/sh
 # colrow bench decode end to end at tp 1 and 2 on a tiny model: one JSON
 # object with every figure positive and the floor derived from the measured
-# bandwidth; a context it cannot hold fails with one clear line on every rank.
+# bandwidth; a context it cannot hold, or a tp that is not the world size,
+# fails with one clear line on every rank.
 #   bench_decode_test.sh COLROW MPIEXEC
 set -eu
 colrow=$1; mpiexec=$2
@@ -22,4 +23,6 @@ PY
 done
 err=$(run 2 bench decode --model gpt2-tiny --prompt-len 100 --new-tokens 100 2>&1 >/dev/null) && { echo "FAIL: 200 tokens in a 128-token context accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'must fit max_position_embeddings (128)')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 bench decode --model gpt2-tiny --prompt-len 8 --new-tokens 8 --tp 1 2>&1 >/dev/null) && { echo "FAIL: tp 1 on 2 ranks accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'decode runs one tp group: tp (1) must equal the world size (2)')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 echo "bench_decode_test: all passed"

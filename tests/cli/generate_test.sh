@@ -63,6 +63,9 @@ print("ok --prompts: batched == one by one; stop at the context: length")
 PY
 err=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "x" --prompts "$dir/prompts.txt" 2>&1 >/dev/null) && { echo "FAIL: --prompt with --prompts accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'give exactly one of --prompt TEXT and --prompts FILE')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+printf '\n\n' > "$dir/empty_prompts.txt"
+err=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/empty_prompts.txt" 2>&1 >/dev/null) && { echo "FAIL: a prompts file of empty lines accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'holds no prompt (every line is empty)')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/missing.txt" 2>&1 >/dev/null) && { echo "FAIL: missing prompts file accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'cannot read prompts file')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 

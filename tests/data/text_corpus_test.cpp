@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <cstdio>
@@ -15,28 +14,18 @@
 #include "colrow/core/error.h"
 #include "colrow/data/byte_tokenizer.h"
 #include "colrow/data/token_source.h"
+#include "support/temp_dir.h"
 
 namespace colrow {
 namespace {
 
 class TextCorpusTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/colrow_text_corpus_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    for (const std::string& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
-
   std::string write(const std::string& name, const std::string& bytes) {
     const std::string path = dir_ + "/" + name;
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
     std::fclose(f);
-    files_.push_back(path);
     return path;
   }
   // The gzip encoding of `text`, written with zlib itself.
@@ -73,8 +62,8 @@ class TextCorpusTest : public ::testing::Test {
     return t;
   }
 
-  std::string dir_;
-  std::vector<std::string> files_;
+  testing::TempDir temp_{"text_corpus"};
+  std::string dir_ = temp_.path();
 };
 
 TEST_F(TextCorpusTest, PlainAndGzipGiveTheSameByteTokens) {

@@ -4,35 +4,24 @@
 #include "colrow/data/token_file.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "support/temp_dir.h"
 
 namespace colrow {
 namespace {
 
 class TokenFileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/colrow_token_file_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    for (const std::string& f : files_) std::remove(f.c_str());
-    rmdir(dir_.c_str());
-  }
-
   std::string write(const std::string& name, const std::vector<unsigned char>& bytes) {
     const std::string path = dir_ + "/" + name;
     FILE* f = std::fopen(path.c_str(), "wb");
     if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
     std::fclose(f);
-    files_.push_back(path);
     return path;
   }
 
@@ -63,8 +52,8 @@ class TokenFileTest : public ::testing::Test {
     return "(no error)";
   }
 
-  std::string dir_;
-  std::vector<std::string> files_;
+  testing::TempDir temp_{"token_file"};
+  std::string dir_ = temp_.path();
 };
 
 TEST_F(TokenFileTest, RawUint16IdsReadBackLittleEndian) {

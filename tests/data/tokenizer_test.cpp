@@ -16,6 +16,7 @@
 #include "colrow/core/error.h"
 #include "colrow/data/gpt2_tokenizer.h"
 #include "colrow/data/text_corpus.h"
+#include "support/temp_dir.h"
 
 namespace colrow {
 namespace {
@@ -61,13 +62,6 @@ std::string byte_level(const std::string& bytes) {
 
 class TokenizerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/colrow_tokenizer_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // A tiny byte-level BPE in Hugging Face's layout: the 256 bytes, then "hi"
   // and " hi" (merges h+i, then space+hi), as GPT-2's tokenizer.json is laid out.
   static json tiny_tokenizer_json() {
@@ -120,7 +114,8 @@ class TokenizerTest : public ::testing::Test {
            "-DCOLROW_GPT2_TOKENIZER_DIR=<a directory holding them>.";
   }
 
-  fs::path dir_;
+  testing::TempDir temp_{"tokenizer"};
+  fs::path dir_{temp_.path()};
 };
 
 TEST_F(TokenizerTest, AnEmptyDirectoryGivesTheByteTokenizer) {

@@ -44,27 +44,14 @@ GenerationOptions options(float temperature, int64_t top_k, float top_p, int64_t
   return o;
 }
 
-// Three prompts of different lengths below vocabulary 300.
+// Prompts of the given lengths, ids below the test vocabulary (300).
 std::vector<std::vector<int32_t>> prompts_of(const std::vector<int64_t>& lengths) {
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < lengths.size(); ++i) out.push_back(random_ids(40 + i, lengths[i], 300));
   return out;
 }
 
-// The last row of the full sequence's logits, every vocabulary column, on
-// every rank: recomputed from scratch with the model's training forward.
-std::vector<float> full_last_logits(GptModel& model, Communicator& tp,
-                                    const std::vector<int32_t>& sequence) {
-  const int64_t length = static_cast<int64_t>(sequence.size());
-  model.forward(sequence, std::vector<int32_t>(length, -100), 1, length);
-  const int64_t local = model.logits_local().size(1);
-  Tensor row = Tensor::empty({1, local});
-  row.copy_from(model.logits_local().slice(0, length - 1, 1));
-  Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()), local});
-  tp.all_gather(row, all);
-  return all.to_vector();
-}
-
+// Row r of [rows, V_pad/tp] logits with every vocabulary column, on every rank.
 std::vector<float> gathered_row(const Tensor& logits_local, int64_t r, Communicator& tp) {
   const int64_t local = logits_local.size(1);
   Tensor row = Tensor::empty({1, local});
@@ -72,6 +59,15 @@ std::vector<float> gathered_row(const Tensor& logits_local, int64_t r, Communica
   Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()), local});
   tp.all_gather(row, all);
   return all.to_vector();
+}
+
+// The last row of the full sequence's logits, recomputed from scratch with
+// the model's training forward.
+std::vector<float> full_last_logits(GptModel& model, Communicator& tp,
+                                    const std::vector<int32_t>& sequence) {
+  const int64_t length = static_cast<int64_t>(sequence.size());
+  model.forward(sequence, std::vector<int32_t>(length, -100), 1, length);
+  return gathered_row(model.logits_local(), length - 1, tp);
 }
 
 // Both fp32, the same weights, the attention summed over the same keys in a
@@ -254,6 +250,35 @@ TEST(Generator, BadInputsFailOnEveryRank) {
                                   "[generate] prompt token id (300) at position 1");
   expect_error<InvalidInputError>(options(1.0f, 0, 1.0f, 4), std::vector<int32_t>(33, 1),
                                   "[generate] prompt (33 tokens) must fit the model's context");
+}
+
+TEST(Generator, CachedForwardRefusesWhatTheCacheCannotHold) {
+  const ModelConfig config = model_cases().front().config;  // 32 positions
+  GptModel model(world(), config, kSeed);
+  EXPECT_THROW(model.make_kv_cache(1, 33), InvalidInputError);  // past max_position_embeddings
+  EXPECT_THROW(model.make_kv_cache(0, 8), InvalidInputError);
+  KvCache cache = model.make_kv_cache(2, 8);
+  EXPECT_THROW(model.forward_cached({1, 2, 3, 4}, {0, 1}, 2, cache), InvalidInputError)
+      << "two sequences of two new tokens: neither a prefill nor a decoding step";
+  EXPECT_THROW(model.forward_cached(std::vector<int32_t>(9, 1), {0}, 9, cache), InvalidInputError)
+      << "9 tokens in an 8-position slot";
+  EXPECT_THROW(model.forward_cached({1}, {2}, 1, cache), InvalidInputError) << "slot 2 of 2";
+  EXPECT_EQ(cache.length(0), 0);  // nothing was written
+  model.forward_cached(std::vector<int32_t>(8, 1), {0}, 8, cache);
+  EXPECT_THROW(model.forward_cached({1}, {0}, 1, cache), InvalidInputError) << "slot 0 is full";
+}
+
+TEST(Generator, NaNLogitsOnOneRankFailOnEveryRank) {
+  Communicator& tp = world();
+  Tensor logits = Tensor::zeros({2, 8});
+  if (tp.rank() == 0) logits.data()[8 + 3] = NAN;  // sequence 1, rank 0's shard only
+  try {
+    pick_next_tokens(logits, 8 * tp.size(), tp, options(0.0f, 0, 1.0f, 1), {0, 0});
+    ADD_FAILURE() << "NaN logits picked a token";
+  } catch (const InvalidInputError& e) {
+    EXPECT_NE(std::string(e.what()).find("the logits of sequence 1 hold NaN"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Generator, AllIgnoredTargetsGiveNaNMeanWithoutError) {

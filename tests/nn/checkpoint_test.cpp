@@ -18,19 +18,13 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/io/safetensors.h"
+#include "support/temp_dir.h"
 
 namespace colrow {
 namespace {
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/colrow_checkpoint_test_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { EXPECT_EQ(std::system(("rm -rf " + dir_).c_str()), 0); }
-
   // Copies src's model.safetensors into dst (with config.json), renaming or
   // dropping tensors along the way.
   void rewrite(const std::string& src, const std::string& dst, const std::string& prefix,
@@ -62,7 +56,8 @@ class CheckpointTest : public ::testing::Test {
   }
 
   LocalCommunicator alone_;
-  std::string dir_;
+  testing::TempDir temp_{"checkpoint_test"};
+  std::string dir_ = temp_.path();
 };
 
 TEST_F(CheckpointTest, Gpt2FileUsesHuggingFaceNamesAndLayouts) {

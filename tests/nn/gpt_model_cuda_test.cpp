@@ -5,11 +5,10 @@
 // every gradient shard, the exact collective sequence of a training pass,
 // determinism, and checkpoints moving between the devices bitwise.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "colrow/nn/gpt_model.h"
 #include "nn/model_test_cases.h"
 #include "support/gpu.h"
+#include "support/temp_dir.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -29,6 +29,7 @@ namespace {
 using testing::model_cases;
 using testing::ModelCase;
 using testing::random_ids;
+using testing::shared_temp_dir;
 using testing::valid_at;
 
 constexpr uint64_t kSeed = 11;
@@ -149,20 +150,6 @@ TEST(GptModelCuda, TwoPassesAreBitwiseIdentical) {
   }
 }
 
-// A directory every rank agrees on: rank 0's pid, broadcast.
-std::string shared_temp_dir(Communicator& group, const std::string& tag) {
-  Tensor pid = Tensor::full({1}, static_cast<float>(getpid() % (1 << 22)));
-  group.broadcast(pid, 0);
-  return "/tmp/colrow_gpt_model_cuda_test_" + tag + "_" +
-         std::to_string(static_cast<int>(pid.data()[0]));
-}
-
-void remove_checkpoint(const std::string& dir) {
-  std::remove((dir + "/model.safetensors").c_str());
-  std::remove((dir + "/config.json").c_str());
-  rmdir(dir.c_str());
-}
-
 TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
   COLROW_REQUIRE_GPU();
   Communicator& world = testing::world();
@@ -171,7 +158,7 @@ TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, world.size())) continue;
     // Saved on the GPU, loaded on the CPU.
-    const std::string from_gpu = shared_temp_dir(world, std::string(c.name) + "_from_gpu");
+    const std::string from_gpu = shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_gpu");
     GptModel gpu(*gpu_tp, c.config, kSeed);
     gpu.to(testing::test_gpu());
     save_checkpoint(gpu, from_gpu, *gpu_tp);
@@ -182,7 +169,7 @@ TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
       EXPECT_TRUE(bitwise_equal(a[i]->value, b[i]->value)) << "gpu -> cpu: " << a[i]->name;
     }
     // Saved on the CPU, loaded on the GPU.
-    const std::string from_cpu = shared_temp_dir(world, std::string(c.name) + "_from_cpu");
+    const std::string from_cpu = shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_cpu");
     GptModel source(world, c.config, kSeed + 2);
     save_checkpoint(source, from_cpu, world);
     GptModel loaded(*gpu_tp, c.config, kSeed + 3);
@@ -195,8 +182,8 @@ TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
     }
     world.barrier();
     if (world.rank() == 0) {
-      remove_checkpoint(from_gpu);
-      remove_checkpoint(from_cpu);
+      std::filesystem::remove_all(from_gpu);
+      std::filesystem::remove_all(from_cpu);
     }
   }
 }

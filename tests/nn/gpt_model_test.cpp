@@ -8,10 +8,10 @@
 #include "colrow/nn/gpt_model.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -22,11 +22,13 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/checkpoint.h"
 #include "nn/model_test_cases.h"
+#include "support/temp_dir.h"
 #include "support/test_world.h"
 
 namespace colrow {
 namespace {
 
+using testing::shared_temp_dir;
 using testing::world;
 
 constexpr uint64_t kSeed = 7;
@@ -159,20 +161,12 @@ std::string read_bytes(const std::string& path) {
   return s.str();
 }
 
-// A directory name every rank agrees on: rank 0's pid, broadcast.
-std::string shared_temp_dir(Communicator& group, const std::string& tag) {
-  Tensor pid = Tensor::full({1}, static_cast<float>(getpid() % (1 << 22)));
-  group.broadcast(pid, 0);
-  return "/tmp/colrow_gpt_model_test_" + tag + "_" +
-         std::to_string(static_cast<int>(pid.data()[0]));
-}
-
 TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
   Communicator& tp = world();
   for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, tp.size())) continue;
-    const std::string dir = shared_temp_dir(tp, c.name);
+    const std::string dir = shared_temp_dir(tp, std::string("gpt_model_test_") + c.name);
     GptModel sharded(tp, c.config, kSeed);
     save_checkpoint(sharded, dir, tp);
 
@@ -194,14 +188,10 @@ TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
     save_checkpoint(loaded, again, alone);
     EXPECT_EQ(read_bytes(dir + "/model.safetensors"), read_bytes(again + "/model.safetensors"));
     EXPECT_EQ(read_bytes(dir + "/config.json"), read_bytes(again + "/config.json"));
-    std::remove((again + "/model.safetensors").c_str());
-    std::remove((again + "/config.json").c_str());
-    rmdir(again.c_str());
+    std::filesystem::remove_all(again);
     tp.barrier();
     if (tp.rank() == 0) {
-      std::remove((dir + "/model.safetensors").c_str());
-      std::remove((dir + "/config.json").c_str());
-      rmdir(dir.c_str());
+      std::filesystem::remove_all(dir);
     }
   }
 }
@@ -213,7 +203,7 @@ TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
   for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, 4)) continue;
-    const std::string dir = shared_temp_dir(world_group, std::string(c.name) + "_tp2");
+    const std::string dir = shared_temp_dir(world_group, std::string("gpt_model_test_") + c.name + "_tp2");
     GptModel at_tp2(mesh.tp(), c.config, kSeed);
     if (mesh.dp_rank() == 0) save_checkpoint(at_tp2, dir, mesh.tp());  // one replica saves
     world_group.barrier();
@@ -226,9 +216,7 @@ TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
     EXPECT_NEAR(loss2, loss4, 1e-5 * std::fabs(loss2));
     world_group.barrier();
     if (world_group.rank() == 0) {
-      std::remove((dir + "/model.safetensors").c_str());
-      std::remove((dir + "/config.json").c_str());
-      rmdir(dir.c_str());
+      std::filesystem::remove_all(dir);
     }
   }
 }

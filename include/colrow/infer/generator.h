@@ -56,8 +56,9 @@ std::vector<Generation> generate(GptModel& model, Communicator& tp,
 Generation generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,
                     const GenerationOptions& options);
 
-// The next token of each row of `logits_local` ([rows, V_pad/tp], this rank's
-// vocabulary columns of each sequence's last logits), the same on every rank:
+// The next token of each row of `logits_local` ([rows, V_pad/tp], contiguous:
+// this rank's vocabulary columns of each sequence's last logits), the same on
+// every rank:
 // greedy through the (max, id) reduction, else sampled from the gathered row
 // with the draw (seed, steps[r]). One collective over tp.
 std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_size,

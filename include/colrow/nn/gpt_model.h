@@ -61,6 +61,8 @@ class GptModel {
 
   const Tensor& logits_local() const { return logits_local_; }  // [tokens, V_pad/tp]
   std::vector<Parameter*> parameters();
+  // Elements of this rank's parameter shards (replicated ones counted here too).
+  int64_t local_parameter_count();
   void zero_grad();
   const ModelConfig& config() const { return config_; }
   int64_t padded_vocab_size() const { return embedding_.padded_vocab_size(); }

@@ -25,12 +25,12 @@ class KvCache {
   // Filled positions of `slot`: its next token goes to position length(slot).
   int64_t length(int64_t slot) const { return lengths_.at(slot); }
   void advance(int64_t slot, int64_t tokens) { lengths_.at(slot) += tokens; }
-  void clear(int64_t slot) { lengths_.at(slot) = 0; }
 
   Tensor& keys(int layer) { return keys_.at(layer); }
   Tensor& values(int layer) { return values_.at(layer); }
-  // Bytes of all layers' keys and values on this rank.
-  int64_t bytes() const;
+  // Bytes of one position's keys and values over all layers on this rank:
+  // what decoding reads per cached token of a sequence.
+  int64_t bytes_per_position() const;
 
  private:
   int64_t capacity_;

@@ -47,6 +47,9 @@ std::vector<std::string> model_preset_names();
 ModelConfig model_config_from_hf_json(const std::string& text, const std::string& source);
 // Reads and parses `path` (a config.json).
 ModelConfig load_hf_config(const std::string& path);
+// What a --model flag names: a checkpoint directory (its config.json) or,
+// otherwise, a preset (model_preset).
+ModelConfig resolve_model_config(const std::string& directory_or_preset);
 // The Hugging Face config.json text for `config` (what a checkpoint saves).
 std::string hf_config_json(const ModelConfig& config);
 

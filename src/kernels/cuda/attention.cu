@@ -21,11 +21,11 @@
 #include "kernels/checks/attention.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
 
 namespace colrow::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;  // one warp per row of P or dS
 constexpr int kThreads = kWarp * kRowsPerBlock;
 
@@ -57,20 +57,6 @@ void gemm_batched(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperat
       handle, trans_a, trans_b, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
       &alpha, a.data, static_cast<int>(a.ld), a.batch_stride, b.data, static_cast<int>(b.ld),
       b.batch_stride, &beta, c, static_cast<int>(ldc), c_stride, static_cast<int>(batch)));
-}
-
-// The sum / max over the 32 lanes of a warp, in a fixed butterfly order: every
-// lane gets the same bits, run after run.
-__device__ float warp_sum(float x) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
-__device__ float warp_max(float x) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  }
-  return x;
 }
 
 // probs: [rows, T] holding scale Q K^T; row r is query i = r mod T. Keys

@@ -18,41 +18,17 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
 
 namespace colrow::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kThreads = 256;  // per token row
 constexpr int kWarps = kThreads / kWarp;
 constexpr int kLossThreads = 256;
 
 bool smoothing(const CrossEntropyRows& rows) {
   return rows.label_smoothing > 0.0f;
-}
-
-// Block-wide max / sum, every thread gets the result. shared: [kWarps].
-__device__ float block_max(float x, float* shared) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  }
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
-  __syncthreads();
-  float r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r = fmaxf(r, shared[w]);
-  __syncthreads();
-  return r;
-}
-
-__device__ double block_sum(double x, double* shared) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
-  __syncthreads();
-  double r = shared[0];
-  for (int w = 1; w < kWarps; ++w) r += shared[w];
-  __syncthreads();
-  return r;
 }
 
 // One block per row t: max over the real columns (fmaxf skips NaN; -inf when

@@ -15,6 +15,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -46,39 +47,12 @@ __global__ void append_rows(const float* x, int64_t ld_x, const SequencePlace* p
   cache[((place.slot * n_kv_head + g) * capacity + position) * head_dim + j] = x[t * ld_x + c];
 }
 
-// Reduces `value` over the block with `op`; every thread gets the result.
-template <typename Op>
-__device__ float block_reduce(float value, float* shared, Op op) {
-  for (int offset = 16; offset > 0; offset /= 2) {
-    value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  if (lane == 0) shared[warp] = value;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float total = shared[0];
-    for (int w = 1; w < static_cast<int>(blockDim.x / 32); ++w) total = op(total, shared[w]);
-    shared[0] = total;
-  }
-  __syncthreads();
-  const float result = shared[0];
-  __syncthreads();
-  return result;
-}
-
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Sum {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
-
 // Block (t, h): query head h of token t against its sequence's cached keys.
 __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
                              const float* v_cache, const SequencePlace* places, int64_t n_new,
                              int64_t n_head, int64_t n_kv_head, int64_t capacity, int64_t head_dim,
                              float scale, float* scores, float* out, int64_t ld_out) {
-  __shared__ float shared[32];
+  __shared__ float shared[kAttentionThreads / kWarp];
   const int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head;
   const int64_t g = h / (n_head / n_kv_head);
   const SequencePlace place = places[t / n_new];
@@ -94,13 +68,13 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
     s[j] = dot * scale;
     max = fmaxf(max, s[j]);
   }
-  max = block_reduce(max, shared, Max{});
+  max = block_max(max, shared);
   float sum = 0.0f;
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
     s[j] = expf(s[j] - max);
     sum += s[j];
   }
-  sum = block_reduce(sum, shared, Sum{});  // also orders the writes to s before the reads below
+  sum = block_sum(sum, shared);  // also orders the writes to s before the reads below
   const float inv = 1.0f / sum;
   for (int64_t c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float acc = 0.0f;

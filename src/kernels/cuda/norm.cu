@@ -11,25 +11,17 @@
 #include "kernels/checks/norm.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
 
 namespace colrow::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 4;  // warps (rows) per row-kernel block
 
 // Row kernels: blockDim = (32, kRowsPerBlock), one warp per token row.
 const dim3 kRowBlock(kWarp, kRowsPerBlock);
 unsigned int row_blocks(int64_t tokens) {
   return colrow::cuda::blocks_for(tokens, kRowsPerBlock);
-}
-
-// The sum of v over the warp, the same bits in every lane: at each step lanes
-// i and i ^ offset add the same two values (a + b == b + a exactly).
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 // The token row of this warp (blockDim = (32, kRowsPerBlock)); >= tokens when idle.

@@ -14,12 +14,12 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/cuda/chunk_table.cuh"
+#include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kThreads = 256;
 constexpr int kPerThread = 16;
 constexpr int64_t kChunk = int64_t{kThreads} * kPerThread;
@@ -30,18 +30,6 @@ struct Part {
   int64_t count;
   int64_t first_chunk;
 };
-
-// Block-wide sum in a fixed order; the result is valid in every thread.
-// shared: [blockDim.x / 32].
-__device__ double block_sum(double x, double* shared) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2)
-    x += __shfl_xor_sync(0xffffffffu, x, offset);
-  if (threadIdx.x % kWarp == 0) shared[threadIdx.x / kWarp] = x;
-  __syncthreads();
-  double r = shared[0];
-  for (unsigned int w = 1; w < blockDim.x / kWarp; ++w) r += shared[w];
-  return r;
-}
 
 __global__ void square_chunks(const Part* table, int64_t n_parts, double* partial) {
   __shared__ double shared[kThreads / kWarp];
