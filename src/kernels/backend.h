@@ -13,6 +13,7 @@
 
 #include "colrow/core/cache_rows.h"
 #include "colrow/core/tensor.h"
+#include "kernels/gelu_form.h"
 #include "kernels/trans.h"
 
 namespace colrow::kernels {
@@ -55,12 +56,12 @@ using ::colrow::CacheRows;
 // Parameters of a TP-invariant random fill (nn/parameter.h, core/philox.h).
 struct RandomFill {
   Shape full_shape;
-  int dim = 0;                     // the sharded dim
-  int64_t offset_along_dim = 0;    // where the shard starts along it
-  bool normal = true;              // N(0, scale^2), else U(-scale, scale)
+  int dim = 0;                   // the sharded dim
+  int64_t offset_along_dim = 0;  // where the shard starts along it
+  bool normal = true;            // N(0, scale^2), else U(-scale, scale)
   float scale = 0.0f;
   uint64_t seed = 0;
-  uint64_t stream = 0;             // name_stream(parameter name)
+  uint64_t stream = 0;  // name_stream(parameter name)
 };
 
 class Backend {
@@ -82,8 +83,8 @@ class Backend {
   virtual void accumulate_bias_grad(const Tensor& dy, Tensor& db) = 0;
 
   // --- activations (kernels/cpu/activation.h)
-  virtual void gelu_forward(const Tensor& x, Tensor& y) = 0;
-  virtual void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
+  virtual void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) = 0;
+  virtual void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
   virtual void silu_forward(const Tensor& x, Tensor& y) = 0;
   virtual void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) = 0;
   virtual void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) = 0;
@@ -94,8 +95,8 @@ class Backend {
   virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   float eps, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                                   const Tensor& rstd, const Tensor& dy, Tensor& dx,
-                                   Tensor& dgamma, Tensor& dbeta) = 0;
+                                   const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
+                                   Tensor& dbeta) = 0;
   virtual void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
                                 Tensor& rstd) = 0;
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
@@ -106,15 +107,15 @@ class Backend {
   virtual void add_into(Tensor& out, const Tensor& a) = 0;
 
   // --- RoPE (kernels/cpu/rope.h); cos and sin are allocated by the caller
-  virtual void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+  virtual void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos,
                           Tensor& sin) = 0;
   virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) = 0;
   virtual void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin,
                              Tensor& dx) = 0;
 
   // --- causal attention (kernels/cpu/attention.h)
-  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                                 Tensor& out) = 0;
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                                 Tensor& probs, Tensor& out) = 0;
   // The scratch attention_backward needs for this problem size.
   virtual Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) = 0;
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -124,7 +125,8 @@ class Backend {
   // --- KV cache for incremental decoding (kernels/cpu/kv_cache.h)
   virtual void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) = 0;
   virtual void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                                const CacheRows& rows, Tensor& scores, Tensor& out) = 0;
+                                const CacheRows& rows, int64_t window, Tensor& scores,
+                                Tensor& out) = 0;
 
   // --- embeddings (kernels/cpu/embedding.h)
   virtual void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
@@ -142,9 +144,8 @@ class Backend {
   virtual double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                                     const CrossEntropyRows& rows, Tensor& losses) = 0;
   virtual void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
-                                      const Tensor& max, const Tensor& sum_exp,
-                                      const Tensor* dloss, float uniform_scale,
-                                      Tensor& dlogits_local) = 0;
+                                      const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
+                                      float uniform_scale, Tensor& dlogits_local) = 0;
 
   // --- optimizer and reductions (kernels/cpu/adamw.h, kernels/cpu/reduce.h)
   virtual void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) = 0;

@@ -34,12 +34,12 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   on("accumulate_bias_grad", db.device(), {&dy, &db}).accumulate_bias_grad(dy, db);
 }
 
-void gelu_forward(const Tensor& x, Tensor& y) {
-  on("gelu_forward", y.device(), {&x, &y}).gelu_forward(x, y);
+void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
+  on("gelu_forward", y.device(), {&x, &y}).gelu_forward(form, x, y);
 }
 
-void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  on("gelu_backward", dx.device(), {&x, &dy, &dx}).gelu_backward(x, dy, dx);
+void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
+  on("gelu_backward", dx.device(), {&x, &dy, &dx}).gelu_backward(form, x, dy, dx);
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
@@ -92,8 +92,8 @@ void add_into(Tensor& out, const Tensor& a) {
   on("add_into", a.device(), {&out, &a}).add_into(out, a);
 }
 
-void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin) {
-  on("rope_table", sin.device(), {&cos, &sin}).rope_table(seq, head_dim, rope_theta, cos, sin);
+void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
+  on("rope_table", sin.device(), {&cos, &sin}).rope_table(seq, inv_freq, cos, sin);
 }
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
@@ -104,10 +104,10 @@ void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tenso
   on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx}).rope_backward(dy, cos, sin, dx);
 }
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                       Tensor& out) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                       Tensor& probs, Tensor& out) {
   on("attention_forward", out.device(), {&q, &k, &v, &probs, &out})
-      .attention_forward(q, k, v, probs, out);
+      .attention_forward(q, k, v, window, probs, out);
 }
 
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq) {
@@ -125,9 +125,9 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+                      const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
   on("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out})
-      .cached_attention(q, k_cache, v_cache, rows, scores, out);
+      .cached_attention(q, k_cache, v_cache, rows, window, scores, out);
 }
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,

@@ -14,6 +14,7 @@ using kernels::AdamWSegment;
 using kernels::AdamWStep;
 using kernels::CacheRows;
 using kernels::CrossEntropyRows;
+using kernels::GeluForm;
 using kernels::RandomFill;
 using kernels::Trans;
 
@@ -21,8 +22,8 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
           Tensor& c);
 void add_bias(Tensor& y, const Tensor& b);
 void accumulate_bias_grad(const Tensor& dy, Tensor& db);
-void gelu_forward(const Tensor& x, Tensor& y);
-void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void gelu_forward(GeluForm form, const Tensor& x, Tensor& y);
+void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx);
 void silu_forward(const Tensor& x, Tensor& y);
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h);
@@ -38,17 +39,17 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
                        Tensor& dx, Tensor& dweight);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_into(Tensor& out, const Tensor& a);
-void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin);
+void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin);
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y);
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx);
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                       Tensor& out);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                       Tensor& probs, Tensor& out);
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq);
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch);
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache);
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const CacheRows& rows, Tensor& scores, Tensor& out);
+                      const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out);
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y);
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,

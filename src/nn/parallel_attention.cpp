@@ -45,6 +45,10 @@ const AttentionConfig resolved_and_validated(const AttentionConfig& config, int 
   return resolved(config);
 }
 
+std::vector<double> inverse_frequencies(const AttentionConfig& c) {
+  return rope_inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling);
+}
+
 // KV heads are replicated when there are fewer of them than ranks.
 bool kv_replicated(const AttentionConfig& c, int tp_size) {
   return c.n_kv_head % tp_size != 0;
@@ -70,7 +74,7 @@ LinearSpec projection(const AttentionConfig& c, const std::string& suffix, int64
   spec.name = c.name + "." + suffix;
   spec.in_features = in;
   spec.out_features = out;
-  spec.bias = c.bias;
+  spec.bias = output ? c.output_bias : c.qkv_bias;
   spec.seed = c.seed;
   spec.weight_init = output && c.output_init ? c.output_init : c.weight_init;
   spec.bias_init = c.bias_init;
@@ -112,6 +116,11 @@ void validate(const AttentionConfig& c, int tp) {
   if (r.rope && !(r.rope_theta > 0.0)) {
     throw ConfigError("[attention] rope_theta (" + std::to_string(r.rope_theta) +
                       ") must be positive.");
+  }
+  if (r.rope) validate(r.rope_scaling);
+  if (r.window < 0) {
+    throw ConfigError("[attention] window (" + std::to_string(r.window) +
+                      ") must be >= 0 (0: fully causal).");
   }
   const std::string choose = " Choose tp in " + brace_list(valid_tp(r.n_head, r.n_kv_head)) + ".";
   if (tp < 1 || r.n_head % tp != 0) {
@@ -167,7 +176,7 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
     if (cos_.ndim() != 2 || cos_.size(0) != seq || cos_.device() != q.device()) {
       ensure_shape(cos_, {seq, hd / 2}, q.device());
       ensure_shape(sin_, {seq, hd / 2}, q.device());
-      ops::rope_table(seq, hd, config_.rope_theta, cos_, sin_);
+      ops::rope_table(seq, inverse_frequencies(config_), cos_, sin_);
     }
     ensure_shape(q_rot_, q.shape(), q.device());
     ensure_shape(k_rot_, k.shape(), k.device());
@@ -177,8 +186,8 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   // q, k, v -> probs: [batch, n_head_local, seq, seq], attn_out: [tokens, n_head_local*hd]
   ensure_shape(probs_, {batch, n_head_local_, seq, seq}, q.device());
   ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
-  ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, probs_,
-                         attn_out_);
+  ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, config_.window,
+                         probs_, attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
   return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
 }
@@ -206,7 +215,7 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
         cos_cached_.device() != q.device()) {
       ensure_shape(cos_cached_, {capacity, hd / 2}, q.device());
       ensure_shape(sin_cached_, {capacity, hd / 2}, q.device());
-      ops::rope_table(capacity, hd, config_.rope_theta, cos_cached_, sin_cached_);
+      ops::rope_table(capacity, inverse_frequencies(config_), cos_cached_, sin_cached_);
     }
     const std::vector<int32_t> positions = rows.positions();
     ensure_shape(cos_rows_, {tokens, hd / 2}, q.device());
@@ -223,7 +232,8 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
   ops::kv_cache_append(v, rows, v_cache);
   ensure_shape(scores_, {tokens, n_head_local_, capacity}, q.device());
   ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
-  ops::cached_attention(config_.rope ? q_rot_ : q, k_cache, v_cache, rows, scores_, attn_out_);
+  ops::cached_attention(config_.rope ? q_rot_ : q, k_cache, v_cache, rows, config_.window, scores_,
+                        attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
   return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
 }

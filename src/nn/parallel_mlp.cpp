@@ -29,16 +29,29 @@ bool gated(const MlpConfig& c) {
   return c.activation == Activation::kSwiGlu;
 }
 
+ops::GeluForm gelu_form(const MlpConfig& c) {
+  return c.activation == Activation::kGeluErf ? ops::GeluForm::kErf : ops::GeluForm::kTanh;
+}
+
 }  // namespace
 
 const char* to_string(Activation activation) {
-  return activation == Activation::kGelu ? "gelu" : "swiglu";
+  switch (activation) {
+    case Activation::kGeluErf:
+      return "gelu-erf";
+    case Activation::kSwiGlu:
+      return "swiglu";
+    case Activation::kGelu:
+      break;
+  }
+  return "gelu";
 }
 
 Activation parse_activation(const std::string& text) {
-  if (text == "gelu") return Activation::kGelu;
-  if (text == "swiglu") return Activation::kSwiGlu;
-  throw ConfigError("[mlp] activation (" + text + ") must be one of {gelu, swiglu}.");
+  for (Activation a : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
+    if (text == to_string(a)) return a;
+  }
+  throw ConfigError("[mlp] activation (" + text + ") must be one of {gelu, gelu-erf, swiglu}.");
 }
 
 void validate(const MlpConfig& config, int tp) {
@@ -69,7 +82,7 @@ const Tensor& ParallelMLP::forward(const Tensor& x) {
   if (gate_) {
     ops::swiglu_forward(gate_->forward(x), up, hidden_);
   } else {
-    ops::gelu_forward(up, hidden_);
+    ops::gelu_forward(gelu_form(config_), up, hidden_);
   }
   return down_.forward(hidden_);  // one all-reduce over tp ([g fwd])
 }
@@ -79,7 +92,7 @@ const Tensor& ParallelMLP::backward(const Tensor& dy) {
   ensure_shape(d_up_, d_hidden.shape(), d_hidden.device());
   if (!gate_) {
     // c_fc's output is still in up_'s buffer: GELU backward reads its input.
-    ops::gelu_backward(up_.output(), d_hidden, d_up_);
+    ops::gelu_backward(gelu_form(config_), up_.output(), d_hidden, d_up_);
     return up_.backward(d_up_);  // one all-reduce over tp ([f bwd])
   }
   ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());

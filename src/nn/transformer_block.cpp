@@ -27,16 +27,19 @@ Init output_init(const ModelConfig& c) {
 }
 }  // namespace
 
-AttentionConfig attention_config(const ModelConfig& c, const std::string& name, uint64_t seed) {
+AttentionConfig attention_config(const ModelConfig& c, int layer, uint64_t seed) {
   AttentionConfig a;
-  a.name = name;
+  a.name = BlockNames::of(c.family, layer).attention;
   a.d_model = c.d_model;
   a.n_head = c.n_head;
   a.n_kv_head = c.n_kv_head;
   a.head_dim = c.head_dim;
-  a.bias = c.family == ModelFamily::kGpt2;
+  a.qkv_bias = c.attention_qkv_bias;
+  a.output_bias = c.attention_output_bias;
   a.rope = c.family == ModelFamily::kLlama;
   a.rope_theta = c.rope_theta;
+  a.rope_scaling = c.rope_scaling;
+  a.window = c.attention_window(layer);
   a.seed = seed;
   a.weight_init = Init::normal(kInitStd);
   a.bias_init = Init::zeros();
@@ -44,13 +47,15 @@ AttentionConfig attention_config(const ModelConfig& c, const std::string& name, 
   return a;
 }
 
-MlpConfig mlp_config(const ModelConfig& c, const std::string& name, uint64_t seed) {
+MlpConfig mlp_config(const ModelConfig& c, int layer, uint64_t seed) {
   MlpConfig m;
-  m.name = name;
+  m.name = BlockNames::of(c.family, layer).mlp;
   m.d_model = c.d_model;
   m.ffn_hidden_size = c.ffn_hidden_size;
-  m.activation = c.family == ModelFamily::kGpt2 ? Activation::kGelu : Activation::kSwiGlu;
-  m.bias = c.family == ModelFamily::kGpt2;
+  m.activation = c.family == ModelFamily::kLlama ? Activation::kSwiGlu
+                 : c.gelu_exact                  ? Activation::kGeluErf
+                                                 : Activation::kGelu;
+  m.bias = c.mlp_bias;
   m.seed = seed;
   m.weight_init = Init::normal(kInitStd);
   m.bias_init = Init::zeros();
@@ -61,10 +66,9 @@ MlpConfig mlp_config(const ModelConfig& c, const std::string& name, uint64_t see
 TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, int layer,
                                    uint64_t seed)
     : norm_1_(config, BlockNames::of(config.family, layer).norm_1, seed),
-      attention_(tp,
-                 attention_config(config, BlockNames::of(config.family, layer).attention, seed)),
+      attention_(tp, attention_config(config, layer, seed)),
       norm_2_(config, BlockNames::of(config.family, layer).norm_2, seed),
-      mlp_(tp, mlp_config(config, BlockNames::of(config.family, layer).mlp, seed)) {}
+      mlp_(tp, mlp_config(config, layer, seed)) {}
 
 const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
   ensure_shape(h_, x.shape(), x.device());

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "colrow/core/error.h"
 
@@ -121,7 +122,7 @@ TEST(ModelConfigTest, InvalidJsonAndUnknownTypeAndMissingFile) {
   EXPECT_EQ(message_of([] { model_config_from_hf_json("[1, 2]", "a.json"); }),
             "[config] a.json must hold a JSON object.");
   EXPECT_EQ(message_of([] { model_config_from_hf_json(R"({"model_type": "bert"})", "a.json"); }),
-            "[config] a.json: model_type (bert) must be one of {gpt2, llama}.");
+            "[config] a.json: model_type (bert) must be one of {gpt2, llama, mistral, qwen2}.");
   EXPECT_NE(message_of([] {
               load_hf_config("/nonexistent/config.json");
             }).find("[config] cannot read /nonexistent/config.json"),
@@ -178,6 +179,192 @@ TEST(ModelConfigTest, ValidateNamesTheRuleAndTheChoices) {
   ModelConfig z = model_preset("gpt2-tiny");
   z.n_layer = 0;
   EXPECT_EQ(message_of([&] { validate(z, 1); }), "[config] n_layer (0) must be positive.");
+}
+
+// --- Model families: what each Hugging Face model_type adds to LLaMA's math.
+
+// A llama-family config.json with `extra` fields (JSON members, comma-led).
+std::string llama_family_json(const std::string& type, const std::string& extra) {
+  return R"({"model_type": ")" + type + R"(", "vocab_size": 256, "hidden_size": 64,
+      "intermediate_size": 192, "num_hidden_layers": 4, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "max_position_embeddings": 128)" +
+         extra + "}";
+}
+
+ModelConfig parse(const std::string& text) {
+  return model_config_from_hf_json(text, "c.json");
+}
+
+TEST(ModelConfigTest, ParsesLlama31RopeScaling) {
+  // Llama 3.1 8B's config.json fields.
+  const ModelConfig c = parse(llama_family_json("llama", R"(, "rope_theta": 500000.0,
+      "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                       "original_max_position_embeddings": 8192, "rope_type": "llama3"})"));
+  EXPECT_EQ(c.rope_scaling.type, RopeType::kLlama3);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 8.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.low_freq_factor, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.high_freq_factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 8192);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 500000.0);
+}
+
+TEST(ModelConfigTest, ParsesLinearRopeScalingInEverySpelling) {
+  // Old transformers: rope_scaling {"type": ...}; then {"rope_type": ...};
+  // transformers 5: rope_parameters holding rope_theta too.
+  for (const std::string extra :
+       {R"(, "rope_scaling": {"type": "linear", "factor": 4.0})",
+        R"(, "rope_scaling": {"rope_type": "linear", "factor": 4.0})",
+        R"(, "rope_parameters": {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0})"}) {
+    const ModelConfig c = parse(llama_family_json("llama", extra));
+    EXPECT_EQ(c.rope_scaling.type, RopeType::kLinear) << extra;
+    EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0) << extra;
+  }
+  EXPECT_EQ(parse(llama_family_json("llama", R"(, "rope_scaling": null)")).rope_scaling.type,
+            RopeType::kDefault);
+}
+
+TEST(ModelConfigTest, ParsesLlamaAttentionAndMlpBias) {
+  const ModelConfig plain = parse(llama_family_json("llama", ""));
+  EXPECT_FALSE(plain.attention_qkv_bias || plain.attention_output_bias || plain.mlp_bias);
+  const ModelConfig c =
+      parse(llama_family_json("llama", R"(, "attention_bias": true, "mlp_bias": true)"));
+  EXPECT_TRUE(c.attention_qkv_bias && c.attention_output_bias && c.mlp_bias);
+  // q (4 x 16) + k, v (2 x 16 each) + o (64) + gate, up (192 each) + down (64), per layer.
+  EXPECT_EQ(c.parameter_count() - plain.parameter_count(), 4 * (64 + 2 * 32 + 64 + 2 * 192 + 64));
+}
+
+TEST(ModelConfigTest, ParsesMistralSlidingWindow) {
+  const ModelConfig c = parse(llama_family_json("mistral", R"(, "sliding_window": 16)"));
+  EXPECT_EQ(c.family, ModelFamily::kLlama);
+  EXPECT_EQ(c.model_type, "mistral");
+  EXPECT_EQ(c.sliding_window, 16);
+  for (int layer = 0; layer < c.n_layer; ++layer) EXPECT_EQ(c.attention_window(layer), 16);
+  EXPECT_FALSE(c.attention_qkv_bias || c.attention_output_bias || c.mlp_bias);
+  // Mistral 7B v0.2 and later: "sliding_window": null, full attention.
+  EXPECT_EQ(parse(llama_family_json("mistral", R"(, "sliding_window": null)")).sliding_window, 0);
+}
+
+TEST(ModelConfigTest, ParsesQwen2BiasesAndItsWindowedUpperLayers) {
+  // Qwen2.5's files: use_sliding_window false, the window unused.
+  const ModelConfig c = parse(llama_family_json(
+      "qwen2", R"(, "use_sliding_window": false, "sliding_window": 32768, "max_window_layers": 2,
+                   "tie_word_embeddings": true, "rope_theta": 1000000.0)"));
+  EXPECT_TRUE(c.attention_qkv_bias);
+  EXPECT_FALSE(c.attention_output_bias || c.mlp_bias);
+  EXPECT_EQ(c.sliding_window, 0);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  const ModelConfig plain = parse(llama_family_json("llama", R"(, "tie_word_embeddings": true)"));
+  EXPECT_EQ(c.parameter_count() - plain.parameter_count(), 4 * (64 + 2 * 32));
+  // With the window on, layers from max_window_layers up slide (HF's Qwen2).
+  const ModelConfig w = parse(llama_family_json(
+      "qwen2", R"(, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 2)"));
+  EXPECT_EQ(w.attention_window(0), 0);
+  EXPECT_EQ(w.attention_window(1), 0);
+  EXPECT_EQ(w.attention_window(2), 8);
+  EXPECT_EQ(w.attention_window(3), 8);
+  // transformers 5 lists the layers instead.
+  const ModelConfig t =
+      parse(llama_family_json("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8,
+                   "layer_types": ["full_attention", "sliding_attention",
+                   "sliding_attention", "sliding_attention"])"));
+  EXPECT_EQ(t.attention_window(0), 0);
+  EXPECT_EQ(t.attention_window(1), 8);
+}
+
+TEST(ModelConfigTest, FieldsThatChangeTheMathAreRefusedNotIgnored) {
+  const std::string rope = R"(, "rope_scaling": {"rope_type": ")";
+  const struct {
+    std::string json, message;
+  } cases[] = {
+      {llama_family_json("llama", rope + R"(yarn", "factor": 4.0})"),
+       "[config] c.json rope_scaling: rope_type (yarn) is not implemented. colrow implements "
+       "{default, linear, llama3}; a checkpoint with another RoPE scaling would give wrong "
+       "results, so it is refused."},
+      {llama_family_json("llama", rope + R"(dynamic", "factor": 2.0})"),
+       "[config] c.json rope_scaling: rope_type (dynamic) is not implemented. colrow implements "
+       "{default, linear, llama3}; a checkpoint with another RoPE scaling would give wrong "
+       "results, so it is refused."},
+      {llama_family_json("llama", R"(, "partial_rotary_factor": 0.5)"),
+       "[config] c.json: partial_rotary_factor (0.5) is not implemented: colrow rotates whole "
+       "heads (1.0)."},
+      {llama_family_json("llama", R"(, "rope_parameters": {"rope_type": "default",
+                                      "partial_rotary_factor": 0.25})"),
+       "[config] c.json rope_parameters: partial_rotary_factor (0.25) is not implemented: colrow "
+       "rotates whole heads (1.0)."},
+      {llama_family_json("llama", R"(, "hidden_act": "gelu")"),
+       "[config] c.json: hidden_act (gelu) is not implemented for model_type llama: colrow's "
+       "llama-family MLP is SwiGLU, silu(gate) * up."},
+      {R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 1,
+           "n_positions": 4, "activation_function": "relu"})",
+       "[config] c.json: activation_function (relu) is not implemented. colrow's gpt2 implements "
+       "{gelu_new, gelu_pytorch_tanh, gelu_fast} (GELU's tanh form) and gelu (the exact erf "
+       "form)."},
+      {R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 1,
+           "n_positions": 4, "scale_attn_by_inverse_layer_idx": true})",
+       "[config] c.json: scale_attn_by_inverse_layer_idx (true) is not implemented: colrow "
+       "scales scores by 1/sqrt(head_dim) only."},
+      {R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8, "n_layer": 1, "n_head": 1,
+           "n_positions": 4, "scale_attn_weights": false})",
+       "[config] c.json: scale_attn_weights (false) is not implemented: colrow always scales "
+       "scores by 1/sqrt(head_dim)."},
+      {llama_family_json("qwen2", R"(, "use_sliding_window": true, "sliding_window": 8,
+                          "layer_types": ["sliding_attention",
+                          "full_attention", "full_attention", "full_attention"])"),
+       "[config] c.json: layer_types ([\"sliding_attention\",\"full_attention\","
+       "\"full_attention\",\"full_attention\"]) is not implemented: colrow slides the window "
+       "over a final run of layers (qwen2's max_window_layers), not a full_attention layer "
+       "after a sliding one."},
+      {llama_family_json("mistral", R"(, "sliding_window": -4)"),
+       "[config] c.json: sliding_window (-4) must be positive, or null for full attention."},
+      {llama_family_json("llama", rope + R"(linear", "factor": 0.0})"),
+       "[config] rope_scaling.factor (0) must be positive."},
+      {llama_family_json("llama", rope + R"(llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                          "high_freq_factor": 1.0, "original_max_position_embeddings": 64})"),
+       "[config] rope_scaling low_freq_factor (4) and high_freq_factor (1) must satisfy 0 < "
+       "low_freq_factor < high_freq_factor (llama3)."},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(message_of([&] { parse(c.json); }), c.message) << c.json;
+    EXPECT_THROW(parse(c.json), ConfigError) << c.json;
+  }
+}
+
+TEST(ModelConfigTest, EveryFamilyOptionSurvivesTheExportedConfigJson) {
+  std::vector<ModelConfig> configs;
+  configs.push_back(parse(llama_family_json("llama", R"(, "attention_bias": true, "mlp_bias": true,
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                       "high_freq_factor": 4.0, "original_max_position_embeddings": 64})")));
+  configs.push_back(parse(
+      llama_family_json("llama", R"(, "rope_scaling": {"rope_type": "linear", "factor": 2.0})")));
+  configs.push_back(parse(llama_family_json("mistral", R"(, "sliding_window": 16)")));
+  configs.push_back(parse(llama_family_json(
+      "qwen2", R"(, "use_sliding_window": true, "sliding_window": 8, "max_window_layers": 3)")));
+  ModelConfig gelu = model_preset("gpt2-tiny");
+  gelu.gelu_exact = true;
+  configs.push_back(gelu);
+  for (const ModelConfig& c : configs) {
+    const ModelConfig back = parse(hf_config_json(c));
+    const std::string what = c.model_type;
+    EXPECT_EQ(back.model_type, c.model_type.empty() ? "gpt2" : c.model_type) << what;
+    EXPECT_EQ(back.rope_scaling.type, c.rope_scaling.type) << what;
+    EXPECT_DOUBLE_EQ(back.rope_scaling.factor, c.rope_scaling.factor) << what;
+    EXPECT_DOUBLE_EQ(back.rope_scaling.low_freq_factor, c.rope_scaling.low_freq_factor) << what;
+    EXPECT_DOUBLE_EQ(back.rope_scaling.high_freq_factor, c.rope_scaling.high_freq_factor) << what;
+    EXPECT_EQ(back.rope_scaling.original_max_position_embeddings,
+              c.rope_scaling.original_max_position_embeddings)
+        << what;
+    EXPECT_EQ(back.attention_qkv_bias, c.attention_qkv_bias) << what;
+    EXPECT_EQ(back.attention_output_bias, c.attention_output_bias) << what;
+    EXPECT_EQ(back.mlp_bias, c.mlp_bias) << what;
+    EXPECT_EQ(back.gelu_exact, c.gelu_exact) << what;
+    EXPECT_EQ(back.sliding_window, c.sliding_window) << what;
+    EXPECT_EQ(back.max_window_layers, c.max_window_layers) << what;
+    EXPECT_EQ(back.parameter_count(), c.parameter_count()) << what;
+  }
+  // A combination no model_type can write is refused, not saved wrong.
+  ModelConfig odd = configs[2];  // mistral
+  odd.mlp_bias = true;
+  EXPECT_THROW(hf_config_json(odd), ConfigError);
 }
 
 }  // namespace

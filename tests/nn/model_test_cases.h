@@ -44,11 +44,49 @@ struct ModelCase {
   ModelConfig config;
 };
 
+// The options Hugging Face's model types add (model_config.h), each on a
+// small model: a sliding window shorter than the test sequences (mistral);
+// q/k/v biases with the window on the upper layer only and Llama 3's RoPE
+// scaling (qwen2); every bias and linear RoPE scaling (llama); exact GELU (gpt2).
+inline ModelConfig small_mistral_config() {
+  ModelConfig c = small_llama_config(4, 2, 32, false);
+  c.model_type = "mistral";
+  c.sliding_window = 4;
+  return c;
+}
+inline ModelConfig small_qwen2_config() {
+  ModelConfig c = small_llama_config(4, 2, 32, true);
+  c.model_type = "qwen2";
+  c.attention_qkv_bias = true;
+  c.sliding_window = 5;
+  c.max_window_layers = 1;
+  c.rope_scaling.type = RopeType::kLlama3;
+  c.rope_scaling.factor = 8.0;
+  c.rope_scaling.original_max_position_embeddings = 16;  // wavelengths 16 / 4 to 16 / 1
+  return c;
+}
+inline ModelConfig small_llama_biases_config() {
+  ModelConfig c = small_llama_config(4, 4, 32, false);
+  c.attention_qkv_bias = c.attention_output_bias = c.mlp_bias = true;
+  c.rope_scaling.type = RopeType::kLinear;
+  c.rope_scaling.factor = 2.0;
+  return c;
+}
+inline ModelConfig small_gpt2_gelu_exact_config() {
+  ModelConfig c = small_gpt2_config();
+  c.gelu_exact = true;
+  return c;
+}
+
 inline std::vector<ModelCase> model_cases() {
   return {{"gpt2", small_gpt2_config()},
           {"llama_gqa", small_llama_config(12, 6, 48, false)},           // tp 4 invalid
           {"llama_replicated_kv", small_llama_config(4, 2, 32, false)},  // tp 4: KV on 2 ranks
-          {"llama_mqa_tied", small_llama_config(12, 1, 48, true)}};      // one KV head
+          {"llama_mqa_tied", small_llama_config(12, 1, 48, true)},       // one KV head
+          {"mistral_window", small_mistral_config()},
+          {"qwen2_window_llama3_rope", small_qwen2_config()},
+          {"llama_biases_linear_rope", small_llama_biases_config()},
+          {"gpt2_gelu_exact", small_gpt2_gelu_exact_config()}};
 }
 
 // Whether `config` is valid at `tp` (validate throws ConfigError otherwise).

@@ -49,10 +49,16 @@ AttentionConfig make_config(int64_t d_model, int n_head, int n_kv_head, int64_t 
   c.n_head = n_head;
   c.n_kv_head = n_kv_head;
   c.head_dim = head_dim;
-  c.bias = bias;
+  c.qkv_bias = c.output_bias = bias;
   c.rope = rope;
   c.rope_theta = theta;
   c.seed = 1234;
+  return c;
+}
+
+// Qwen2's layout: biases on q, k and v, none on o_proj.
+AttentionConfig qkv_bias_only(AttentionConfig c) {
+  c.output_bias = false;
   return c;
 }
 
@@ -75,6 +81,8 @@ std::vector<Case> cases(int tp) {
       {"llama: GQA 12/6, rope", make_config(48, 12, 6, 0, false, true)},
       {"llama: GQA 12/3, rope theta 5e5", make_config(48, 12, 3, 0, false, true, 500000.0)},
       {"MQA 12/1, rope, biases", make_config(48, 12, 1, 0, true, true)},
+      {"qwen2: GQA 12/4, rope, q/k/v biases only",
+       qkv_bias_only(make_config(48, 12, 4, 0, true, true))},
       {"GQA 12/2, rope (replicated at tp 4)", make_config(48, 12, 2, 0, false, true)},
       {"explicit head_dim 6 != 40 / 12, GQA 12/12, rope, biases",
        make_config(40, 12, 12, 6, true, true)},
@@ -115,7 +123,7 @@ std::vector<Expected> expected_parameters(const AttentionConfig& c, int tp_rank,
   auto add = [&](const std::string& proj, Shape w, Shape b, int dim, int index, int count,
                  bool bias_split, int64_t fan_in) {
     out.push_back({p + proj + ".weight", w, dim, index, count, fan_in});
-    if (c.bias) {
+    if (proj == "o_proj" ? c.output_bias : c.qkv_bias) {
       out.push_back(
           {p + proj + ".bias", b, 0, bias_split ? index : 0, bias_split ? count : 1, fan_in});
     }
@@ -158,12 +166,12 @@ reference::AttentionWeights reference_weights(ParallelAttention& attn, int tp_ra
   w.k_w = full[p + "k_proj.weight"];
   w.v_w = full[p + "v_proj.weight"];
   w.o_w = full[p + "o_proj.weight"];
-  if (c.bias) {
+  if (c.qkv_bias) {
     w.q_b = full[p + "q_proj.bias"];
     w.k_b = full[p + "k_proj.bias"];
     w.v_b = full[p + "v_proj.bias"];
-    w.o_b = full[p + "o_proj.bias"];
   }
+  if (c.output_bias) w.o_b = full[p + "o_proj.bias"];
   return w;
 }
 
@@ -405,7 +413,7 @@ TEST(ParallelAttentionTest, IssuesTheExpectedCollectives) {
     std::vector<CollectiveEvent> replica_sums;
     for (int proj = 0; proj < 2; ++proj) {
       replica_sums.push_back({"all_reduce_sum", hd * d, 0.0});
-      if (c.config.bias) replica_sums.push_back({"all_reduce_sum", hd, 0.0});
+      if (c.config.qkv_bias) replica_sums.push_back({"all_reduce_sum", hd, 0.0});
     }
 
     tp.clear();

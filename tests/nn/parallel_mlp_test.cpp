@@ -479,7 +479,7 @@ TEST(ParallelMlpTest, ActivationNamesRoundTrip) {
   EXPECT_STREQ(to_string(Activation::kGelu), "gelu");
   EXPECT_STREQ(to_string(Activation::kSwiGlu), "swiglu");
   expect_config_error([] { parse_activation("relu"); },
-                      "[mlp] activation (relu) must be one of {gelu, swiglu}.");
+                      "[mlp] activation (relu) must be one of {gelu, gelu-erf, swiglu}.");
 }
 
 // Constructing at a tp that does not divide ffn: every rank throws the MLP's

@@ -60,6 +60,34 @@ inline double gelu_grad_bound(double x) {
   return 0.5 * kGeluDt + 0.5 * a * (2 * kGeluDt + kU) + 8 * kU * std::fabs(gelu_grad(x));
 }
 
+// The exact GELU, x Phi(x) (Hugging Face's "gelu"), and its derivative
+// Phi(x) + x phi(x).
+inline constexpr double kInvSqrt2 = 0.70710678118654752440;
+inline constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+inline double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+}
+inline double gelu_erf_grad(double x) {
+  return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+}
+// Its fp32 error. z = x / sqrt 2 costs 2u |z| (the constant and the product);
+// erff is within 4 ulp (8u |erf|) and passes |dz| on times erf'(z) = (2 /
+// sqrt pi) e^{-z^2}, with z e^{-z^2} (2 / sqrt pi) <= 0.49: |de| <= 8u + u = 9u.
+// y = x (1 + e) / 2: |dy| <= |x| |de| / 2 + 3u |y|.
+inline constexpr double kGeluErfDe = 9 * kU;
+inline double gelu_erf_bound(double x) {
+  return 0.5 * std::fabs(x) * kGeluErfDe + 3 * kU * std::fabs(gelu_erf(x));
+}
+// gelu' = (1 + e) / 2 + x c exp(-x^2 / 2): the first term is off by
+// |de| / 2 + u; in the second, -x^2/2 carries 2u relative, which exp turns
+// into an absolute u x^2 on its argument, plus its own 8u: relative
+// (u x^2 + 8u), and 3 more roundings; about 2 further roundings on the sum.
+inline double gelu_erf_grad_bound(double x) {
+  const double second = std::fabs(x) * kInvSqrt2Pi * std::exp(-0.5 * x * x);
+  return 0.5 * kGeluErfDe + kU + second * (kU * x * x + 11 * kU) +
+         2 * kU * std::fabs(gelu_erf_grad(x));
+}
+
 // sigmoid = 1 / (1 + e), e = exp(-x) to 8u relative; the add costs u and the
 // divide up to 2u (on the simd path -ffast-math makes it a reciprocal estimate
 // refined by one Newton step): |ds| <= 11u s (+ kTiny where s leaves the

@@ -79,11 +79,11 @@ class GptModel {
   std::optional<ColumnParallelLinear> lm_head_;  // untied head (llama)
   VocabParallelCrossEntropy loss_;
   int64_t batch_ = 0, seq_ = 0;
-  Tensor x_;             // [tokens, d_model]: embeddings (+ positions), input of block 0
-  Tensor normed_;        // [tokens, d_model]: the final norm's output (its buffer)
-  Tensor logits_local_;  // [tokens, V_pad/tp]
-  Tensor dh_;            // [tokens, d_model]: gradient into the final norm's output (tied head)
-  Tensor position_rows_; // decoding: [tokens, d_model], wpe's rows at the tokens' positions
+  Tensor x_;              // [tokens, d_model]: embeddings (+ positions), input of block 0
+  Tensor normed_;         // [tokens, d_model]: the final norm's output (its buffer)
+  Tensor logits_local_;   // [tokens, V_pad/tp]
+  Tensor dh_;             // [tokens, d_model]: gradient into the final norm's output (tied head)
+  Tensor position_rows_;  // decoding: [tokens, d_model], wpe's rows at the tokens' positions
 };
 
 }  // namespace colrow

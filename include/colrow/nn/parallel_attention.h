@@ -21,6 +21,7 @@
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
 #include "colrow/nn/parameter.h"
+#include "colrow/nn/rope_scaling.h"
 #include "colrow/nn/row_parallel_linear.h"
 
 namespace colrow {
@@ -31,11 +32,16 @@ struct AttentionConfig {
   std::string name = "attn";
   int64_t d_model = 0;
   int n_head = 0;
-  int n_kv_head = 0;     // 0: n_head (MHA, HF's default); 1: MQA; otherwise GQA
-  int64_t head_dim = 0;  // 0: d_model / n_head
-  bool bias = true;      // GPT-2: q/k/v/o biases; LLaMA: none
-  bool rope = false;     // LLaMA: rotary embedding on q and k
+  int n_kv_head = 0;        // 0: n_head (MHA, HF's default); 1: MQA; otherwise GQA
+  int64_t head_dim = 0;     // 0: d_model / n_head
+  bool qkv_bias = true;     // q/k/v biases: GPT-2, Qwen2, LLaMA's attention_bias
+  bool output_bias = true;  // o_proj's bias: GPT-2, LLaMA's attention_bias
+  bool rope = false;        // LLaMA: rotary embedding on q and k
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // with rope: HF's rope_type linear or llama3
+  // 0: causal. Otherwise a sliding window (Mistral): query i sees keys
+  // (i - window, i], in training and in decoding alike.
+  int64_t window = 0;
   uint64_t seed = 0;
   // Default to nn.Linear's, Init::linear_default(fan-in of each projection),
   // as LinearSpec's do (GPT-2 uses normal(0.02) weights and zero biases).
@@ -47,7 +53,8 @@ struct AttentionConfig {
 
 // Pure, identical on every rank, before any allocation or collective. Sizes
 // positive; head_dim given or d_model % n_head == 0; n_head % n_kv_head == 0;
-// an even head_dim and rope_theta > 0 with rope; n_head % tp == 0; and tp
+// an even head_dim, rope_theta > 0 and a valid scaling with rope; window >= 0;
+// n_head % tp == 0; and tp
 // divides n_kv_head or is a multiple of it. ConfigError naming both numbers
 // and the tp degrees that would work.
 void validate(const AttentionConfig& config, int tp);
@@ -102,16 +109,16 @@ class ParallelAttention {
   // kv_parameters() position.
   std::array<Tensor, 4> kv_grad_stash_;
   int64_t batch_ = 0, seq_ = 0;
-  Tensor cos_, sin_;      // RoPE table: [seq, hd/2]
+  Tensor cos_, sin_;                // RoPE table: [seq, hd/2]
   Tensor cos_cached_, sin_cached_;  // decoding: RoPE table [capacity, hd/2], then per-token rows
   Tensor cos_rows_, sin_rows_;      // [tokens, hd/2]
   Tensor scores_;                   // decoding: [tokens, n_head_local, capacity]
-  Tensor q_rot_, k_rot_;  // q, k after RoPE: [tokens, heads_local*hd]
-  Tensor probs_;          // [batch, n_head_local, seq, seq]
-  Tensor attn_out_;       // [tokens, n_head_local*hd]: o_proj's input
-  Tensor dq_, dk_, dv_;   // [tokens, heads_local*hd]
-  Tensor scratch_;        // attention backward's per-thread [seq, seq] blocks
-  Tensor dx_;             // [tokens, d_model]
+  Tensor q_rot_, k_rot_;            // q, k after RoPE: [tokens, heads_local*hd]
+  Tensor probs_;                    // [batch, n_head_local, seq, seq]
+  Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
+  Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
+  Tensor scratch_;                  // attention backward's per-thread [seq, seq] blocks
+  Tensor dx_;                       // [tokens, d_model]
 };
 
 }  // namespace colrow

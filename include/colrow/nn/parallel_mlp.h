@@ -1,6 +1,6 @@
 // ParallelMLP (Megatron's ParallelMLP): column-parallel up-projection ->
 // activation on the local hidden units -> row-parallel down-projection.
-//   gelu:   c_fc [ffn, d] -> GELU-tanh -> c_proj [d, ffn]             (GPT-2)
+//   gelu:   c_fc [ffn, d] -> GELU (tanh form, or erf) -> c_proj [d, ffn] (GPT-2)
 //   swiglu: gate_proj, up_proj [ffn, d] -> silu(gate) * up -> down_proj (LLaMA)
 // gate and up are split over the same hidden units, so the product is local.
 //   x: [tokens, d_model] (replicated) -> y: [tokens, d_model] (replicated)
@@ -16,10 +16,11 @@
 
 namespace colrow {
 
-enum class Activation { kGelu, kSwiGlu };
+// kGelu: GELU's tanh form (GPT-2's gelu_new); kGeluErf: the exact form.
+enum class Activation { kGelu, kGeluErf, kSwiGlu };
 
 const char* to_string(Activation activation);
-// "gelu" or "swiglu"; anything else is a ConfigError listing both.
+// "gelu", "gelu-erf" or "swiglu"; anything else is a ConfigError listing them.
 Activation parse_activation(const std::string& text);
 
 struct MlpConfig {

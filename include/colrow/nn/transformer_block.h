@@ -24,8 +24,9 @@ struct BlockNames {
   static BlockNames of(ModelFamily family, int layer);
 };
 
-AttentionConfig attention_config(const ModelConfig& config, const std::string& name, uint64_t seed);
-MlpConfig mlp_config(const ModelConfig& config, const std::string& name, uint64_t seed);
+// The attention and MLP of layer `layer` (its name prefix, window and initialization).
+AttentionConfig attention_config(const ModelConfig& config, int layer, uint64_t seed);
+MlpConfig mlp_config(const ModelConfig& config, int layer, uint64_t seed);
 
 class TransformerBlock {
  public:

@@ -23,6 +23,12 @@ struct AttentionDims {
   throw InternalError(std::string("[attention] ") + what + ": " + detail);
 }
 
+// The attention window: 0 (fully causal) or a sliding window of at least one key.
+inline void check_window(int64_t window, const char* what) {
+  if (window < 0)
+    attention_fail(what, "window must be >= 0 (0: none), got " + std::to_string(window));
+}
+
 // t: [rows, cols] with a contiguous last dim (any layout when empty).
 inline bool is_attention_matrix(const Tensor& t, int64_t rows, int64_t cols) {
   return t.ndim() == 2 && t.size(0) == rows && t.size(1) == cols &&

@@ -30,10 +30,15 @@ inline CacheDims check_cache_rows(const Tensor& cache, const CacheRows& rows, co
   if (cache.ndim() != 4 || !cache.is_contiguous() || cache.numel() == 0) {
     kv_cache_fail(what,
                   "cache must be a non-empty contiguous [slots, n_kv_head, capacity, head_dim], "
-                  "got " + shape_to_string(cache.shape()));
+                  "got " +
+                      shape_to_string(cache.shape()));
   }
-  const CacheDims d{static_cast<int64_t>(rows.slots.size()), rows.n_new, cache.size(0),
-                    cache.size(1), cache.size(2), cache.size(3)};
+  const CacheDims d{static_cast<int64_t>(rows.slots.size()),
+                    rows.n_new,
+                    cache.size(0),
+                    cache.size(1),
+                    cache.size(2),
+                    cache.size(3)};
   if (d.batch < 1 || d.n_new < 1 || rows.starts.size() != rows.slots.size()) {
     kv_cache_fail(what, std::to_string(rows.slots.size()) + " slots, " +
                             std::to_string(rows.starts.size()) + " starts and n_new " +
@@ -56,10 +61,9 @@ inline CacheDims check_kv_cache_append(const Tensor& x, const CacheRows& rows, c
                                        const char* what) {
   const CacheDims d = check_cache_rows(cache, rows, what);
   if (!is_attention_matrix(x, d.batch * d.n_new, d.n_kv_head * d.head_dim)) {
-    kv_cache_fail(what, "x " + shape_to_string(x.shape()) + " must be [" +
-                            std::to_string(d.batch * d.n_new) + ", " +
-                            std::to_string(d.n_kv_head * d.head_dim) +
-                            "] with a contiguous last dim");
+    kv_cache_fail(
+        what, "x " + shape_to_string(x.shape()) + " must be [" + std::to_string(d.batch * d.n_new) +
+                  ", " + std::to_string(d.n_kv_head * d.head_dim) + "] with a contiguous last dim");
   }
   return d;
 }
@@ -79,8 +83,8 @@ inline CacheDims check_cached_attention(const Tensor& q, const Tensor& k_cache,
   const bool ok = n_head >= 1 && q.size(1) == n_head * d.head_dim && n_head % d.n_kv_head == 0 &&
                   is_attention_matrix(q, tokens, q.size(1)) &&
                   is_attention_matrix(out, tokens, q.size(1)) && scores.ndim() == 3 &&
-                  scores.is_contiguous() && scores.size(0) == tokens &&
-                  scores.size(1) == n_head && scores.size(2) == d.capacity;
+                  scores.is_contiguous() && scores.size(0) == tokens && scores.size(1) == n_head &&
+                  scores.size(2) == d.capacity;
   if (!ok) {
     kv_cache_fail(what, "shapes do not match: q " + shape_to_string(q.shape()) + ", cache " +
                             shape_to_string(k_cache.shape()) + ", scores " +

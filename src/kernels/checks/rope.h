@@ -2,22 +2,26 @@
 // kernels/cpu/rope.cpp and kernels/cuda/rope.cu (formulas in kernels/cpu/rope.h).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "colrow/core/tensor.h"
 
 namespace colrow::kernels {
 
-// The table's arguments: seq >= 1, an even head_dim >= 2, rope_theta > 0.
-inline void check_rope_table(int64_t seq, int64_t head_dim, double rope_theta) {
-  if (seq < 1 || head_dim < 2 || head_dim % 2 != 0 || !(rope_theta > 0.0)) {
+// The table's arguments: seq >= 1 and at least one inverse frequency, each
+// finite and positive.
+inline void check_rope_table(int64_t seq, const std::vector<double>& inv_freq) {
+  bool ok = seq >= 1 && !inv_freq.empty();
+  for (double f : inv_freq) ok = ok && f > 0.0 && std::isfinite(f);
+  if (!ok) {
     throw InternalError(
-        "[rope] table needs seq >= 1, an even head_dim >= 2 and rope_theta > 0; "
+        "[rope] table needs seq >= 1 and finite positive inverse frequencies; "
         "got seq " +
-        std::to_string(seq) + ", head_dim " + std::to_string(head_dim) + ", rope_theta " +
-        std::to_string(rope_theta));
+        std::to_string(seq) + " and " + std::to_string(inv_freq.size()) + " frequencies");
   }
 }
 

@@ -14,6 +14,8 @@ namespace {
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
+constexpr float kSqrtHalf = 0.7071067811865476f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;  // 1 / sqrt(2 pi)
 // Below this many elements one thread is faster. The if applies to the
 // parallel part only: small loops stay vectorized.
 
@@ -28,11 +30,19 @@ inline float sigmoid(float x) {
 
 }  // namespace
 
-void gelu_forward(const Tensor& x, Tensor& y) {
+void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
   check_elementwise("activation", "gelu_forward", x, {&y});
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
+  if (form == GeluForm::kErf) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = in[i];
+      out[i] = 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];
@@ -41,12 +51,22 @@ void gelu_forward(const Tensor& x, Tensor& y) {
   }
 }
 
-void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
   check_elementwise("activation", "gelu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   const float* in = x.data();
   const float* g = dy.data();
   float* out = dx.data();
+  if (form == GeluForm::kErf) {
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = in[i];
+      const float local =
+          0.5f * (1.0f + std::erf(v * kSqrtHalf)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
+      out[i] = g[i] * local;
+    }
+    return;
+  }
 #pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = in[i];

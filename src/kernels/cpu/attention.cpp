@@ -38,21 +38,24 @@ float softmax_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-// Row i of P (length T) holds scores for keys [0, i]: replace them by their
-// softmax (max subtracted, so exp never overflows) and zero the masked rest.
-// The loops vectorize under -ffast-math, reductions included (an "omp simd"
-// here, inlined into the parallel region, keeps GCC 12 from vectorizing).
-void causal_softmax_row(float* row, int64_t i, int64_t seq) {
-  float max = row[0];
-  for (int64_t j = 1; j <= i; ++j) max = std::max(max, row[j]);
+// Row i of P (length T) holds scores for keys [0, i]: replace the visible
+// ones, [first, i], by their softmax (max subtracted, so exp never overflows)
+// and zero the masked rest. The loops vectorize under -ffast-math, reductions
+// included (an "omp simd" here, inlined into the parallel region, keeps GCC 12
+// from vectorizing).
+void causal_softmax_row(float* row, int64_t i, int64_t seq, int64_t window) {
+  const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+  float max = row[first];
+  for (int64_t j = first + 1; j <= i; ++j) max = std::max(max, row[j]);
   float sum = 0.0f;
-  for (int64_t j = 0; j <= i; ++j) {
+  for (int64_t j = first; j <= i; ++j) {
     const float e = std::exp(row[j] - max);
     row[j] = e;
     sum += e;
   }
   const float inv = 1.0f / sum;
-  for (int64_t j = 0; j <= i; ++j) row[j] *= inv;
+  for (int64_t j = first; j <= i; ++j) row[j] *= inv;
+  std::fill(row, row + first, 0.0f);
   std::fill(row + i + 1, row + seq, 0.0f);
 }
 
@@ -68,14 +71,14 @@ void softmax_backward_row(const float* p, float* ds, int64_t i, int64_t end) {
 // One (sequence, query head): P and O for query rows block by block.
 // q_h, k_g, v_g, o_h: [T, HS] views; p: [T, T].
 void forward_head(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, Tensor& p, Tensor& o_h,
-                  float scale) {
+                  float scale, int64_t window) {
   const int64_t seq = p.size(0);
   for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
     const int64_t r1 = std::min(seq, r0 + kRowBlock), rows = r1 - r0;
     // S[r0:r1, 0:r1] = scale Q[r0:r1] K[0:r1]^T  ([rows, HS] x [HS, r1])
     Tensor s = p.slice(0, r0, rows).slice(1, 0, r1);
     gemm(Trans::kNo, Trans::kYes, scale, q_h.slice(0, r0, rows), k_g.slice(0, 0, r1), 0.0f, s);
-    for (int64_t i = r0; i < r1; ++i) causal_softmax_row(p.data() + i * seq, i, seq);
+    for (int64_t i = r0; i < r1; ++i) causal_softmax_row(p.data() + i * seq, i, seq, window);
     // O[r0:r1] = P[r0:r1, 0:r1] V[0:r1]  ([rows, r1] x [r1, HS])
     Tensor o = o_h.slice(0, r0, rows);
     gemm(Trans::kNo, Trans::kNo, 1.0f, s, v_g.slice(0, 0, r1), 0.0f, o);
@@ -112,9 +115,10 @@ void backward_head(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, cons
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                       Tensor& out) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                       Tensor& probs, Tensor& out) {
   const AttentionDims d = check_attention(q, k, v, probs, out, "attention_forward");
+  check_window(window, "attention_forward");
   const float scale = softmax_scale(d.head_dim);
   const Tensor p_all = probs.view({d.batch * d.n_head * d.seq, d.seq});
   const int64_t units = d.batch * d.n_head;
@@ -124,7 +128,7 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
     const int64_t b = u / d.n_head, h = u % d.n_head, g = h / d.group;
     Tensor p = p_all.slice(0, u * d.seq, d.seq);  // [T, T]
     Tensor o_h = head(out, d, b, h);
-    forward_head(head(q, d, b, h), head(k, d, b, g), head(v, d, b, g), p, o_h, scale);
+    forward_head(head(q, d, b, h), head(k, d, b, g), head(v, d, b, g), p, o_h, scale, window);
   }
 }
 

@@ -42,9 +42,11 @@ class CpuBackend final : public Backend {
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cpu::accumulate_bias_grad(dy, db);
   }
-  void gelu_forward(const Tensor& x, Tensor& y) override { cpu::gelu_forward(x, y); }
-  void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
-    cpu::gelu_backward(x, dy, dx);
+  void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) override {
+    cpu::gelu_forward(form, x, y);
+  }
+  void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) override {
+    cpu::gelu_backward(form, x, dy, dx);
   }
   void silu_forward(const Tensor& x, Tensor& y) override { cpu::silu_forward(x, y); }
   void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
@@ -76,9 +78,9 @@ class CpuBackend final : public Backend {
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override { cpu::add(a, b, out); }
   void add_into(Tensor& out, const Tensor& a) override { cpu::add_into(out, a); }
-  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+  void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos,
                   Tensor& sin) override {
-    cpu::rope_table(seq, head_dim, rope_theta, cos, sin);
+    cpu::rope_table(seq, inv_freq, cos, sin);
   }
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) override {
     cpu::rope_forward(x, cos, sin, y);
@@ -86,9 +88,9 @@ class CpuBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cpu::rope_backward(dy, cos, sin, dx);
   }
-  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                         Tensor& out) override {
-    cpu::attention_forward(q, k, v, probs, out);
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                         Tensor& probs, Tensor& out) override {
+    cpu::attention_forward(q, k, v, window, probs, out);
   }
   Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
     (void)batch;
@@ -104,8 +106,9 @@ class CpuBackend final : public Backend {
     cpu::kv_cache_append(x, rows, cache);
   }
   void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const CacheRows& rows, Tensor& scores, Tensor& out) override {
-    cpu::cached_attention(q, k_cache, v_cache, rows, scores, out);
+                        const CacheRows& rows, int64_t window, Tensor& scores,
+                        Tensor& out) override {
+    cpu::cached_attention(q, k_cache, v_cache, rows, window, scores, out);
   }
   void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                          const Tensor& table_local, Tensor& y) override {

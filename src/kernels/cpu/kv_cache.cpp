@@ -15,17 +15,19 @@
 namespace colrow::kernels::cpu {
 namespace {
 
-// Scores for keys [0, last] of one query: their softmax, zeros after.
-void causal_softmax(float* row, int64_t last, int64_t end) {
-  float max = row[0];
-  for (int64_t j = 1; j <= last; ++j) max = std::max(max, row[j]);
+// Scores for keys [0, last] of one query: the softmax of the visible ones,
+// [first, last], zeros before and after.
+void causal_softmax(float* row, int64_t first, int64_t last, int64_t end) {
+  float max = row[first];
+  for (int64_t j = first + 1; j <= last; ++j) max = std::max(max, row[j]);
   float sum = 0.0f;
-  for (int64_t j = 0; j <= last; ++j) {
+  for (int64_t j = first; j <= last; ++j) {
     row[j] = std::exp(row[j] - max);
     sum += row[j];
   }
   const float inv = 1.0f / sum;
-  for (int64_t j = 0; j <= last; ++j) row[j] *= inv;
+  for (int64_t j = first; j <= last; ++j) row[j] *= inv;
+  std::fill(row, row + first, 0.0f);
   std::fill(row + last + 1, row + end, 0.0f);
 }
 
@@ -39,18 +41,19 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
     const int64_t b = t / d.n_new, i = t % d.n_new;
     const float* src = x.data() + t * x.stride(0);
     for (int64_t g = 0; g < d.n_kv_head; ++g) {
-      float* dst = cache.data() + ((rows.slots[b] * d.n_kv_head + g) * d.capacity +
-                                   rows.starts[b] + i) * hs;
+      float* dst =
+          cache.data() + ((rows.slots[b] * d.n_kv_head + g) * d.capacity + rows.starts[b] + i) * hs;
       std::memcpy(dst, src + g * hs, static_cast<size_t>(hs) * sizeof(float));
     }
   }
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+                      const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
   int64_t n_head = 0;
   const CacheDims d =
       check_cached_attention(q, k_cache, v_cache, rows, scores, out, n_head, "cached_attention");
+  check_window(window, "cached_attention");
   const int64_t n = d.n_new, hs = d.head_dim, group = n_head / d.n_kv_head;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
   // Row (t, h) of the scores as a [B*n, NH*L] matrix: head h of token t.
@@ -64,14 +67,18 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     const int64_t b = u / n_head, h = u % n_head, g = h / group;
     const int64_t start = rows.starts[b], end = start + n;  // keys [0, end)
     const int64_t cache_head = (rows.slots[b] * d.n_kv_head + g) * d.capacity;
-    const Tensor k = k_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
-    const Tensor v = v_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
-    const Tensor q_bh = q.slice(0, b * n, n).slice(1, h * hs, hs);  // [n, HS]
+    const Tensor k =
+        k_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
+    const Tensor v =
+        v_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
+    const Tensor q_bh = q.slice(0, b * n, n).slice(1, h * hs, hs);           // [n, HS]
     Tensor s = score_rows.slice(0, b * n, n).slice(1, h * d.capacity, end);  // [n, end]
     // S = scale Q K^T  ([n, HS] x [HS, end])
     gemm(Trans::kNo, Trans::kYes, scale, q_bh, k, 0.0f, s);
     for (int64_t i = 0; i < n; ++i) {
-      causal_softmax(s.data() + i * s.stride(0), start + i, end);
+      const int64_t last = start + i,
+                    first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
+      causal_softmax(s.data() + i * s.stride(0), first, last, end);
     }
     // O = P V  ([n, end] x [end, HS])
     Tensor o = out.slice(0, b * n, n).slice(1, h * hs, hs);

@@ -41,15 +41,14 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
 
 }  // namespace
 
-void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin) {
-  check_rope_table(seq, head_dim, rope_theta);
-  const int64_t half = head_dim / 2;
+void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
+  check_rope_table(seq, inv_freq);
+  const int64_t half = static_cast<int64_t>(inv_freq.size());
   ensure_shape(cos, {seq, half}, Device::cpu());
   ensure_shape(sin, {seq, half}, Device::cpu());
   for (int64_t i = 0; i < half; ++i) {
-    const double inv_freq = std::pow(rope_theta, -2.0 * static_cast<double>(i) / head_dim);
     for (int64_t p = 0; p < seq; ++p) {
-      const double angle = static_cast<double>(p) * inv_freq;
+      const double angle = static_cast<double>(p) * inv_freq[i];
       cos.data()[p * half + i] = static_cast<float>(std::cos(angle));
       sin.data()[p * half + i] = static_cast<float>(std::sin(angle));
     }

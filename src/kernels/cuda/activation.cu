@@ -15,6 +15,8 @@ namespace {
 constexpr int kThreads = 256;
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
+constexpr float kSqrtHalf = 0.7071067811865476f;    // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.3989422804014327f;  // 1 / sqrt(2 pi)
 
 // Stable sigmoid, as on the CPU: e = exp(-|x|) lies in (0, 1], so nothing
 // overflows and 1 + e stays in [1, 2]; x < -88.7 gives e = 0 and s = 0, not NaN.
@@ -27,18 +29,27 @@ __device__ __forceinline__ int64_t element_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-__global__ void gelu_forward_kernel(const float* x, float* y, int64_t n) {
+__global__ void gelu_forward_kernel(GeluForm form, const float* x, float* y, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
   const float v = x[i];
+  if (form == GeluForm::kErf) {
+    y[i] = 0.5f * v * (1.0f + erff(v * kSqrtHalf));
+    return;
+  }
   const float t = tanhf(kGeluK * (v + kGeluC * v * v * v));
   y[i] = 0.5f * v * (1.0f + t);
 }
 
-__global__ void gelu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n) {
+__global__ void gelu_backward_kernel(GeluForm form, const float* x, const float* dy, float* dx,
+                                     int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
   const float v = x[i];
+  if (form == GeluForm::kErf) {
+    dx[i] = dy[i] * (0.5f * (1.0f + erff(v * kSqrtHalf)) + v * kInvSqrt2Pi * expf(-0.5f * v * v));
+    return;
+  }
   const float t = tanhf(kGeluK * (v + kGeluC * v * v * v));
   const float local =
       0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
@@ -79,24 +90,24 @@ __global__ void swiglu_backward_kernel(const float* gate, const float* up, const
 
 }  // namespace
 
-void gelu_forward(const Tensor& x, Tensor& y) {
+void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
   check_elementwise("activation", "gelu_forward", x, {&y});
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("gelu_forward", {&x, &y}));
-  gelu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(x.data(),
-                                                                                      y.data(), n);
+  gelu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+      form, x.data(), y.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
-void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
   check_elementwise("activation", "gelu_backward", x, {&dy, &dx});
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream =
       colrow::cuda::compute_stream(cuda_device_of("gelu_backward", {&x, &dy, &dx}));
   gelu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      x.data(), dy.data(), dx.data(), n);
+      form, x.data(), dy.data(), dx.data(), n);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,13 +5,14 @@
 #pragma once
 
 #include "colrow/core/tensor.h"
+#include "kernels/gelu_form.h"
 
 namespace colrow::kernels::cuda {
 
 // x -> y, same shape.
-void gelu_forward(const Tensor& x, Tensor& y);
+void gelu_forward(GeluForm form, const Tensor& x, Tensor& y);
 // x, dy -> dx = dy gelu'(x), same shape.
-void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
+void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx);
 
 // x -> y, same shape.
 void silu_forward(const Tensor& x, Tensor& y);

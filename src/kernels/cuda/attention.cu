@@ -59,26 +59,28 @@ void gemm_batched(cublasHandle_t handle, cublasOperation_t trans_a, cublasOperat
       b.batch_stride, &beta, c, static_cast<int>(ldc), c_stride, static_cast<int>(batch)));
 }
 
-// probs: [rows, T] holding scale Q K^T; row r is query i = r mod T. Keys
-// [0, i] become their softmax (fp32, max subtracted so exp never overflows),
-// keys (i, T) become 0. One warp per row.
-__global__ void causal_softmax(float* probs, int64_t rows, int64_t seq) {
+// probs: [rows, T] holding scale Q K^T; row r is query i = r mod T. The
+// visible keys [first, i] (first = 0, or i - window + 1 with a sliding
+// window) become their softmax (fp32, max subtracted so exp never
+// overflows), the others 0. One warp per row.
+__global__ void causal_softmax(float* probs, int64_t rows, int64_t seq, int64_t window) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= rows) return;  // the whole warp leaves together
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int64_t i = row % seq;
+  const int64_t first = window > 0 && i >= window ? i - window + 1 : 0;
   float* p = probs + row * seq;
   float max = -INFINITY;
-  for (int64_t j = lane; j <= i; j += kWarp) max = fmaxf(max, p[j]);
+  for (int64_t j = first + lane; j <= i; j += kWarp) max = fmaxf(max, p[j]);
   max = warp_max(max);
   float sum = 0.0f;
-  for (int64_t j = lane; j <= i; j += kWarp) {
+  for (int64_t j = first + lane; j <= i; j += kWarp) {
     const float e = expf(p[j] - max);
     p[j] = e;
     sum += e;
   }
   const float inv = 1.0f / warp_sum(sum);
-  for (int64_t j = lane; j < seq; j += kWarp) p[j] = j <= i ? p[j] * inv : 0.0f;
+  for (int64_t j = lane; j < seq; j += kWarp) p[j] = j >= first && j <= i ? p[j] * inv : 0.0f;
 }
 
 // For one query head: ds: [B*T, T] holding dP, probs_h: P of that head, rows
@@ -104,10 +106,11 @@ float softmax_scale(int64_t head_dim) {
 
 }  // namespace
 
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                       Tensor& out) {
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                       Tensor& probs, Tensor& out) {
   const char* what = "attention_forward";
   const AttentionDims d = check_attention(q, k, v, probs, out, what);
+  check_window(window, what);
   const int device = cuda_device_of(what, {&probs, &q, &k, &v, &out});
   check_int_range(d, {&q, &k, &v, &out}, what);
   cublasHandle_t handle = colrow::cuda::cublas_handle(device);
@@ -126,8 +129,8 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor
                  p + h * tt, T, d.n_head * tt, d.batch);
   }
   const int64_t rows = d.batch * d.n_head * T;
-  causal_softmax<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(p, rows,
-                                                                                         T);
+  causal_softmax<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kThreads, 0, stream>>>(p, rows, T,
+                                                                                         window);
   COLROW_CUDA_CHECK_LAUNCH();
   // O_h^T = V_g^T P_h^T: [HS, T] column-major = O_h row-major.
   for (int64_t h = 0; h < d.n_head; ++h) {

@@ -14,8 +14,8 @@ namespace colrow::kernels::cuda {
 // q: [batch*seq, n_head*head_dim], k, v: [batch*seq, n_kv_head*head_dim]
 //   -> probs: [batch, n_head, seq, seq] (contiguous, zeros above the diagonal),
 //      out: [batch*seq, n_head*head_dim]
-void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                       Tensor& out);
+void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                       Tensor& probs, Tensor& out);
 
 // The scratch backward needs: [batch, seq, seq] (the heads are done one after
 // another, so n_head does not enter).

@@ -36,9 +36,11 @@ class CudaBackend final : public Backend {
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cuda::accumulate_bias_grad(dy, db);
   }
-  void gelu_forward(const Tensor& x, Tensor& y) override { cuda::gelu_forward(x, y); }
-  void gelu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
-    cuda::gelu_backward(x, dy, dx);
+  void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) override {
+    cuda::gelu_forward(form, x, y);
+  }
+  void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) override {
+    cuda::gelu_backward(form, x, dy, dx);
   }
   void silu_forward(const Tensor& x, Tensor& y) override { cuda::silu_forward(x, y); }
   void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) override {
@@ -70,9 +72,9 @@ class CudaBackend final : public Backend {
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override { cuda::add(a, b, out); }
   void add_into(Tensor& out, const Tensor& a) override { cuda::add_into(out, a); }
-  void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos,
+  void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos,
                   Tensor& sin) override {
-    cuda::rope_table(seq, head_dim, rope_theta, cos, sin);
+    cuda::rope_table(seq, inv_freq, cos, sin);
   }
   void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) override {
     cuda::rope_forward(x, cos, sin, y);
@@ -80,9 +82,9 @@ class CudaBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cuda::rope_backward(dy, cos, sin, dx);
   }
-  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& probs,
-                         Tensor& out) override {
-    cuda::attention_forward(q, k, v, probs, out);
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                         Tensor& probs, Tensor& out) override {
+    cuda::attention_forward(q, k, v, window, probs, out);
   }
   Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
     return cuda::attention_backward_scratch_shape(batch, n_head, seq);
@@ -96,8 +98,9 @@ class CudaBackend final : public Backend {
     cuda::kv_cache_append(x, rows, cache);
   }
   void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                        const CacheRows& rows, Tensor& scores, Tensor& out) override {
-    cuda::cached_attention(q, k_cache, v_cache, rows, scores, out);
+                        const CacheRows& rows, int64_t window, Tensor& scores,
+                        Tensor& out) override {
+    cuda::cached_attention(q, k_cache, v_cache, rows, window, scores, out);
   }
   void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                          const Tensor& table_local, Tensor& y) override {

@@ -51,17 +51,19 @@ __global__ void append_rows(const float* x, int64_t ld_x, const SequencePlace* p
 __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
                              const float* v_cache, const SequencePlace* places, int64_t n_new,
                              int64_t n_head, int64_t n_kv_head, int64_t capacity, int64_t head_dim,
-                             float scale, float* scores, float* out, int64_t ld_out) {
+                             int64_t window, float scale, float* scores, float* out,
+                             int64_t ld_out) {
   __shared__ float shared[kAttentionThreads / kWarp];
   const int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head;
   const int64_t g = h / (n_head / n_kv_head);
   const SequencePlace place = places[t / n_new];
-  const int64_t last = place.start + t % n_new;  // keys [0, last]
+  const int64_t last = place.start + t % n_new;  // keys [first, last]
+  const int64_t first = window > 0 && last >= window ? last - window + 1 : 0;
   const int64_t head = (place.slot * n_kv_head + g) * capacity;
   const float* q_row = q + t * ld_q + h * head_dim;
   float* s = scores + (t * n_head + h) * capacity;
   float max = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j <= last; j += blockDim.x) {
     const float* k = k_cache + (head + j) * head_dim;
     float dot = 0.0f;
     for (int64_t c = 0; c < head_dim; ++c) dot += q_row[c] * k[c];
@@ -70,7 +72,7 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
   }
   max = block_max(max, shared);
   float sum = 0.0f;
-  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+  for (int64_t j = first + threadIdx.x; j <= last; j += blockDim.x) {
     s[j] = expf(s[j] - max);
     sum += s[j];
   }
@@ -78,11 +80,13 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
   const float inv = 1.0f / sum;
   for (int64_t c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = 0; j <= last; ++j) acc += s[j] * v_cache[(head + j) * head_dim + c];
+    for (int64_t j = first; j <= last; ++j) acc += s[j] * v_cache[(head + j) * head_dim + c];
     out[t * ld_out + h * head_dim + c] = acc * inv;
   }
   __syncthreads();
-  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) s[j] *= inv;  // the probabilities
+  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+    s[j] = j >= first ? s[j] * inv : 0.0f;  // the probabilities
+  }
 }
 
 }  // namespace
@@ -101,10 +105,11 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const CacheRows& rows, Tensor& scores, Tensor& out) {
+                      const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
   const char* what = "cached_attention";
   int64_t n_head = 0;
   const CacheDims d = check_cached_attention(q, k_cache, v_cache, rows, scores, out, n_head, what);
+  check_window(window, what);
   const int device = cuda_device_of(what, {&q, &k_cache, &v_cache, &scores, &out});
   const Tensor places = upload_places(rows, Device::cuda(device));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
@@ -113,7 +118,7 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
                  colrow::cuda::compute_stream(device)>>>(
       q.data(), q.row_stride(), k_cache.data(), v_cache.data(),
       reinterpret_cast<const SequencePlace*>(places.data()), d.n_new, n_head, d.n_kv_head,
-      d.capacity, d.head_dim, scale, scores.data(), out.data(), out.row_stride());
+      d.capacity, d.head_dim, window, scale, scores.data(), out.data(), out.row_stride());
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -12,6 +12,6 @@ namespace colrow::kernels::cuda {
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache);
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
-                      const CacheRows& rows, Tensor& scores, Tensor& out);
+                      const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out);
 
 }  // namespace colrow::kernels::cuda

@@ -45,13 +45,13 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
 
 }  // namespace
 
-void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin) {
-  check_rope_table(seq, head_dim, rope_theta);
+void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
+  check_rope_table(seq, inv_freq);
   // sin follows cos onto its GPU (ensure_shape).
   const Device device = Device::cuda(cuda_device_of("rope_table", {&cos}));
-  const Shape shape = {seq, head_dim / 2};
+  const Shape shape = {seq, static_cast<int64_t>(inv_freq.size())};
   Tensor host_cos = Tensor::empty(shape), host_sin = Tensor::empty(shape);
-  kernels::cpu::rope_table(seq, head_dim, rope_theta, host_cos, host_sin);
+  kernels::cpu::rope_table(seq, inv_freq, host_cos, host_sin);
   ensure_shape(cos, shape, device);
   ensure_shape(sin, shape, device);
   // Host to device: copy_from waits for the copy (the host buffers are

@@ -13,7 +13,7 @@ namespace colrow::kernels::cuda {
 // Fills the caller's GPU tensors cos, sin: [seq, head_dim / 2] with the CPU's
 // table (computed in double on the host, rounded once to fp32, then copied).
 // Reshaped on their GPU if they have another shape, as ensure_shape does.
-void rope_table(int64_t seq, int64_t head_dim, double rope_theta, Tensor& cos, Tensor& sin);
+void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin);
 
 // x: [tokens, n_heads * head_dim] -> y: same shape, tokens a multiple of
 // seq = cos.size(0), head_dim = 2 * cos.size(1). y may be x (in place).

@@ -103,7 +103,7 @@ TEST(ActivationTest, GeluForward) {
   for (const Shape& shape : kShapes) {
     const Tensor x = spread_inputs(shape);
     Tensor y = nans(shape);
-    cpu::gelu_forward(x, y);
+    cpu::gelu_forward(kernels::GeluForm::kTanh, x, y);
     const float* in = x.data();
     expect_close(
         y, [&](int64_t i) { return gelu(in[i]); },
@@ -117,7 +117,7 @@ TEST(ActivationTest, GeluBackward) {
     const Tensor x = spread_inputs(shape);
     const Tensor dy = uniform(shape, "dy");
     Tensor dx = nans(shape);  // backward overwrites
-    cpu::gelu_backward(x, dy, dx);
+    cpu::gelu_backward(kernels::GeluForm::kTanh, x, dy, dx);
     const float* in = x.data();
     const float* g = dy.data();
     // dx = dy * gelu': the local bound scaled by |dy|, and one more rounding.
@@ -133,6 +133,41 @@ TEST(ActivationTest, GeluBackward) {
         [&](int64_t i) { return bound(i) + std::fabs(g[i]) * fd_bound(gelu(in[i])); }, x,
         "gelu' finite differences " + shape_to_string(shape));
   }
+}
+
+TEST(ActivationTest, ExactGeluReferenceDerivativeMatchesFiniteDifferences) {
+  for (int i = -1000; i <= 1000; ++i) {
+    const double x = i * 0.01 + (i % 7) * 1e-4;
+    EXPECT_NEAR(gelu_erf_grad(x), central_difference(gelu_erf, x), fd_bound(gelu_erf(x))) << x;
+  }
+}
+
+// The exact (erf) form, Hugging Face's "gelu": forward and backward, and far
+// enough from the tanh form that the test tells them apart.
+TEST(ActivationTest, GeluErfForwardAndBackward) {
+  for (const Shape& shape : kShapes) {
+    const Tensor x = spread_inputs(shape);
+    const Tensor dy = uniform(shape, "dy");
+    Tensor y = nans(shape), dx = nans(shape);
+    cpu::gelu_forward(kernels::GeluForm::kErf, x, y);
+    cpu::gelu_backward(kernels::GeluForm::kErf, x, dy, dx);
+    const float* in = x.data();
+    const float* g = dy.data();
+    const std::string where = shape_to_string(shape);
+    expect_close(
+        y, [&](int64_t i) { return gelu_erf(in[i]); },
+        [&](int64_t i) { return kMargin * gelu_erf_bound(in[i]); }, x, "gelu erf " + where);
+    expect_close(
+        dx, [&](int64_t i) { return g[i] * gelu_erf_grad(in[i]); },
+        [&](int64_t i) {
+          return kMargin * (std::fabs(g[i]) * gelu_erf_grad_bound(in[i]) +
+                            kU * std::fabs(g[i] * gelu_erf_grad(in[i])));
+        },
+        x, "gelu erf' " + where);
+  }
+  // At x = 1 the two forms differ by 1.5e-4, over 50 times the two bounds together.
+  const double gap = std::fabs(gelu_erf(1.0) - gelu(1.0));
+  EXPECT_GT(gap, 50 * kMargin * (gelu_erf_bound(1.0) + gelu_bound(1.0)));
 }
 
 TEST(ActivationTest, SiluForward) {
@@ -252,11 +287,11 @@ TEST(ActivationTest, SaturatedInputsGiveZeroNotNaN) {
     const float* in = x.data();
     const float* g = dy.data();
     const std::string where = shape_to_string(shape);
-    cpu::gelu_forward(x, y);
+    cpu::gelu_forward(kernels::GeluForm::kTanh, x, y);
     expect_close(
         y, [&](int64_t i) { return gelu(in[i]); },
         [&](int64_t i) { return kMargin * gelu_bound(in[i]); }, x, "gelu " + where);
-    cpu::gelu_backward(x, dy, dx);
+    cpu::gelu_backward(kernels::GeluForm::kTanh, x, dy, dx);
     expect_close(
         dx, [&](int64_t i) { return g[i] * gelu_grad(in[i]); },
         [&](int64_t i) {
@@ -305,9 +340,9 @@ TEST(ActivationTest, ShapeAndContiguityErrors) {
   const Tensor x = Tensor::zeros({4, 6});
   Tensor wrong = Tensor::zeros({6, 4});
   Tensor ok = Tensor::zeros({4, 6});
-  EXPECT_THROW(cpu::gelu_forward(x, wrong), InternalError);
-  EXPECT_THROW(cpu::gelu_backward(x, wrong, ok), InternalError);
-  EXPECT_THROW(cpu::gelu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(cpu::gelu_forward(kernels::GeluForm::kTanh, x, wrong), InternalError);
+  EXPECT_THROW(cpu::gelu_backward(kernels::GeluForm::kTanh, x, wrong, ok), InternalError);
+  EXPECT_THROW(cpu::gelu_backward(kernels::GeluForm::kTanh, x, ok, wrong), InternalError);
   EXPECT_THROW(cpu::silu_forward(x, wrong), InternalError);
   EXPECT_THROW(cpu::silu_backward(x, ok, wrong), InternalError);
   EXPECT_THROW(cpu::swiglu_forward(x, wrong, ok), InternalError);
@@ -318,7 +353,7 @@ TEST(ActivationTest, ShapeAndContiguityErrors) {
   // The kernels walk flat arrays: a column block (strided view) is refused.
   Tensor wide = Tensor::zeros({4, 12});
   Tensor block = wide.slice(-1, 0, 6);
-  EXPECT_THROW(cpu::gelu_forward(block, ok), InternalError);
+  EXPECT_THROW(cpu::gelu_forward(kernels::GeluForm::kTanh, block, ok), InternalError);
   EXPECT_THROW(cpu::silu_forward(x, block), InternalError);
 }
 

@@ -64,7 +64,7 @@ Outputs run(const Case& c, const Inputs& in) {
             Tensor::empty({c.tokens(), c.q_width()}), Tensor::empty({c.tokens(), c.q_width()}),
             Tensor::empty({c.tokens(), c.kv_width()}), Tensor::empty({c.tokens(), c.kv_width()})};
   Tensor scratch = Tensor::empty(cpu::attention_backward_scratch_shape(c.seq));
-  cpu::attention_forward(in.q, in.k, in.v, o.probs, o.out);
+  cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, o.probs, o.out);
   cpu::attention_backward(in.q, in.k, in.v, o.probs, in.dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -211,14 +211,16 @@ TEST(AttentionKernelTest, ShapeErrorsAreInternalErrors) {
   Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq});
   Tensor out = Tensor::empty({c.tokens(), c.q_width()});
   Tensor bad_probs = Tensor::empty({c.batch, c.n_head + 1, c.seq, c.seq});
-  EXPECT_THROW(cpu::attention_forward(in.q, in.k, in.v, bad_probs, out), InternalError)
+  EXPECT_THROW(cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, bad_probs, out),
+               InternalError)
       << "heads do not divide q";
   Tensor short_out = Tensor::empty({c.tokens() - 1, c.q_width()});
-  EXPECT_THROW(cpu::attention_forward(in.q, in.k, in.v, probs, short_out), InternalError);
+  EXPECT_THROW(cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, probs, short_out),
+               InternalError);
   const Tensor k3 = random_tensor({c.tokens(), 3 * c.head_dim}, 1);
-  EXPECT_THROW(cpu::attention_forward(in.q, k3, k3, probs, out), InternalError)
+  EXPECT_THROW(cpu::attention_forward(in.q, k3, k3, /*window=*/0, probs, out), InternalError)
       << "3 KV heads for 4 query heads";
-  cpu::attention_forward(in.q, in.k, in.v, probs, out);
+  cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, probs, out);
   Tensor dq = Tensor::empty(in.q.shape()), dk = Tensor::empty(in.k.shape()),
          dv = Tensor::empty(in.v.shape());
   Tensor small = Tensor::empty({1, c.seq - 1, c.seq - 1});

@@ -36,12 +36,19 @@ struct RopeCase {
 const RopeCase kCases[] = {
     {2, 5, 3, 8, 10000.0}, {1, 9, 2, 16, 500000.0}, {3, 4, 4, 2, 10000.0}, {2, 6, 1, 4, 100.0}};
 
+// HF's default inverse frequencies, theta^(-2i / head_dim), i < head_dim / 2.
+std::vector<double> inverse_frequencies(int64_t head_dim, double theta) {
+  std::vector<double> f(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0 / std::pow(theta, (2.0 * i) / head_dim);
+  return f;
+}
+
 struct Table {
   Tensor cos, sin;
 };
 Table table(const RopeCase& c) {
   Table t;
-  cpu::rope_table(c.seq, c.head_dim, c.theta, t.cos, t.sin);
+  cpu::rope_table(c.seq, inverse_frequencies(c.head_dim, c.theta), t.cos, t.sin);
   return t;
 }
 
@@ -214,7 +221,7 @@ TEST(RopeTest, BackwardMatchesFiniteDifferences) {
 
 TEST(RopeTest, ShapeErrorsAreInternalErrors) {
   Tensor cos, sin;
-  cpu::rope_table(4, 8, 10000.0, cos, sin);
+  cpu::rope_table(4, inverse_frequencies(8, 10000.0), cos, sin);
   Tensor y = Tensor::empty({8, 16});
   EXPECT_THROW(cpu::rope_forward(Tensor::zeros({8, 12}), cos, sin, y), InternalError)
       << "width not whole heads";
@@ -223,8 +230,12 @@ TEST(RopeTest, ShapeErrorsAreInternalErrors) {
   Tensor y6 = Tensor::empty({6, 16});
   EXPECT_THROW(cpu::rope_backward(Tensor::zeros({6, 16}), cos, sin, y6), InternalError)
       << "seq does not divide tokens";
-  EXPECT_THROW(cpu::rope_table(4, 7, 10000.0, cos, sin), InternalError) << "odd head_dim";
-  EXPECT_THROW(cpu::rope_table(4, 8, 0.0, cos, sin), InternalError) << "theta 0";
+  EXPECT_THROW(cpu::rope_table(4, {}, cos, sin), InternalError) << "no frequencies";
+  EXPECT_THROW(cpu::rope_table(0, inverse_frequencies(8, 10000.0), cos, sin), InternalError)
+      << "seq 0";
+  EXPECT_THROW(cpu::rope_table(4, inverse_frequencies(8, 0.0), cos, sin), InternalError)
+      << "theta 0: an infinite frequency";
+  EXPECT_THROW(cpu::rope_table(4, {1.0, -0.5}, cos, sin), InternalError) << "a negative frequency";
 }
 
 }  // namespace

@@ -85,20 +85,34 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
   Tensor out_cpu = Tensor::empty(shape), out2_cpu = Tensor::empty(shape);
   Tensor out_gpu = nans(shape, gpu), out2_gpu = nans(shape, gpu);
 
-  kernels::cpu::gelu_forward(x, out_cpu);
-  kernels::cuda::gelu_forward(x_gpu, out_gpu);
+  kernels::cpu::gelu_forward(kernels::GeluForm::kTanh, x, out_cpu);
+  kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, x_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu, [&](int64_t i) { return gelu_bound(in[i]); }, x, "gelu " + where);
 
   // dx = dy f'(x): the local bound scaled by |dy|, and one more rounding.
-  kernels::cpu::gelu_backward(x, dy, out_cpu);
-  kernels::cuda::gelu_backward(x_gpu, dy_gpu, out_gpu);
+  kernels::cpu::gelu_backward(kernels::GeluForm::kTanh, x, dy, out_cpu);
+  kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x_gpu, dy_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
         return std::fabs(g[i]) * (gelu_grad_bound(in[i]) + kU * std::fabs(gelu_grad(in[i])));
       },
       x, "gelu' " + where);
+
+  kernels::cpu::gelu_forward(kernels::GeluForm::kErf, x, out_cpu);
+  kernels::cuda::gelu_forward(kernels::GeluForm::kErf, x_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu, [&](int64_t i) { return gelu_erf_bound(in[i]); }, x, "gelu erf " + where);
+  kernels::cpu::gelu_backward(kernels::GeluForm::kErf, x, dy, out_cpu);
+  kernels::cuda::gelu_backward(kernels::GeluForm::kErf, x_gpu, dy_gpu, out_gpu);
+  expect_agree(
+      out_gpu, out_cpu,
+      [&](int64_t i) {
+        return std::fabs(g[i]) *
+               (gelu_erf_grad_bound(in[i]) + kU * std::fabs(gelu_erf_grad(in[i])));
+      },
+      x, "gelu erf' " + where);
 
   kernels::cpu::silu_forward(x, out_cpu);
   kernels::cuda::silu_forward(x_gpu, out_gpu);
@@ -166,9 +180,9 @@ TEST(CudaActivationTest, ShapeAndContiguityErrors) {
   const Tensor x = Tensor::zeros({4, 6}, gpu);
   Tensor wrong = Tensor::zeros({6, 4}, gpu), ok = Tensor::zeros({4, 6}, gpu);
   Tensor ok2 = Tensor::zeros({4, 6}, gpu);
-  EXPECT_THROW(kernels::cuda::gelu_forward(x, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::gelu_backward(x, wrong, ok), InternalError);
-  EXPECT_THROW(kernels::cuda::gelu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, x, wrong), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x, wrong, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x, ok, wrong), InternalError);
   EXPECT_THROW(kernels::cuda::silu_forward(x, wrong), InternalError);
   EXPECT_THROW(kernels::cuda::silu_backward(x, ok, wrong), InternalError);
   EXPECT_THROW(kernels::cuda::swiglu_forward(x, wrong, ok), InternalError);
@@ -178,11 +192,11 @@ TEST(CudaActivationTest, ShapeAndContiguityErrors) {
   // The kernels walk flat arrays: a column block (strided view) is refused.
   Tensor wide = Tensor::zeros({4, 12}, gpu);
   Tensor block = wide.slice(-1, 0, 6);
-  EXPECT_THROW(kernels::cuda::gelu_forward(block, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, block, ok), InternalError);
   EXPECT_THROW(kernels::cuda::silu_forward(x, block), InternalError);
   // Host operands are refused rather than read as device memory.
   const Tensor host_x = Tensor::zeros({4, 6});
-  EXPECT_THROW(kernels::cuda::gelu_forward(host_x, ok), InternalError);
+  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, host_x, ok), InternalError);
 }
 
 }  // namespace

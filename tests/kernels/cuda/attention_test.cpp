@@ -64,7 +64,7 @@ Outputs run_cpu(const Case& c, const Inputs& in) {
             Tensor::empty({c.tokens(), c.q_width()}), Tensor::empty({c.tokens(), c.q_width()}),
             Tensor::empty({c.tokens(), c.kv_width()}), Tensor::empty({c.tokens(), c.kv_width()})};
   Tensor scratch = Tensor::empty(cpu::attention_backward_scratch_shape(c.seq));
-  cpu::attention_forward(in.q, in.k, in.v, o.probs, o.out);
+  cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, o.probs, o.out);
   cpu::attention_backward(in.q, in.k, in.v, o.probs, in.dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -80,7 +80,7 @@ Outputs run_gpu(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v
             Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev)};
   Tensor scratch =
       Tensor::full(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), 7.0f, dev);
-  gpu::attention_forward(q, k, v, o.probs, o.out);
+  gpu::attention_forward(q, k, v, /*window=*/0, o.probs, o.out);
   gpu::attention_backward(q, k, v, o.probs, dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -217,15 +217,16 @@ TEST(CudaAttentionTest, ShapeErrorsAreInternalErrors) {
   Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
   Tensor out = Tensor::empty({c.tokens(), c.q_width()}, dev);
   Tensor bad_probs = Tensor::empty({c.batch, c.n_head + 1, c.seq, c.seq}, dev);
-  EXPECT_THROW(gpu::attention_forward(q, k, v, bad_probs, out), InternalError)
+  EXPECT_THROW(gpu::attention_forward(q, k, v, /*window=*/0, bad_probs, out), InternalError)
       << "heads do not divide q";
   Tensor short_out = Tensor::empty({c.tokens() - 1, c.q_width()}, dev);
-  EXPECT_THROW(gpu::attention_forward(q, k, v, probs, short_out), InternalError);
+  EXPECT_THROW(gpu::attention_forward(q, k, v, /*window=*/0, probs, short_out), InternalError);
   const Tensor k4 = Tensor::empty({c.tokens(), 4 * c.head_dim}, dev);
-  EXPECT_THROW(gpu::attention_forward(q, k4, k4, probs, out), InternalError)
+  EXPECT_THROW(gpu::attention_forward(q, k4, k4, /*window=*/0, probs, out), InternalError)
       << "4 KV heads for 6 query heads";
-  EXPECT_THROW(gpu::attention_forward(host.q, k, v, probs, out), InternalError) << "q on the host";
-  gpu::attention_forward(q, k, v, probs, out);
+  EXPECT_THROW(gpu::attention_forward(host.q, k, v, /*window=*/0, probs, out), InternalError)
+      << "q on the host";
+  gpu::attention_forward(q, k, v, /*window=*/0, probs, out);
   Tensor dq = Tensor::empty(q.shape(), dev), dk = Tensor::empty(k.shape(), dev),
          dv = Tensor::empty(v.shape(), dev);
   Tensor small = Tensor::empty({c.batch, c.seq - 1, c.seq - 1}, dev);

@@ -54,8 +54,9 @@ TEST(KvCacheCuda, MatchesTheCpu) {
       Tensor out_cpu = Tensor::empty({tokens, c.n_head * c.head_dim});
       Tensor scores_gpu = Tensor::empty({tokens, c.n_head, c.capacity}, gpu);
       Tensor out_gpu = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu);
-      kernels::cpu::cached_attention(q, k_cpu, v_cpu, rows, scores_cpu, out_cpu);
-      kernels::cuda::cached_attention(q.to(gpu), k_gpu, v_gpu, rows, scores_gpu, out_gpu);
+      kernels::cpu::cached_attention(q, k_cpu, v_cpu, rows, /*window=*/0, scores_cpu, out_cpu);
+      kernels::cuda::cached_attention(q.to(gpu), k_gpu, v_gpu, rows, /*window=*/0, scores_gpu,
+                                      out_gpu);
       // Convex combinations of |v| <= 1 whose weights differ by a few ulp
       // (exp implementations, summation order over <= 129 keys): 1e-5 is
       // far above that and far below a wrong key, mask or head.
@@ -74,12 +75,12 @@ TEST(KvCacheCuda, BadShapesAreInternalErrors) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   Tensor cache = Tensor::zeros({2, 1, 4, 2}, gpu);
-  EXPECT_THROW(kernels::cuda::kv_cache_append(Tensor::zeros({1, 2}, gpu), CacheRows{{0}, {4}, 1},
-                                              cache),
-               InternalError);
+  EXPECT_THROW(
+      kernels::cuda::kv_cache_append(Tensor::zeros({1, 2}, gpu), CacheRows{{0}, {4}, 1}, cache),
+      InternalError);
   Tensor scores = Tensor::zeros({1, 3, 4}, gpu), out = Tensor::zeros({1, 4}, gpu);
   EXPECT_THROW(kernels::cuda::cached_attention(Tensor::zeros({1, 4}, gpu), cache, cache,
-                                               CacheRows{{0}, {0}, 1}, scores, out),
+                                               CacheRows{{0}, {0}, 1}, /*window=*/0, scores, out),
                InternalError);
 }
 

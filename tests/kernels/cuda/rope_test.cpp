@@ -38,6 +38,13 @@ std::string label(const RopeCase& c) {
          std::to_string(c.heads) + ", head_dim " + std::to_string(c.head_dim);
 }
 
+// HF's default inverse frequencies, theta^(-2i / head_dim), i < head_dim / 2.
+std::vector<double> inverse_frequencies(int64_t head_dim, double theta) {
+  std::vector<double> f(static_cast<size_t>(head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) f[i] = 1.0 / std::pow(theta, (2.0 * i) / head_dim);
+  return f;
+}
+
 struct Tables {
   Tensor cos, sin;          // host, from kernels::cpu
   Tensor cos_gpu, sin_gpu;  // from kernels::cuda
@@ -47,10 +54,10 @@ Tables tables(const RopeCase& c, Device gpu) {
   const Shape shape = {c.seq, c.head_dim / 2};
   t.cos = Tensor::empty(shape);
   t.sin = Tensor::empty(shape);
-  kernels::cpu::rope_table(c.seq, c.head_dim, c.theta, t.cos, t.sin);
+  kernels::cpu::rope_table(c.seq, inverse_frequencies(c.head_dim, c.theta), t.cos, t.sin);
   t.cos_gpu = Tensor::empty(shape, gpu);
   t.sin_gpu = Tensor::empty(shape, gpu);
-  kernels::cuda::rope_table(c.seq, c.head_dim, c.theta, t.cos_gpu, t.sin_gpu);
+  kernels::cuda::rope_table(c.seq, inverse_frequencies(c.head_dim, c.theta), t.cos_gpu, t.sin_gpu);
   return t;
 }
 
@@ -165,13 +172,14 @@ TEST(CudaRopeTest, BadShapesAndArgumentsThrow) {
   EXPECT_THROW(cuda::rope_forward(wide.slice(1, 0, 16), t.cos_gpu, t.sin_gpu, y), InternalError);
   // Host tables are refused rather than read as device memory.
   EXPECT_THROW(cuda::rope_forward(x, t.cos, t.sin, y), InternalError);
-  // The table's arguments: seq >= 1, an even head_dim >= 2, theta > 0, GPU outputs.
+  // The table's arguments: seq >= 1, finite positive frequencies, GPU outputs.
   Tensor cos = Tensor::empty({4, 4}, gpu), sin = Tensor::empty({4, 4}, gpu);
-  EXPECT_THROW(cuda::rope_table(0, 8, 10000.0, cos, sin), InternalError);
-  EXPECT_THROW(cuda::rope_table(4, 7, 10000.0, cos, sin), InternalError);
-  EXPECT_THROW(cuda::rope_table(4, 8, 0.0, cos, sin), InternalError);
+  EXPECT_THROW(cuda::rope_table(0, inverse_frequencies(8, 10000.0), cos, sin), InternalError);
+  EXPECT_THROW(cuda::rope_table(4, {}, cos, sin), InternalError);
+  EXPECT_THROW(cuda::rope_table(4, inverse_frequencies(8, 0.0), cos, sin), InternalError);
   Tensor host_cos = Tensor::empty({4, 4}), host_sin = Tensor::empty({4, 4});
-  EXPECT_THROW(cuda::rope_table(4, 8, 10000.0, host_cos, host_sin), InternalError);
+  EXPECT_THROW(cuda::rope_table(4, inverse_frequencies(8, 10000.0), host_cos, host_sin),
+               InternalError);
 }
 
 }  // namespace
