@@ -43,7 +43,7 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
       ->capture_default_str();
   mlp->add_option("--ffn-hidden", o.ffn_hidden_size, "Hidden units (0 = 4 x d_model)")
       ->capture_default_str();
-  mlp->add_option("--activation", o.activation, "gelu (GPT-2) or swiglu (LLaMA)")
+  mlp->add_option("--activation", o.activation, "gelu (GPT-2, tanh form), gelu-erf (exact) or swiglu (LLaMA)")
       ->capture_default_str();
   mlp->add_flag("!--no-bias", o.bias, "Projections without bias");
   mlp->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
@@ -102,7 +102,8 @@ void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
       "generate", "Continue prompts with a checkpoint and a KV cache, at any tp");
   gen->add_option("--model", o.model, "Checkpoint directory (config.json + model.safetensors)")
       ->required();
-  gen->add_option("--prompt", o.prompt, "Text to continue (tokenized with the checkpoint's tokenizer, else bytes)");
+  gen->add_option("--prompt", o.prompt,
+                  "Text to continue (tokenized with the checkpoint's tokenizer, else bytes)");
   gen->add_option("--prompts", o.prompts,
                   "File of prompts, one per line, decoded together (instead of --prompt)");
   gen->add_option("--max-new-tokens", o.max_new_tokens, "Tokens to generate")
@@ -114,6 +115,8 @@ void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   gen->add_option("--top-p", o.top_p, "Nucleus: smallest set with probability >= p (1 = off)")
       ->capture_default_str();
   gen->add_option("--seed", o.seed, "Seed of the draws")->capture_default_str();
+  gen->add_flag("--ignore-eos", o.ignore_eos,
+                "Do not stop at config.json's eos_token_id (stop_reason \"stop\")");
   gen->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
       ->capture_default_str();
   gen->add_option("--dp", o.dp, "Data-parallel degree (replicas generate the same text)")

@@ -12,7 +12,7 @@
 namespace colrow::apps {
 
 struct GenerateOptions {
-  std::string model;   // checkpoint directory: config.json + model.safetensors
+  std::string model;    // checkpoint directory: config.json + model.safetensors
   std::string prompt;   // text, tokenized byte by byte
   std::string prompts;  // or a file: one prompt per line (empty lines skipped), decoded together
   int64_t max_new_tokens = 64;
@@ -20,9 +20,10 @@ struct GenerateOptions {
   int64_t top_k = 0;         // 0: off
   float top_p = 1.0f;        // 1: off
   uint64_t seed = 0;
-  int tp = 0;       // 0: world size / dp
-  int dp = 1;       // every dp replica generates the same text; rank 0 prints it
-  int threads = 0;  // per rank; 0: cores / ranks on the node
+  bool ignore_eos = false;  // keep going past config.json's eos_token_id
+  int tp = 0;               // 0: world size / dp
+  int dp = 1;               // every dp replica generates the same text; rank 0 prints it
+  int threads = 0;          // per rank; 0: cores / ranks on the node
   bool json = false;
   DeviceOptions device;  // --device, --comm, --tf32
 };

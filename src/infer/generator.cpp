@@ -99,7 +99,15 @@ std::vector<int32_t> sampled_tokens(const Tensor& logits, const VocabShard& shar
 }  // namespace
 
 std::string to_string(StopReason reason) {
-  return reason == StopReason::kLength ? "length" : "max_new_tokens";
+  switch (reason) {
+    case StopReason::kStopToken:
+      return "stop";
+    case StopReason::kLength:
+      return "length";
+    case StopReason::kMaxNewTokens:
+      break;
+  }
+  return "max_new_tokens";
 }
 
 void validate_generation(const GenerationOptions& o,
@@ -112,6 +120,13 @@ void validate_generation(const GenerationOptions& o,
   }
   if (prompts.empty()) {
     throw InvalidInputError("[generate] no prompts: give at least one.");
+  }
+  for (int32_t id : o.stop_tokens) {
+    if (id < 0 || id >= config.vocab_size) {
+      throw ConfigError("[generate] stop token " + std::to_string(id) + " must be in [0, " +
+                        std::to_string(config.vocab_size) +
+                        ") (vocab_size). Fix eos_token_id in config.json, or pass --ignore-eos.");
+    }
   }
   for (size_t p = 0; p < prompts.size(); ++p) {
     const std::vector<int32_t>& prompt = prompts[p];
@@ -131,8 +146,8 @@ void validate_generation(const GenerationOptions& o,
       if (prompt[i] < 0 || prompt[i] >= config.vocab_size) {
         throw InvalidInputError("[generate] prompt" + which + " token id (" +
                                 std::to_string(prompt[i]) + ") at position " + std::to_string(i) +
-                                " must be in [0, vocab_size (" +
-                                std::to_string(config.vocab_size) + ")).");
+                                " must be in [0, vocab_size (" + std::to_string(config.vocab_size) +
+                                ")).");
       }
     }
   }
@@ -180,15 +195,16 @@ std::vector<Generation> generate(GptModel& model, Communicator& tp,
   while (!running.empty()) {
     std::vector<uint64_t> steps;
     for (int64_t b : running) steps.push_back(out[b].tokens.size());
-    const std::vector<int32_t> next =
-        pick_next_tokens(*logits, config.vocab_size, tp, o, steps);
+    const std::vector<int32_t> next = pick_next_tokens(*logits, config.vocab_size, tp, o, steps);
     std::vector<int64_t> still;
     std::vector<int32_t> feed;
     for (size_t r = 0; r < running.size(); ++r) {
       Generation& g = out[running[r]];
       g.tokens.push_back(next[r]);
       const int64_t length = static_cast<int64_t>(prompts[running[r]].size() + g.tokens.size());
-      if (static_cast<int64_t>(g.tokens.size()) == o.max_new_tokens) {
+      if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), next[r]) != o.stop_tokens.end()) {
+        g.stop = StopReason::kStopToken;
+      } else if (static_cast<int64_t>(g.tokens.size()) == o.max_new_tokens) {
         g.stop = StopReason::kMaxNewTokens;
       } else if (length == context) {
         g.stop = StopReason::kLength;

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -137,6 +138,21 @@ class Fields {
   std::string source_;
 };
 
+// eos_token_id: absent or null (none), one id, or a list of ids (Llama 3.1).
+std::vector<int32_t> parse_eos_token_ids(const Fields& f) {
+  if (!f.has("eos_token_id")) return {};
+  const json& v = f.raw("eos_token_id");
+  std::vector<int32_t> ids;
+  for (const json& id : v.is_array() ? v : json::array({v})) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      f.unsupported("eos_token_id", v.dump(), "must be a token id or a list of token ids.");
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
 // GPT-2's MLP activation: the tanh form under its several names, or the exact erf form.
 bool parse_gelu_exact(const Fields& f) {
   const std::string act = f.string_or("activation_function", "gelu_new");
@@ -161,6 +177,7 @@ ModelConfig parse_gpt2(const Fields& f) {
   c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
   c.gelu_exact = parse_gelu_exact(f);
+  c.eos_token_ids = parse_eos_token_ids(f);
   // Options of GPT2Attention that change the scores; colrow scales by 1/sqrt(head_dim) only.
   if (!f.boolean_or("scale_attn_weights", true)) {
     f.unsupported("scale_attn_weights", "false",
@@ -261,6 +278,7 @@ ModelConfig parse_llama_family(const Fields& f, const std::string& type) {
   c.max_position_embeddings = f.integer("max_position_embeddings");
   c.norm_eps = f.number_or("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
+  c.eos_token_ids = parse_eos_token_ids(f);
   const std::string act = f.string_or("hidden_act", "silu");
   if (act != "silu") {
     f.unsupported("hidden_act", act,
@@ -480,6 +498,8 @@ std::string hf_config_json(const ModelConfig& c) {
       j["rope_scaling"] = rope_scaling_json(c.rope_scaling);
     llama_family_json(c, type, j);
   }
+  if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids.front();
+  if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
   j["torch_dtype"] = "float32";
   return j.dump(2) + "\n";
 }

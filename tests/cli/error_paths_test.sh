@@ -105,7 +105,7 @@ expect_in_message "--no-such-flag"
 
 # (d) an activation colrow does not have.
 run_case activation --d-model 48 --tokens 8 --activation relu
-expect_in_message "[mlp] activation (relu) must be one of {gelu, swiglu}"
+expect_in_message "[mlp] activation (relu) must be one of {gelu, gelu-erf, swiglu}"
 
 # (e) no tokens to run.
 run_case tokens --d-model 48 --tokens 0

@@ -128,10 +128,14 @@ Generation reference_generation(GptModel& unsharded, const std::vector<int32_t>&
   std::vector<int32_t> sequence = prompt;
   while (static_cast<int64_t>(g.tokens.size()) < o.max_new_tokens) {
     const std::vector<float> row = full_last_logits(unsharded, alone, sequence);
-    const int32_t next = sample_token(row.data(), config.vocab_size, o.sampling, o.seed,
-                                      g.tokens.size());
+    const int32_t next =
+        sample_token(row.data(), config.vocab_size, o.sampling, o.seed, g.tokens.size());
     g.tokens.push_back(next);
     sequence.push_back(next);
+    for (int32_t stop : o.stop_tokens) {
+      if (next == stop) g.stop = StopReason::kStopToken;
+    }
+    if (g.stop == StopReason::kStopToken) break;
     if (static_cast<int64_t>(g.tokens.size()) == o.max_new_tokens) break;
     if (static_cast<int64_t>(sequence.size()) == config.max_position_embeddings) {
       g.stop = StopReason::kLength;
@@ -188,6 +192,36 @@ TEST(Generator, StopsAtTheContextWithReasonLength) {
   EXPECT_EQ(to_string(g[0].stop), "length");
   EXPECT_EQ(g[1].tokens.size(), 10u);
   EXPECT_EQ(to_string(g[1].stop), "max_new_tokens");
+}
+
+// A stop token (EOS) ends its sequence where it appears, kept as the last
+// token; the other sequences of the batch go on. The stop id is the one greedy
+// decoding of the first prompt emits third, so that sequence stops early.
+TEST(Generator, StopsAtAStopTokenWithReasonStop) {
+  GenerationOptions o = options(0.0f, 0, 1.0f, 8);
+  GptModel model(world(), model_cases().front().config, kSeed);
+  const std::vector<std::vector<int32_t>> prompts = prompts_of({5, 9, 2});
+  const std::vector<Generation> free_run = generate(model, world(), prompts, o);
+  o.stop_tokens = {free_run[0].tokens[2]};
+  expect_generations_match(o, {5, 9, 2});
+  const std::vector<Generation> g = generate(model, world(), prompts, o);
+  const auto first =
+      std::find(free_run[0].tokens.begin(), free_run[0].tokens.end(), o.stop_tokens[0]);
+  const size_t stop_at = static_cast<size_t>(first - free_run[0].tokens.begin()) + 1;
+  ASSERT_LE(stop_at, 3u);
+  EXPECT_EQ(g[0].tokens,
+            std::vector<int32_t>(free_run[0].tokens.begin(), free_run[0].tokens.begin() + stop_at));
+  EXPECT_EQ(to_string(g[0].stop), "stop");
+  for (size_t b = 1; b < prompts.size(); ++b) {
+    const bool emits = std::find(free_run[b].tokens.begin(), free_run[b].tokens.end(),
+                                 o.stop_tokens[0]) != free_run[b].tokens.end();
+    if (!emits) {
+      EXPECT_EQ(g[b].tokens, free_run[b].tokens) << "sequence " << b;
+    }
+  }
+  // A stop id outside the vocabulary is a ConfigError on every rank.
+  o.stop_tokens = {static_cast<int32_t>(model.config().vocab_size)};
+  EXPECT_THROW(generate(model, world(), prompts, o), ConfigError);
 }
 
 // Prefill of each prompt, then per step: embedding + 2 per layer + the pick.

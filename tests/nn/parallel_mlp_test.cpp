@@ -45,7 +45,15 @@ std::string describe(Activation activation, bool bias) {
 }
 
 reference::MlpKind kind_of(Activation activation) {
-  return activation == Activation::kGelu ? reference::MlpKind::kGelu : reference::MlpKind::kSwiGlu;
+  switch (activation) {
+    case Activation::kGeluErf:
+      return reference::MlpKind::kGeluErf;
+    case Activation::kSwiGlu:
+      return reference::MlpKind::kSwiGlu;
+    case Activation::kGelu:
+      break;
+  }
+  return reference::MlpKind::kGelu;
 }
 
 // One projection of the MLP: its Hugging Face name, how it is split, its shape.
@@ -57,7 +65,7 @@ struct Projection {
 
 std::vector<Projection> projections(const MlpConfig& c) {
   const std::string p = c.name + ".";
-  if (c.activation == Activation::kGelu) {
+  if (c.activation != Activation::kSwiGlu) {  // GPT-2's names, either GELU
     return {{p + "c_fc", true, c.ffn_hidden_size, c.d_model},
             {p + "c_proj", false, c.d_model, c.ffn_hidden_size}};
   }
@@ -174,7 +182,7 @@ int64_t mlp_terms(int64_t tokens, int64_t d_model, int64_t ffn) {
 TEST(ParallelMlpTest, MatchesReference) {
   Communicator& tp = world();
   const int tp_rank = tp.rank(), tp_size = tp.size();
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     for (bool bias : {true, false}) {
       SCOPED_TRACE(describe(activation, bias));
       ParallelMLP mlp(tp, make_config(activation, bias));
@@ -211,7 +219,7 @@ TEST(ParallelMlpTest, IdentityProjectionsExposeTheActivation) {
   Tensor identity = Tensor::zeros({kWidth, kWidth});
   for (int64_t i = 0; i < kWidth; ++i) identity(i, i) = 1.0f;
   const Matrix eye = to_matrix(identity);
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     SCOPED_TRACE(to_string(activation));
     ParallelMLP mlp(tp, make_config(activation, /*bias=*/false, kWidth, kWidth));
     reference::MlpWeights w;
@@ -245,7 +253,7 @@ TEST(ParallelMlpTest, IdentityProjectionsExposeTheActivation) {
 TEST(ParallelMlpTest, SecondBackwardDoublesTheGradients) {
   Communicator& tp = world();
   const int tp_rank = tp.rank(), tp_size = tp.size();
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     SCOPED_TRACE(to_string(activation));
     ParallelMLP mlp(tp, make_config(activation, /*bias=*/true));
     const reference::MlpWeights w = gather_weights(tp, mlp);
@@ -299,7 +307,7 @@ TEST(ParallelMlpTest, BackwardMatchesFiniteDifferences) {
   const int tp_rank = tp.rank(), tp_size = tp.size();
   constexpr int64_t kT = 2, kD = 4, kF = 12;
   constexpr float kStep = 0x1p-5f;
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     SCOPED_TRACE(to_string(activation));
     ParallelMLP mlp(tp, make_config(activation, /*bias=*/true, kD, kF));
     const reference::MlpWeights w = gather_weights(tp, mlp);
@@ -410,7 +418,7 @@ TEST(ParallelMlpTest, BackwardMatchesFiniteDifferences) {
 // whatever the activation and bias.
 TEST(ParallelMlpTest, IssuesOneAllReduceEachWay) {
   RecordingCommunicator tp(world());
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     for (bool bias : {true, false}) {
       SCOPED_TRACE(describe(activation, bias));
       ParallelMLP mlp(tp, make_config(activation, bias));
@@ -493,7 +501,7 @@ TEST(ParallelMlpTest, FfnNotDivisibleByTpIsAConfigErrorOnEveryRank) {
   const std::string expected = "[mlp] ffn_hidden_size (" + std::to_string(bad->value) +
                                ") must be divisible by tp (" + std::to_string(tp.size()) +
                                "). Choose tp in " + bad->choices + ".";
-  for (Activation activation : {Activation::kGelu, Activation::kSwiGlu}) {
+  for (Activation activation : {Activation::kGelu, Activation::kGeluErf, Activation::kSwiGlu}) {
     SCOPED_TRACE(to_string(activation));
     expect_config_error(
         [&] { ParallelMLP mlp(tp, make_config(activation, true, kModel, bad->value)); }, expected);

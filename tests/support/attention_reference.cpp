@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 namespace colrow::reference {
 namespace {
@@ -13,8 +14,9 @@ constexpr double kU = kUnitRoundoff;
 // expf within 4 ulp (glibc's vector expf, libmvec, promises 4 ulp; the
 // kernel uses it under -ffast-math); an ulp is at most 2u relative.
 constexpr double kExpRelative = 8 * kU;
-// Slack for the double-precision angle behind a rounded cos/sin (pos * theta^x
-// and cos/sin in double are within ~1e-15 for the positions tested).
+// Slack for the double-precision angle behind a rounded cos/sin (pos * theta^x,
+// with a rope scaling's few more double operations on the frequency, and
+// cos/sin in double are within ~1e-15 for the positions tested).
 constexpr double kAngleSlack = 1e-14;
 
 Bounded exact_value(double v) {
@@ -170,9 +172,44 @@ Matrix values(const BMatrix& a) {
   return out;
 }
 
-BMatrix rope(const BMatrix& x, int64_t tokens, int64_t width, int64_t seq, int64_t head_dim,
-             double theta, bool inverse) {
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta, const RopeScalingSpec& scaling) {
+  constexpr double kPi = 3.14159265358979323846;
   const int64_t half = head_dim / 2;
+  std::vector<double> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) {
+    // 1 / theta^(arange(0, hd, 2) / hd)
+    inv_freq[i] = 1.0 / std::pow(theta, static_cast<double>(2 * i) / static_cast<double>(head_dim));
+  }
+  if (scaling.type == "default") return inv_freq;
+  if (scaling.type == "linear") {
+    for (double& f : inv_freq) f /= scaling.factor;
+    return inv_freq;
+  }
+  if (scaling.type != "llama3") {
+    throw std::invalid_argument("rope reference: unknown rope_type " + scaling.type);
+  }
+  const double original = static_cast<double>(scaling.original_max_position_embeddings);
+  const double low_freq_wavelen = original / scaling.low_freq_factor;
+  const double high_freq_wavelen = original / scaling.high_freq_factor;
+  for (double& f : inv_freq) {
+    const double wavelen = 2.0 * kPi / f;
+    if (wavelen > low_freq_wavelen) {
+      f = f / scaling.factor;  // low frequencies: scaled
+    } else if (wavelen < high_freq_wavelen) {
+      // high frequencies: kept
+    } else {  // in between: interpolated
+      const double smooth = (original / wavelen - scaling.low_freq_factor) /
+                            (scaling.high_freq_factor - scaling.low_freq_factor);
+      f = (1.0 - smooth) * f / scaling.factor + smooth * f;
+    }
+  }
+  return inv_freq;
+}
+
+BMatrix rope(const BMatrix& x, int64_t tokens, int64_t width, int64_t seq, int64_t head_dim,
+             double theta, bool inverse, const RopeScalingSpec& scaling) {
+  const int64_t half = head_dim / 2;
+  const std::vector<double> inv_freq = rope_inv_freq(head_dim, theta, scaling);
   BMatrix y(x.size());
   for (int64_t t = 0; t < tokens; ++t) {
     const double pos = static_cast<double>(t % seq);
@@ -181,9 +218,9 @@ BMatrix rope(const BMatrix& x, int64_t tokens, int64_t width, int64_t seq, int64
       Bounded* yh = &y[t * width + h * head_dim];
       for (int64_t d = 0; d < head_dim; ++d) {
         // cos, sin = cat(freqs, freqs): dimension d uses frequency d mod half.
-        const double inv_freq = 1.0 / std::pow(theta, static_cast<double>(2 * (d % half)) /
-                                                          static_cast<double>(head_dim));
-        const double angle = (inverse ? -1.0 : 1.0) * pos * inv_freq;
+        // The scaled frequency is, like the unscaled one, a double whose
+        // cos/sin the kernel rounds to fp32 once (constant() below).
+        const double angle = (inverse ? -1.0 : 1.0) * pos * inv_freq[d % half];
         const Bounded c = constant(std::cos(angle), kAngleSlack);
         const Bounded s = constant(std::sin(angle), kAngleSlack);
         // rotate_half(x) = cat(-x[half:], x[:half])
@@ -203,6 +240,10 @@ CoreResult causal_attention(const CoreDims& dims, const BMatrix& q, const BMatri
   const Bounded scale = constant(1.0 / std::sqrt(static_cast<double>(hd)));
   // dK, dV: group * seq terms each, grouped by head and by block of query rows.
   const int64_t kv_depth = 2 * group * seq + dims.extra_depth;
+  // The first key query i sees: 0 (causal), or i - window + 1 (sliding window).
+  auto first = [&](int64_t i) -> int64_t {
+    return dims.window > 0 ? std::max<int64_t>(0, i - dims.window + 1) : 0;
+  };
 
   CoreResult r;
   r.probs.assign(batch * nh * seq * seq, {});
@@ -222,15 +263,17 @@ CoreResult causal_attention(const CoreDims& dims, const BMatrix& q, const BMatri
     for (int64_t h = 0; h < nh; ++h) {
       const int64_t g = h / group;
       Bounded* p = &r.probs[(b * nh + h) * seq * seq];
-      // Forward: P row by row, then O = P V.
+      // Forward: P row by row (the visible keys first(i) <= j <= i; the
+      // others keep probability exactly 0), then O = P V.
       for (int64_t i = 0; i < seq; ++i) {
-        std::vector<Bounded> s(i + 1);
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t lo = first(i), n = i - lo + 1;
+        std::vector<Bounded> s(n);
+        for (int64_t j = lo; j <= i; ++j) {
           Sum dot;
           for (int64_t d = 0; d < hd; ++d) dot.add_product(qi(q, b, i, h, d), k[ki(b, j, g, d)]);
-          s[j] = mul(dot.result(hd - 1), scale);
+          s[j - lo] = mul(dot.result(hd - 1), scale);
         }
-        softmax_row(s.data(), i + 1, p + i * seq);
+        softmax_row(s.data(), n, p + i * seq + lo);
         for (int64_t d = 0; d < hd; ++d) {
           Sum o;
           for (int64_t j = 0; j < seq; ++j) o.add_product(p[i * seq + j], v[ki(b, j, g, d)]);
@@ -239,22 +282,24 @@ CoreResult causal_attention(const CoreDims& dims, const BMatrix& q, const BMatri
       }
       // Backward.
       for (int64_t i = 0; i < seq; ++i) {
-        std::vector<Bounded> dp(i + 1), ds(seq);
-        Sum row;  // sum_j dP_ij P_ij
-        for (int64_t j = 0; j <= i; ++j) {
+        const int64_t lo = first(i);
+        std::vector<Bounded> dp(i + 1), ds(seq);  // zero for the masked keys
+        Sum row;                                  // sum_j dP_ij P_ij over the visible keys
+        for (int64_t j = lo; j <= i; ++j) {
           Sum dot;
           for (int64_t d = 0; d < hd; ++d) dot.add_product(qi(dout, b, i, h, d), v[ki(b, j, g, d)]);
           dp[j] = dot.result(hd - 1);
           row.add_product(dp[j], p[i * seq + j]);
         }
+        // Depth i, not i - lo: a kernel may sum the masked (zero) terms too.
         const Bounded c = row.result(i);
-        for (int64_t j = 0; j <= i; ++j) ds[j] = mul(p[i * seq + j], sub(dp[j], c));
+        for (int64_t j = lo; j <= i; ++j) ds[j] = mul(p[i * seq + j], sub(dp[j], c));
         for (int64_t d = 0; d < hd; ++d) {
           Sum dq;
           for (int64_t j = 0; j < seq; ++j) dq.add_product(ds[j], k[ki(b, j, g, d)]);
           r.dq[(b * seq + i) * wq + h * hd + d] = mul(dq.result(seq - 1), scale);
         }
-        for (int64_t j = 0; j <= i; ++j) {
+        for (int64_t j = lo; j <= i; ++j) {
           for (int64_t d = 0; d < hd; ++d) {
             dv_sums[ki(b, j, g, d)].add_product(p[i * seq + j], qi(dout, b, i, h, d));
             dk_sums[ki(b, j, g, d)].add_product(ds[j], qi(q, b, i, h, d));
@@ -281,8 +326,8 @@ AttentionLayerResult attention_layer(const AttentionSpec& spec, const AttentionW
   BMatrix k = linear(xb, w.k_w, w.k_b, tokens, d, wk, 0);
   const BMatrix v = linear(xb, w.v_w, w.v_b, tokens, d, wk, 0);
   if (spec.rope) {
-    q = rope(q, tokens, wq, spec.seq, hd, spec.rope_theta, false);
-    k = rope(k, tokens, wk, spec.seq, hd, spec.rope_theta, false);
+    q = rope(q, tokens, wq, spec.seq, hd, spec.rope_theta, false, spec.rope_scaling);
+    k = rope(k, tokens, wk, spec.seq, hd, spec.rope_theta, false, spec.rope_scaling);
   }
   // o_proj's input gradient does not depend on the forward: d_attn = dy W_o.
   Matrix o_w_t(wq * d);  // W_o^T: [wq, d], so that d_attn = dy (W_o^T)^T
@@ -298,6 +343,7 @@ AttentionLayerResult attention_layer(const AttentionSpec& spec, const AttentionW
   dims.n_kv_head = spec.n_kv_head;
   dims.head_dim = hd;
   dims.extra_depth = tp;
+  dims.window = spec.window;
   const CoreResult core = causal_attention(dims, q, k, v, d_attn);
 
   AttentionLayerResult r;
@@ -307,8 +353,8 @@ AttentionLayerResult attention_layer(const AttentionSpec& spec, const AttentionW
 
   BMatrix dq = core.dq, dk = core.dk;
   if (spec.rope) {
-    dq = rope(dq, tokens, wq, spec.seq, hd, spec.rope_theta, true);
-    dk = rope(dk, tokens, wk, spec.seq, hd, spec.rope_theta, true);
+    dq = rope(dq, tokens, wq, spec.seq, hd, spec.rope_theta, true, spec.rope_scaling);
+    dk = rope(dk, tokens, wk, spec.seq, hd, spec.rope_theta, true, spec.rope_scaling);
   }
   const BMatrix& dv = core.dv;
   linear_weight_grads(xb, dq, tokens, d, wq, !w.q_b.empty(), tp, r.grads.q_w, r.grads.q_b);

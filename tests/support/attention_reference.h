@@ -45,27 +45,57 @@ using BMatrix = std::vector<Bounded>;  // row-major, like Matrix
 BMatrix exact(const Matrix& a);
 Matrix values(const BMatrix& a);
 
-// HF LLaMA's RoPE, written as HF writes it: inv_freq[i] = theta^(-2i/hd),
+// Hugging Face's rope_scaling (config.json), in its own vocabulary.
+struct RopeScalingSpec {
+  std::string type = "default";  // rope_type: "default", "linear" or "llama3"
+  double factor = 1.0;           // linear, llama3
+  double low_freq_factor = 1.0, high_freq_factor = 4.0;  // llama3
+  int64_t original_max_position_embeddings = 8192;       // llama3
+};
+
+// RoPE's head_dim / 2 inverse frequencies, in double, from transformers'
+// modeling_rope_utils:
+//   default (_compute_default_rope_parameters): inv_freq[i] = theta^(-2i/hd)
+//   linear (_compute_linear_scaling_rope_parameters): inv_freq[i] / factor
+//   llama3 (_compute_llama3_parameters): with wavelen = 2 pi / inv_freq[i],
+//     low_freq_wavelen = original / low_freq_factor and
+//     high_freq_wavelen = original / high_freq_factor:
+//       wavelen > low_freq_wavelen:  inv_freq[i] / factor
+//       wavelen < high_freq_wavelen: inv_freq[i]
+//       otherwise: (1 - smooth) inv_freq[i] / factor + smooth inv_freq[i],
+//         smooth = (original / wavelen - low_freq_factor) /
+//                  (high_freq_factor - low_freq_factor)
+// (All three leave the attention scaling at 1.) An unknown type throws
+// std::invalid_argument.
+std::vector<double> rope_inv_freq(int64_t head_dim, double theta,
+                                  const RopeScalingSpec& scaling = {});
+
+// HF LLaMA's RoPE, written as HF writes it: inv_freq = rope_inv_freq(...),
 // angle = pos * inv_freq, cos/sin = cat(freqs, freqs), y = x cos +
 // rotate_half(x) sin, rotate_half(x) = cat(-x[hd/2:], x[:hd/2]); pos = t % seq.
 // inverse = true rotates by -angle (RoPE's backward).
 // x: [tokens, width], width a multiple of head_dim.
 BMatrix rope(const BMatrix& x, int64_t tokens, int64_t width, int64_t seq, int64_t head_dim,
-             double theta, bool inverse);
+             double theta, bool inverse, const RopeScalingSpec& scaling = {});
 
 struct CoreDims {
   int64_t batch = 0, seq = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   // Extra additions on any dK, dV term's path: partial sums over ranks that
   // share a KV head (their dK, dV reach the weights as tp-partial sums).
   int64_t extra_depth = 0;
+  // Sliding window (Mistral, Qwen2): 0 is fully causal; otherwise key j is
+  // visible to query i (positions within the sequence) iff
+  // i - window < j <= i, and a masked key gets probability exactly 0.
+  int64_t window = 0;
 };
 struct CoreResult {
-  BMatrix probs;   // [batch, n_head, seq, seq], zero above the diagonal
+  BMatrix probs;   // [batch, n_head, seq, seq], zero above the diagonal and outside the window
   BMatrix out;     // [batch*seq, n_head*head_dim]
   BMatrix dq;      // like q
   BMatrix dk, dv;  // like k: summed over the query heads of each KV head
 };
-// Causal softmax(q k^T / sqrt(head_dim)) v per (sequence, head); query head h
+// Causal (and, with dims.window, sliding-window) softmax(q k^T /
+// sqrt(head_dim)) v per (sequence, head); query head h
 // reads KV head h / (n_head / n_kv_head). q: [batch*seq, n_head*hd],
 // k, v: [batch*seq, n_kv_head*hd], dout: like q.
 CoreResult causal_attention(const CoreDims& dims, const BMatrix& q, const BMatrix& k,
@@ -75,7 +105,9 @@ struct AttentionSpec {
   int64_t batch = 0, seq = 0, d_model = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   bool rope = false;
   double rope_theta = 10000.0;
-  int tp = 1;  // ranks: partial sums over them add additions to error bounds
+  RopeScalingSpec rope_scaling;
+  int64_t window = 0;  // sliding window, as CoreDims::window (0: fully causal)
+  int tp = 1;          // ranks: partial sums over them add additions to error bounds
 };
 // Weights as nn.Linear stores them ([out, in]); biases empty when absent.
 struct AttentionWeights {

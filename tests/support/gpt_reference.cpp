@@ -23,11 +23,6 @@ const Matrix& get(const NamedTensors& params, const std::string& name) {
   return it->second;
 }
 
-Matrix get_or_empty(const NamedTensors& params, const std::string& name) {
-  const auto it = params.find(name);
-  return it == params.end() ? Matrix{} : it->second;
-}
-
 void add_into(Matrix& dst, const Matrix& src) {
   for (size_t i = 0; i < dst.size(); ++i) dst[i] += src[i];
 }
@@ -76,16 +71,29 @@ void accumulate_norm(const GptSpec& s, const std::string& prefix, const NormResu
   if (!s.llama) grads[prefix + ".bias"] = r.dbeta;
 }
 
-AttentionWeights attention_weights(const NamedTensors& params, const std::string& p) {
+bool has_qkv_bias(const GptSpec& s) {
+  return !s.llama || s.qkv_bias;
+}
+bool has_output_bias(const GptSpec& s) {
+  return !s.llama || s.output_bias;
+}
+
+// A bias the spec asks for (a missing one is an error), or none.
+Matrix bias_if(bool wanted, const NamedTensors& params, const std::string& name) {
+  return wanted ? get(params, name) : Matrix{};
+}
+
+AttentionWeights attention_weights(const GptSpec& s, const NamedTensors& params,
+                                   const std::string& p) {
   AttentionWeights w;
   w.q_w = get(params, p + ".q_proj.weight");
   w.k_w = get(params, p + ".k_proj.weight");
   w.v_w = get(params, p + ".v_proj.weight");
   w.o_w = get(params, p + ".o_proj.weight");
-  w.q_b = get_or_empty(params, p + ".q_proj.bias");
-  w.k_b = get_or_empty(params, p + ".k_proj.bias");
-  w.v_b = get_or_empty(params, p + ".v_proj.bias");
-  w.o_b = get_or_empty(params, p + ".o_proj.bias");
+  w.q_b = bias_if(has_qkv_bias(s), params, p + ".q_proj.bias");
+  w.k_b = bias_if(has_qkv_bias(s), params, p + ".k_proj.bias");
+  w.v_b = bias_if(has_qkv_bias(s), params, p + ".v_proj.bias");
+  w.o_b = bias_if(has_output_bias(s), params, p + ".o_proj.bias");
   return w;
 }
 
@@ -95,6 +103,9 @@ MlpWeights mlp_weights(const GptSpec& s, const NamedTensors& params, const std::
     w.gate_w = get(params, p + ".gate_proj.weight");
     w.up_w = get(params, p + ".up_proj.weight");
     w.down_w = get(params, p + ".down_proj.weight");
+    w.gate_b = bias_if(s.mlp_bias, params, p + ".gate_proj.bias");
+    w.up_b = bias_if(s.mlp_bias, params, p + ".up_proj.bias");
+    w.down_b = bias_if(s.mlp_bias, params, p + ".down_proj.bias");
   } else {
     w.up_w = get(params, p + ".c_fc.weight");
     w.up_b = get(params, p + ".c_fc.bias");
@@ -122,7 +133,19 @@ GptReferenceResult gpt_forward_backward(const GptSpec& s, const NamedTensors& pa
   attn_spec.head_dim = s.head_dim;
   attn_spec.rope = s.llama;
   attn_spec.rope_theta = s.rope_theta;
-  const MlpKind mlp_kind = s.llama ? MlpKind::kSwiGlu : MlpKind::kGelu;
+  attn_spec.rope_scaling.type = s.rope_type;
+  attn_spec.rope_scaling.factor = s.rope_factor;
+  attn_spec.rope_scaling.low_freq_factor = s.low_freq_factor;
+  attn_spec.rope_scaling.high_freq_factor = s.high_freq_factor;
+  attn_spec.rope_scaling.original_max_position_embeddings = s.original_max_position_embeddings;
+  // Layer i's attention: fully causal below max_window_layers, windowed above.
+  auto attn_spec_of = [&](int layer) {
+    AttentionSpec a = attn_spec;
+    a.window = layer >= s.max_window_layers ? s.sliding_window : 0;
+    return a;
+  };
+  const MlpKind mlp_kind =
+      s.llama ? MlpKind::kSwiGlu : (s.gelu_exact ? MlpKind::kGeluErf : MlpKind::kGelu);
 
   // Forward. ids: [tokens] -> x: [tokens, d] (+ wpe[t % seq]).
   Matrix x = embedding_forward(get(params, n.embed), ids, d);
@@ -138,7 +161,9 @@ GptReferenceResult gpt_forward_backward(const GptSpec& s, const NamedTensors& pa
     const Matrix a = norm(s, params, n.norm_1(i), x, zeros, tokens).y;
     // h = x + attn(norm_1(x))
     block_mid[i] = sum(
-        x, values(attention_layer(attn_spec, attention_weights(params, n.attn(i)), a, zeros).y));
+        x,
+        values(
+            attention_layer(attn_spec_of(i), attention_weights(s, params, n.attn(i)), a, zeros).y));
     const Matrix b = norm(s, params, n.norm_2(i), block_mid[i], zeros, tokens).y;
     // x = h + mlp(norm_2(h))
     x = sum(block_mid[i],
@@ -174,6 +199,11 @@ GptReferenceResult gpt_forward_backward(const GptSpec& s, const NamedTensors& pa
       g[n.mlp(i) + ".gate_proj.weight"] = m.grads.gate_w;
       g[n.mlp(i) + ".up_proj.weight"] = m.grads.up_w;
       g[n.mlp(i) + ".down_proj.weight"] = m.grads.down_w;
+      if (s.mlp_bias) {
+        g[n.mlp(i) + ".gate_proj.bias"] = m.grads.gate_b;
+        g[n.mlp(i) + ".up_proj.bias"] = m.grads.up_b;
+        g[n.mlp(i) + ".down_proj.bias"] = m.grads.down_b;
+      }
     } else {
       g[n.mlp(i) + ".c_fc.weight"] = m.grads.up_w;
       g[n.mlp(i) + ".c_fc.bias"] = m.grads.up_b;
@@ -184,7 +214,7 @@ GptReferenceResult gpt_forward_backward(const GptSpec& s, const NamedTensors& pa
     // dx = dh + norm_1'(attn'(dh))
     const NormResult n1f = norm(s, params, n.norm_1(i), block_in[i], zeros, tokens);
     const AttentionLayerResult at =
-        attention_layer(attn_spec, attention_weights(params, n.attn(i)), n1f.y, dh);
+        attention_layer(attn_spec_of(i), attention_weights(s, params, n.attn(i)), n1f.y, dh);
     const NormResult n1 = norm(s, params, n.norm_1(i), block_in[i], values(at.dx), tokens);
     accumulate_norm(s, n.norm_1(i), n1, g);
     const std::string p = n.attn(i);
@@ -192,12 +222,12 @@ GptReferenceResult gpt_forward_backward(const GptSpec& s, const NamedTensors& pa
     g[p + ".k_proj.weight"] = values(at.grads.k_w);
     g[p + ".v_proj.weight"] = values(at.grads.v_w);
     g[p + ".o_proj.weight"] = values(at.grads.o_w);
-    if (!s.llama) {
+    if (has_qkv_bias(s)) {
       g[p + ".q_proj.bias"] = values(at.grads.q_b);
       g[p + ".k_proj.bias"] = values(at.grads.k_b);
       g[p + ".v_proj.bias"] = values(at.grads.v_b);
-      g[p + ".o_proj.bias"] = values(at.grads.o_b);
     }
+    if (has_output_bias(s)) g[p + ".o_proj.bias"] = values(at.grads.o_b);
     dx = sum(dh, n1.dx);
   }
   // dx: [tokens, d] -> wpe rows t % seq, embedding rows ids[t]

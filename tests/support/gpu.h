@@ -26,8 +26,8 @@ inline Device test_gpu(int local_rank = 0) {
 }  // namespace colrow::testing
 
 // First line of every GPU test body.
-#define COLROW_REQUIRE_GPU()                                                       \
-  do {                                                                             \
-    const std::string colrow_gpu_reason_ = ::colrow::testing::gpu_unavailable();   \
+#define COLROW_REQUIRE_GPU()                                                                     \
+  do {                                                                                           \
+    const std::string colrow_gpu_reason_ = ::colrow::testing::gpu_unavailable();                 \
     if (!colrow_gpu_reason_.empty()) GTEST_SKIP() << "GPU test skipped: " << colrow_gpu_reason_; \
   } while (0)

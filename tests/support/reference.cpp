@@ -9,6 +9,20 @@ namespace {
 
 constexpr double kGeluK = 0.79788456080286535588;  // sqrt(2 / pi)
 constexpr double kGeluC = 0.044715;
+constexpr double kInvSqrt2 = 0.70710678118654752440;    // 1 / sqrt(2)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
+bool is_gelu(MlpKind kind) {
+  return kind == MlpKind::kGelu || kind == MlpKind::kGeluErf;
+}
+
+double gelu_of(MlpKind kind, double z) {
+  return kind == MlpKind::kGeluErf ? gelu_erf(z) : gelu(z);
+}
+
+double gelu_grad_of(MlpKind kind, double z) {
+  return kind == MlpKind::kGeluErf ? gelu_erf_grad(z) : gelu_grad(z);
+}
 
 double sigmoid(double x) {
   return 1.0 / (1.0 + std::exp(-x));
@@ -24,11 +38,11 @@ struct Activations {
 Activations activate(MlpKind kind, const MlpWeights& w, const Matrix& x, bool magnitude,
                      int64_t tokens, int64_t d_model, int64_t ffn) {
   Activations act;
-  if (kind == MlpKind::kGelu) {
+  if (is_gelu(kind)) {
     act.a = linear_forward(x, w.up_w, w.up_b, tokens, d_model, ffn);
     act.h.resize(act.a.size());
     for (size_t i = 0; i < act.a.size(); ++i) {
-      act.h[i] = magnitude ? act.a[i] : gelu(act.a[i]);
+      act.h[i] = magnitude ? act.a[i] : gelu_of(kind, act.a[i]);
     }
   } else {
     act.a = linear_forward(x, w.gate_w, w.gate_b, tokens, d_model, ffn);
@@ -53,10 +67,10 @@ MlpResult run_mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matr
   r.grads.down_b = down.db;
   const Matrix& dh = down.dx;  // [tokens, ffn]
 
-  if (kind == MlpKind::kGelu) {
+  if (is_gelu(kind)) {
     Matrix dz(dh.size());
     for (size_t i = 0; i < dz.size(); ++i) {
-      dz[i] = dh[i] * (magnitude ? 1.0 + act.a[i] : gelu_grad(act.a[i]));
+      dz[i] = dh[i] * (magnitude ? 1.0 + act.a[i] : gelu_grad_of(kind, act.a[i]));
     }
     LinearGrads up = linear_backward(x, w.up_w, dz, has_bias, tokens, d_model, ffn);
     r.grads.up_w = up.dw;
@@ -137,6 +151,14 @@ double gelu(double x) {
 double gelu_grad(double x) {
   const double t = std::tanh(kGeluK * (x + kGeluC * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kGeluK * (1.0 + 3.0 * kGeluC * x * x);
+}
+
+double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x * kInvSqrt2));
+}
+
+double gelu_erf_grad(double x) {
+  return 0.5 * (1.0 + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
 }
 
 double silu(double x) {

@@ -1,5 +1,5 @@
-// Unsharded reference for the layer tests: linear, GELU-tanh, SiLU and the two
-// MLPs, forward and backward, in double precision with plain loops. It is
+// Unsharded reference for the layer tests: linear, GELU (tanh and exact erf
+// forms), SiLU and the MLPs, forward and backward, in double precision with plain loops. It is
 // deliberately independent of the library: it includes no colrow header and
 // shares no code with src/, so a bug there cannot hide in its own reference.
 // Matrices are row-major std::vector<double>; a weight W is stored [out, in].
@@ -38,13 +38,19 @@ LinearGrads linear_backward(const Matrix& x, const Matrix& w, const Matrix& dy, 
 // gelu(x) = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), the tanh form GPT-2 uses.
 double gelu(double x);
 double gelu_grad(double x);
+// gelu_erf(x) = x/2 (1 + erf(x / sqrt(2))) = x Phi(x), the exact form (Hugging
+// Face's activation_function "gelu"); gelu_erf'(x) = Phi(x) + x phi(x), phi the
+// standard normal density.
+double gelu_erf(double x);
+double gelu_erf_grad(double x);
 // silu(x) = x sigmoid(x).
 double silu(double x);
 double silu_grad(double x);
 
-enum class MlpKind { kGelu, kSwiGlu };
+// kGelu: the tanh form (GPT-2's gelu_new); kGeluErf: the exact erf form.
+enum class MlpKind { kGelu, kSwiGlu, kGeluErf };
 
-// Weights (and, as output, gradients) of one MLP. gelu uses up (c_fc) and down
+// Weights (and, as output, gradients) of one MLP. gelu (either form) uses up (c_fc) and down
 // (c_proj); swiglu uses gate (gate_proj), up (up_proj) and down (down_proj).
 // Biases are empty when the MLP has none; gate_* are empty for gelu.
 struct MlpWeights {
@@ -60,7 +66,7 @@ struct MlpResult {
 };
 
 // x: [tokens, d_model], dy: [tokens, d_model].
-//   gelu:   y = gelu(x up_w^T + up_b) down_w^T + down_b
+//   gelu:   y = gelu(x up_w^T + up_b) down_w^T + down_b (gelu_erf for kGeluErf)
 //   swiglu: y = (silu(x gate_w^T + gate_b) * (x up_w^T + up_b)) down_w^T + down_b
 MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& dy, int64_t tokens,
               int64_t d_model, int64_t ffn);
@@ -71,6 +77,13 @@ MlpResult mlp(MlpKind kind, const MlpWeights& w, const Matrix& x, const Matrix& 
 //   gelu:   h ~ |z|,         dz ~ (1 + |z|) |dh|        (|gelu(z)| <= |z|,
 //           |gelu'| <= 1.13, |gelu''| <= 0.8: the perturbation of gelu'(z) by
 //           an error e in z is at most 0.8 e <= |z| times gamma)
+//   gelu_erf: the same proxy, since the exact form obeys the same bounds:
+//           |gelu_erf(z)| = |z| Phi(z) <= |z|; gelu_erf'(z) = Phi(z) + z phi(z)
+//           peaks at z = sqrt(2) (where gelu_erf'' = phi(z)(2 - z^2) = 0):
+//           Phi(sqrt 2) + sqrt(2) phi(sqrt 2) = 0.9214 + 0.2076 = 1.129 <= 1.13
+//           (its minimum, at -sqrt 2, is -0.129); |gelu_erf''| = phi(z)|2 - z^2|
+//           is largest at z = 0: 2 phi(0) = 0.798 <= 0.8 (elsewhere its extrema,
+//           at z = +-2, are 2 phi(2) = 0.108)
 //   swiglu: h ~ |a| |b|,     da ~ (1 + |a|) |b| |dh|,  db ~ |a| |dh|
 //           (|silu(a)| <= |a|, |silu'| <= 1.1, |silu''| <= 0.5)
 // Then every fp32 output element of the layer lies within 4 gamma_K M of the

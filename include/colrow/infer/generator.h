@@ -26,12 +26,16 @@ struct GenerationOptions {
   int64_t max_new_tokens = 64;
   SamplingOptions sampling;
   uint64_t seed = 0;  // a sequence's draw at its step s is Philox(seed, s)
+  // A sequence that emits one of these (its end-of-sequence ids) stops there;
+  // the id is kept as its last token, as Hugging Face's generate keeps EOS.
+  std::vector<int32_t> stop_tokens;
 };
 
-// Why a sequence stopped: it has max_new_tokens new tokens, or it filled the
-// model's context (max_position_embeddings tokens, prompt included).
-enum class StopReason { kMaxNewTokens, kLength };
-std::string to_string(StopReason reason);  // "max_new_tokens" | "length"
+// Why a sequence stopped: it emitted a stop token, it has max_new_tokens new
+// tokens, or it filled the model's context (max_position_embeddings tokens,
+// prompt included).
+enum class StopReason { kStopToken, kMaxNewTokens, kLength };
+std::string to_string(StopReason reason);  // "stop" | "max_new_tokens" | "length"
 
 struct Generation {
   std::vector<int32_t> tokens;  // the new ids, the prompt not repeated
@@ -39,8 +43,9 @@ struct Generation {
 };
 
 // Pure, identical on every rank: the sampling knobs, max_new_tokens >= 0, at
-// least one prompt, each of 1 to max_position_embeddings tokens, every id in
-// [0, vocab_size). ConfigError / InvalidInputError naming the value and the fix.
+// least one prompt, each of 1 to max_position_embeddings tokens, every id
+// (prompts and stop tokens) in [0, vocab_size). ConfigError / InvalidInputError naming the value
+// and the fix.
 void validate_generation(const GenerationOptions& options,
                          const std::vector<std::vector<int32_t>>& prompts,
                          const ModelConfig& config);

@@ -45,6 +45,8 @@ struct ModelConfig {
   // Layers [0, max_window_layers) attend fully (qwen2's max_window_layers).
   int64_t sliding_window = 0;
   int max_window_layers = 0;
+  // config.json's eos_token_id (one id or several): generation stops there.
+  std::vector<int32_t> eos_token_ids;
   // config.json's model_type on save: "gpt2", or "llama", "mistral", "qwen2"
   // for the llama family. Empty: the family's name.
   std::string model_type;

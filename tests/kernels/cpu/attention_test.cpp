@@ -29,10 +29,11 @@ using testing::to_matrix;
 
 struct Case {
   int64_t batch, seq, n_head, n_kv_head, head_dim;
+  int64_t window = 0;  // 0: causal; else the sliding window (Mistral)
   std::string name() const {
     return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
            std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
-           std::to_string(head_dim);
+           std::to_string(head_dim) + ", window " + std::to_string(window);
   }
   int64_t tokens() const { return batch * seq; }
   int64_t q_width() const { return n_head * head_dim; }
@@ -40,9 +41,11 @@ struct Case {
 };
 
 // MHA, GQA (3 query heads per KV head), MQA, and seq 130 > the 64-row blocks
-// the kernel works in (blocks of 64, 64, 2).
-const Case kCases[] = {
-    {2, 5, 4, 4, 8}, {2, 7, 6, 2, 4}, {3, 4, 4, 1, 6}, {1, 130, 2, 1, 4}, {2, 1, 2, 2, 4}};
+// the kernel works in (blocks of 64, 64, 2); then sliding windows: of 3 keys,
+// of 1 (each query sees itself only), and of 70 across the row blocks.
+const Case kCases[] = {{2, 5, 4, 4, 8},    {2, 7, 6, 2, 4},      {3, 4, 4, 1, 6},
+                       {1, 130, 2, 1, 4},  {2, 1, 2, 2, 4},      {2, 7, 6, 2, 4, 3},
+                       {1, 5, 2, 2, 4, 1}, {1, 130, 2, 1, 4, 70}};
 
 struct Inputs {
   Tensor q, k, v, dout;
@@ -64,7 +67,7 @@ Outputs run(const Case& c, const Inputs& in) {
             Tensor::empty({c.tokens(), c.q_width()}), Tensor::empty({c.tokens(), c.q_width()}),
             Tensor::empty({c.tokens(), c.kv_width()}), Tensor::empty({c.tokens(), c.kv_width()})};
   Tensor scratch = Tensor::empty(cpu::attention_backward_scratch_shape(c.seq));
-  cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, o.probs, o.out);
+  cpu::attention_forward(in.q, in.k, in.v, c.window, o.probs, o.out);
   cpu::attention_backward(in.q, in.k, in.v, o.probs, in.dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -76,6 +79,7 @@ reference::CoreResult reference_of(const Case& c, const Inputs& in) {
   dims.n_head = c.n_head;
   dims.n_kv_head = c.n_kv_head;
   dims.head_dim = c.head_dim;
+  dims.window = c.window;
   return reference::causal_attention(
       dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
       reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));

@@ -120,11 +120,13 @@ struct Scaling {
 const Scaling kScalings[] = {
     {1.0f, 0.0f}, {1.0f, 1.0f}, {0.5f, -0.75f}, {-2.0f, 0.25f}, {0.0f, 3.0f}};
 
-// Small odd shapes (kernel edges) and shapes past OpenBLAS's register blocks.
+// Small odd shapes (kernel edges), shapes past OpenBLAS's register blocks, and
+// single rows (decoding one token), which take the sgemv path.
 struct Dims {
   int64_t m, n, k;
 };
-const Dims kDims[] = {{1, 1, 1}, {5, 7, 3}, {37, 29, 65}, {64, 48, 130}};
+const Dims kDims[] = {{1, 1, 1},     {5, 7, 3},   {37, 29, 65},
+                      {64, 48, 130}, {1, 29, 65}, {1, 300, 130}};
 
 TEST(GemmTest, AllTransposesAndScalingsMatchReference) {
   for (const Dims& d : kDims) {
@@ -161,36 +163,49 @@ TEST(GemmTest, BetaZeroIgnoresOldContents) {
   gemm(Trans::kNo, Trans::kYes, 1.0f, a, b, 0.0f, c);
   expect_matches(c, reference_gemm(Trans::kNo, Trans::kYes, 1.0, a, b, 0.0, Tensor::zeros({6, 5})),
                  "beta=0 over NaN");
+  // The same for one row (sgemv), with b either way round.
+  for (Trans tb : kBoth) {
+    const Tensor row = a.slice(0, 2, 1);
+    Tensor bt = Tensor::empty(b_shape(tb, 9, 5));
+    fill_uniform(bt, "b one row");
+    Tensor c1 = Tensor::full({1, 5}, std::numeric_limits<float>::quiet_NaN());
+    gemm(Trans::kNo, tb, 1.0f, row, bt, 0.0f, c1);
+    expect_matches(c1, reference_gemm(Trans::kNo, tb, 1.0, row, bt, 0.0, Tensor::zeros({1, 5})),
+                   std::string("one row, beta=0 over NaN, ") + name(tb));
+  }
 }
 
 TEST(GemmTest, StridedColumnBlocksAsOperands) {
   // a, b and c are each a column block of a wider matrix (row stride > cols),
   // as a rank's shard is; c's neighbours outside the block must be untouched.
-  const int64_t m = 7, n = 6, k = 5, pad = 4;
-  for (Trans ta : kBoth) {
-    for (Trans tb : kBoth) {
-      const Shape as = a_shape(ta, m, k), bs = b_shape(tb, k, n);
-      Tensor a_wide = Tensor::empty({as[0], as[1] + pad});
-      Tensor b_wide = Tensor::empty({bs[0], bs[1] + 2 * pad});
-      Tensor c_wide = Tensor::empty({m, n + pad});
-      fill_uniform(a_wide, "a_wide");
-      fill_uniform(b_wide, "b_wide");
-      fill_uniform(c_wide, "c_wide");
-      const Tensor a = a_wide.slice(-1, 1, as[1]);
-      const Tensor b = b_wide.slice(-1, pad, bs[1]);
-      Tensor c = c_wide.slice(-1, 3, n);
-      ASSERT_GT(a.row_stride(), a.size(1));
-      ASSERT_GT(b.row_stride(), b.size(1));
-      ASSERT_GT(c.row_stride(), c.size(1));
-      const Tensor before = c_wide.clone();
-      const Tensor c0 = c.clone();
-      gemm(ta, tb, 1.5f, a, b, 0.5f, c);
-      const std::string what = std::string("strided ") + name(ta) + name(tb);
-      expect_matches(c, reference_gemm(ta, tb, 1.5, a.clone(), b.clone(), 0.5, c0), what);
-      for (int64_t i = 0; i < m; ++i) {
-        for (int64_t j = 0; j < n + pad; ++j) {
-          if (j >= 3 && j < 3 + n) continue;
-          EXPECT_EQ(c_wide(i, j), before(i, j)) << what << " wrote outside c at " << i << "," << j;
+  const int64_t n = 6, k = 5, pad = 4;
+  for (const int64_t m : {7, 1}) {  // 1: the single-row (sgemv) path
+    for (Trans ta : kBoth) {
+      for (Trans tb : kBoth) {
+        const Shape as = a_shape(ta, m, k), bs = b_shape(tb, k, n);
+        Tensor a_wide = Tensor::empty({as[0], as[1] + pad});
+        Tensor b_wide = Tensor::empty({bs[0], bs[1] + 2 * pad});
+        Tensor c_wide = Tensor::empty({m, n + pad});
+        fill_uniform(a_wide, "a_wide");
+        fill_uniform(b_wide, "b_wide");
+        fill_uniform(c_wide, "c_wide");
+        const Tensor a = a_wide.slice(-1, 1, as[1]);
+        const Tensor b = b_wide.slice(-1, pad, bs[1]);
+        Tensor c = c_wide.slice(-1, 3, n);
+        ASSERT_GT(a.row_stride(), a.size(1));
+        ASSERT_GT(b.row_stride(), b.size(1));
+        ASSERT_GT(c.row_stride(), c.size(1));
+        const Tensor before = c_wide.clone();
+        const Tensor c0 = c.clone();
+        gemm(ta, tb, 1.5f, a, b, 0.5f, c);
+        const std::string what = std::string("strided ") + name(ta) + name(tb);
+        expect_matches(c, reference_gemm(ta, tb, 1.5, a.clone(), b.clone(), 0.5, c0), what);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n + pad; ++j) {
+            if (j >= 3 && j < 3 + n) continue;
+            EXPECT_EQ(c_wide(i, j), before(i, j))
+                << what << " wrote outside c at " << i << "," << j;
+          }
         }
       }
     }

@@ -30,10 +30,11 @@ using reference::BMatrix;
 
 struct Case {
   int64_t batch, seq, n_head, n_kv_head, head_dim;
+  int64_t window = 0;  // 0: causal; else the sliding window (Mistral)
   std::string name() const {
     return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
            std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
-           std::to_string(head_dim);
+           std::to_string(head_dim) + ", window " + std::to_string(window);
   }
   int64_t tokens() const { return batch * seq; }
   int64_t q_width() const { return n_head * head_dim; }
@@ -41,9 +42,11 @@ struct Case {
 };
 
 // seq 1; GQA with 3 query heads per KV head; MQA at head_dim 64; odd seqs
-// (33, 100) that are no multiple of a warp or a GEMM tile; MHA.
-const Case kCases[] = {
-    {2, 1, 2, 2, 8}, {2, 7, 6, 2, 8}, {2, 33, 4, 1, 64}, {1, 100, 6, 2, 64}, {3, 17, 3, 3, 8}};
+// (33, 100) that are no multiple of a warp or a GEMM tile; MHA; sliding
+// windows of 3 and of 40 (more than a warp's stride).
+const Case kCases[] = {{2, 1, 2, 2, 8},       {2, 7, 6, 2, 8},  {2, 33, 4, 1, 64},
+                       {1, 100, 6, 2, 64},    {3, 17, 3, 3, 8}, {2, 7, 6, 2, 8, 3},
+                       {1, 100, 6, 2, 64, 40}};
 
 struct Inputs {
   Tensor q, k, v, dout;  // on the host
@@ -64,7 +67,7 @@ Outputs run_cpu(const Case& c, const Inputs& in) {
             Tensor::empty({c.tokens(), c.q_width()}), Tensor::empty({c.tokens(), c.q_width()}),
             Tensor::empty({c.tokens(), c.kv_width()}), Tensor::empty({c.tokens(), c.kv_width()})};
   Tensor scratch = Tensor::empty(cpu::attention_backward_scratch_shape(c.seq));
-  cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, o.probs, o.out);
+  cpu::attention_forward(in.q, in.k, in.v, c.window, o.probs, o.out);
   cpu::attention_backward(in.q, in.k, in.v, o.probs, in.dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -80,7 +83,7 @@ Outputs run_gpu(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v
             Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev)};
   Tensor scratch =
       Tensor::full(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), 7.0f, dev);
-  gpu::attention_forward(q, k, v, /*window=*/0, o.probs, o.out);
+  gpu::attention_forward(q, k, v, c.window, o.probs, o.out);
   gpu::attention_backward(q, k, v, o.probs, dout, o.dq, o.dk, o.dv, scratch);
   return o;
 }
@@ -96,6 +99,7 @@ reference::CoreResult reference_of(const Case& c, const Inputs& in) {
   dims.n_head = c.n_head;
   dims.n_kv_head = c.n_kv_head;
   dims.head_dim = c.head_dim;
+  dims.window = c.window;
   return reference::causal_attention(
       dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
       reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));

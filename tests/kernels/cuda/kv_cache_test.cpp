@@ -29,44 +29,46 @@ const Case kCases[] = {{1, 1, 2, 3}, {4, 4, 8, 33}, {6, 2, 5, 70}, {12, 1, 64, 1
 TEST(KvCacheCuda, MatchesTheCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  for (const Case& c : kCases) {
-    SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head) +
-                 ", head_dim " + std::to_string(c.head_dim));
-    const Shape cache_shape = {3, c.n_kv_head, c.capacity, c.head_dim};
-    Tensor k_cpu = Tensor::zeros(cache_shape), v_cpu = Tensor::zeros(cache_shape);
-    Tensor k_gpu = Tensor::zeros(cache_shape, gpu), v_gpu = Tensor::zeros(cache_shape, gpu);
-    const int64_t prefill = c.capacity - 1;
-    // A prefill of slot 1, then one token for slots 1 and 2 (slot 2 starts empty).
-    const CacheRows steps[] = {{{1}, {0}, prefill}, {{2, 1}, {0, prefill}, 1}};
-    uint32_t seed = 1;
-    for (const CacheRows& rows : steps) {
-      const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
-      const Tensor k = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
-      const Tensor v = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
-      const Tensor q = random_exact({tokens, c.n_head * c.head_dim}, seed++);
-      kernels::cpu::kv_cache_append(k, rows, k_cpu);
-      kernels::cpu::kv_cache_append(v, rows, v_cpu);
-      kernels::cuda::kv_cache_append(k.to(gpu), rows, k_gpu);
-      kernels::cuda::kv_cache_append(v.to(gpu), rows, v_gpu);
-      EXPECT_EQ(k_gpu.to(Device::cpu()).to_vector(), k_cpu.to_vector());
-      EXPECT_EQ(v_gpu.to(Device::cpu()).to_vector(), v_cpu.to_vector());
-      Tensor scores_cpu = Tensor::empty({tokens, c.n_head, c.capacity});
-      Tensor out_cpu = Tensor::empty({tokens, c.n_head * c.head_dim});
-      Tensor scores_gpu = Tensor::empty({tokens, c.n_head, c.capacity}, gpu);
-      Tensor out_gpu = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu);
-      kernels::cpu::cached_attention(q, k_cpu, v_cpu, rows, /*window=*/0, scores_cpu, out_cpu);
-      kernels::cuda::cached_attention(q.to(gpu), k_gpu, v_gpu, rows, /*window=*/0, scores_gpu,
-                                      out_gpu);
-      // Convex combinations of |v| <= 1 whose weights differ by a few ulp
-      // (exp implementations, summation order over <= 129 keys): 1e-5 is
-      // far above that and far below a wrong key, mask or head.
-      const std::vector<float> got = out_gpu.to(Device::cpu()).to_vector(),
-                               want = out_cpu.to_vector();
-      double err = 0.0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        err = std::max(err, std::fabs(double{got[i]} - want[i]));
+  for (const int64_t window : {0, 3, 40}) {  // causal, then sliding windows (Mistral)
+    for (const Case& c : kCases) {
+      SCOPED_TRACE("heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_kv_head) +
+                   ", head_dim " + std::to_string(c.head_dim) + ", window " +
+                   std::to_string(window));
+      const Shape cache_shape = {3, c.n_kv_head, c.capacity, c.head_dim};
+      Tensor k_cpu = Tensor::zeros(cache_shape), v_cpu = Tensor::zeros(cache_shape);
+      Tensor k_gpu = Tensor::zeros(cache_shape, gpu), v_gpu = Tensor::zeros(cache_shape, gpu);
+      const int64_t prefill = c.capacity - 1;
+      // A prefill of slot 1, then one token for slots 1 and 2 (slot 2 starts empty).
+      const CacheRows steps[] = {{{1}, {0}, prefill}, {{2, 1}, {0, prefill}, 1}};
+      uint32_t seed = 1;
+      for (const CacheRows& rows : steps) {
+        const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+        const Tensor k = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
+        const Tensor v = random_exact({tokens, c.n_kv_head * c.head_dim}, seed++);
+        const Tensor q = random_exact({tokens, c.n_head * c.head_dim}, seed++);
+        kernels::cpu::kv_cache_append(k, rows, k_cpu);
+        kernels::cpu::kv_cache_append(v, rows, v_cpu);
+        kernels::cuda::kv_cache_append(k.to(gpu), rows, k_gpu);
+        kernels::cuda::kv_cache_append(v.to(gpu), rows, v_gpu);
+        EXPECT_EQ(k_gpu.to(Device::cpu()).to_vector(), k_cpu.to_vector());
+        EXPECT_EQ(v_gpu.to(Device::cpu()).to_vector(), v_cpu.to_vector());
+        Tensor scores_cpu = Tensor::empty({tokens, c.n_head, c.capacity});
+        Tensor out_cpu = Tensor::empty({tokens, c.n_head * c.head_dim});
+        Tensor scores_gpu = Tensor::empty({tokens, c.n_head, c.capacity}, gpu);
+        Tensor out_gpu = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu);
+        kernels::cpu::cached_attention(q, k_cpu, v_cpu, rows, window, scores_cpu, out_cpu);
+        kernels::cuda::cached_attention(q.to(gpu), k_gpu, v_gpu, rows, window, scores_gpu, out_gpu);
+        // Convex combinations of |v| <= 1 whose weights differ by a few ulp
+        // (exp implementations, summation order over <= 129 keys): 1e-5 is
+        // far above that and far below a wrong key, mask or head.
+        const std::vector<float> got = out_gpu.to(Device::cpu()).to_vector(),
+                                 want = out_cpu.to_vector();
+        double err = 0.0;
+        for (size_t i = 0; i < want.size(); ++i) {
+          err = std::max(err, std::fabs(double{got[i]} - want[i]));
+        }
+        EXPECT_LE(err, 1e-5);
       }
-      EXPECT_LE(err, 1e-5);
     }
   }
 }
