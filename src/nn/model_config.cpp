@@ -234,7 +234,7 @@ void refuse_partial_rotary(const Fields& f) {
 void parse_layer_types(const Fields& f, ModelConfig& c) {
   if (!f.has("layer_types")) return;
   const json& types = f.raw("layer_types");
-  std::string listed = types.dump();
+  const std::string listed = types.dump();
   if (!types.is_array() || static_cast<int64_t>(types.size()) != c.n_layer) {
     f.unsupported("layer_types", listed, "must list one entry per layer (num_hidden_layers).");
   }
@@ -317,7 +317,8 @@ ModelConfig parse_llama_family(const Fields& f, const std::string& type) {
     f.unsupported("sliding_window", std::to_string(c.sliding_window),
                   "must be positive, or null for full attention.");
   }
-  if (type != "llama") parse_layer_types(f, c);
+  // transformers 5 lists qwen2's layers; llama's and mistral's configs have no layer_types.
+  if (type == "qwen2") parse_layer_types(f, c);
   return c;
 }
 

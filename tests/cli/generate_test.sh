@@ -2,7 +2,8 @@
 # colrow generate end to end: the same text and ids at np 1 (tp 1) and np 2
 # (tp 2, and tp 1 x dp 2), greedy and sampled; the prompt comes back first in
 # text mode; --prompts decodes a file of prompts together, as each alone; a
-# full context stops with reason "length"; bad knobs and a vocabulary below the byte tokenizer's 256 ids
+# full context stops with reason "length"; config.json's eos_token_id stops
+# with reason "stop" (the id kept, its text left out) unless --ignore-eos; bad knobs and a vocabulary below the byte tokenizer's 256 ids
 # fail with one clear line on every rank.
 #   generate_test.sh COLROW MPIEXEC MAKE_TEST_CHECKPOINT
 set -eu
@@ -68,6 +69,29 @@ err=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/empty_prompts.txt"
 [ "$(echo "$err" | grep -c 'holds no prompt (every line is empty)')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 generate --model "$dir/gpt2-tiny" --prompts "$dir/missing.txt" 2>&1 >/dev/null) && { echo "FAIL: missing prompts file accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'cannot read prompts file')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+
+# eos_token_id: a copy of the checkpoint whose EOS is the third token greedy
+# decoding emits stops there (the first occurrence of that id).
+free=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "Hello" --max-new-tokens 6 --temperature 0 --json)
+mkdir "$dir/eos"
+cp "$dir/gpt2-tiny/model.safetensors" "$dir/eos/"
+python3 - "$dir/gpt2-tiny/config.json" "$dir/eos/config.json" "$free" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["eos_token_id"] = json.loads(sys.argv[3])["tokens"][2]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+stopped=$(run 2 generate --model "$dir/eos" --prompt "Hello" --max-new-tokens 6 --temperature 0 --json)
+ignored=$(run 2 generate --model "$dir/eos" --prompt "Hello" --max-new-tokens 6 --temperature 0 --json --ignore-eos)
+python3 - "$free" "$stopped" "$ignored" <<'PY'
+import json, sys
+free, stopped, ignored = (json.loads(a) for a in sys.argv[1:4])
+eos = free["tokens"][2]
+n = free["tokens"].index(eos) + 1
+assert stopped["tokens"] == free["tokens"][:n] and stopped["stop_reason"] == "stop", (free, stopped)
+assert stopped["completion"] == free["completion"][:n - 1], (free, stopped)  # bytes: one per token
+assert ignored["tokens"] == free["tokens"] and ignored["stop_reason"] == "max_new_tokens", ignored
+print("ok eos_token_id: stop after", n, "tokens; --ignore-eos runs on")
+PY
 
 # Errors on every rank.
 err=$(run 2 generate --model "$dir/gpt2-tiny" --prompt "x" --top-p 1.5 2>&1 >/dev/null) && { echo "FAIL: top-p 1.5 accepted"; exit 1; }

@@ -24,6 +24,7 @@
 #include "colrow/core/error.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/nn/rope_scaling.h"
+#include "nn/model_test_cases.h"
 #include "support/attention_reference.h"
 #include "support/gpt_reference.h"
 #include "support/test_world.h"
@@ -33,6 +34,8 @@ namespace {
 
 using reference::Matrix;
 using reference::NamedTensors;
+using testing::random_ids;
+using testing::valid_at;
 using testing::world;
 
 constexpr uint64_t kSeed = 11;
@@ -196,15 +199,6 @@ std::vector<Case> cases() {
   };
 }
 
-bool valid_at(const ModelConfig& c, int tp) {
-  try {
-    validate(c, tp);
-    return true;
-  } catch (const ConfigError&) {
-    return false;
-  }
-}
-
 reference::GptSpec spec_of(const ModelConfig& c) {
   reference::GptSpec s;
   s.llama = c.family == ModelFamily::kLlama;
@@ -217,17 +211,7 @@ reference::GptSpec spec_of(const ModelConfig& c) {
   s.n_kv_head = c.n_kv_head;
   s.norm_eps = c.norm_eps;
   s.rope_theta = c.rope_theta;
-  switch (c.rope_scaling.type) {
-    case RopeType::kDefault:
-      s.rope_type = "default";
-      break;
-    case RopeType::kLinear:
-      s.rope_type = "linear";
-      break;
-    case RopeType::kLlama3:
-      s.rope_type = "llama3";
-      break;
-  }
+  s.rope_type = to_string(c.rope_scaling.type);  // HF's rope_type names
   s.rope_factor = c.rope_scaling.factor;
   s.low_freq_factor = c.rope_scaling.low_freq_factor;
   s.high_freq_factor = c.rope_scaling.high_freq_factor;
@@ -374,13 +358,6 @@ double distance_in_bounds(const reference::GptReferenceResult& ref,
     }
   }
   return worst;
-}
-
-std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t vocab) {
-  std::mt19937_64 gen(seed);
-  std::vector<int32_t> ids(count);
-  for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
-  return ids;
 }
 
 TEST(GptModelReferenceTest, LossAndEveryGradientShardMatchDoubleReference) {

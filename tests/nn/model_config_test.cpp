@@ -195,6 +195,11 @@ ModelConfig parse(const std::string& text) {
   return model_config_from_hf_json(text, "c.json");
 }
 
+// The 4-layer model of llama_family_json under `type`, with no extra fields.
+ModelConfig small_config_of(const std::string& type) {
+  return parse(llama_family_json(type, ""));
+}
+
 TEST(ModelConfigTest, ParsesLlama31RopeScaling) {
   // Llama 3.1 8B's config.json fields.
   const ModelConfig c = parse(llama_family_json("llama", R"(, "rope_theta": 500000.0,
@@ -327,6 +332,61 @@ TEST(ModelConfigTest, FieldsThatChangeTheMathAreRefusedNotIgnored) {
     EXPECT_EQ(message_of([&] { parse(c.json); }), c.message) << c.json;
     EXPECT_THROW(parse(c.json), ConfigError) << c.json;
   }
+}
+
+TEST(ModelConfigTest, ParsesEosTokenIdAsOneIdOrAList) {
+  EXPECT_TRUE(parse(llama_family_json("llama", "")).eos_token_ids.empty());
+  EXPECT_TRUE(parse(llama_family_json("llama", R"(, "eos_token_id": null)")).eos_token_ids.empty());
+  EXPECT_EQ(parse(llama_family_json("llama", R"(, "eos_token_id": 2)")).eos_token_ids,
+            std::vector<int32_t>{2});
+  // Llama 3.1's list.
+  EXPECT_EQ(parse(llama_family_json("llama", R"(, "eos_token_id": [128001, 128008, 128009])"))
+                .eos_token_ids,
+            (std::vector<int32_t>{128001, 128008, 128009}));
+  EXPECT_EQ(message_of([] { parse(llama_family_json("llama", R"(, "eos_token_id": [2, -1])")); }),
+            "[config] c.json: eos_token_id ([2,-1]) must be a token id or a list of token ids.");
+  EXPECT_THROW(parse(llama_family_json("llama", R"(, "eos_token_id": "</s>")")), ConfigError);
+}
+
+// What validate() adds for the family options: a window and its layers in
+// range, RoPE scaling only with RoPE, the exact GELU only in gpt2's MLP.
+TEST(ModelConfigTest, ValidateRefusesFamilyOptionsThatCannotApply) {
+  ModelConfig w = small_config_of("mistral");
+  w.sliding_window = -1;
+  EXPECT_EQ(message_of([&] { validate(w, 1); }),
+            "[config] sliding_window (-1) must be >= 0 (0: none) and max_window_layers (0) within "
+            "[0, n_layer (4)].");
+  w.sliding_window = 8;
+  w.max_window_layers = 5;
+  EXPECT_THROW(validate(w, 1), ConfigError);
+  ModelConfig g = model_preset("gpt2-tiny");
+  g.rope_scaling.type = RopeType::kLinear;
+  g.rope_scaling.factor = 2.0;
+  EXPECT_EQ(message_of([&] { validate(g, 1); }),
+            "[config] rope_scaling (linear) needs RoPE: gpt2 has learned positions. Use the llama "
+            "family.");
+  ModelConfig l = model_preset("llama-tiny");
+  l.gelu_exact = true;
+  EXPECT_EQ(message_of([&] { validate(l, 1); }),
+            "[config] gelu_exact is gpt2's option: the llama family's MLP is SwiGLU.");
+}
+
+// config.json cannot express every combination of flags: what a model type
+// has no field for is refused when saving, not written as something else.
+TEST(ModelConfigTest, ExportRefusesWhatTheModelTypeCannotExpress) {
+  ModelConfig g = model_preset("gpt2-tiny");
+  g.mlp_bias = false;
+  EXPECT_EQ(message_of([&] { hf_config_json(g); }),
+            "[config] model_type gpt2 cannot express a model without biases or with a sliding "
+            "window. Use a llama-family model_type.");
+  ModelConfig l = model_preset("llama-tiny");
+  l.attention_qkv_bias = true;  // qwen2's layout under model_type llama
+  EXPECT_EQ(message_of([&] { hf_config_json(l); }),
+            "[config] model_type llama cannot express q/k/v biases without an o_proj bias. Choose "
+            "the model_type whose config.json has it (llama: attention_bias, mlp_bias; mistral: "
+            "sliding_window; qwen2: q/k/v biases, use_sliding_window).");
+  l.model_type = "qwen2";
+  EXPECT_NO_THROW(hf_config_json(l));
 }
 
 TEST(ModelConfigTest, EveryFamilyOptionSurvivesTheExportedConfigJson) {

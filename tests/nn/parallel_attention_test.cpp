@@ -511,6 +511,21 @@ TEST(ParallelAttentionTest, ValidateNamesBothNumbersAndTheFix) {
                       "i + head_dim/2).");
   expect_config_error([] { validate(make_config(48, 12, 0, 0, false, true, 0.0), 1); },
                       "[attention] rope_theta (0.000000) must be positive.");
+  expect_config_error(
+      [] {
+        AttentionConfig c = make_config(48, 12, 0, 0, false, true);
+        c.rope_scaling.type = RopeType::kLinear;
+        c.rope_scaling.factor = 0.0;
+        validate(c, 1);
+      },
+      "[config] rope_scaling.factor (0) must be positive.");
+  expect_config_error(
+      [] {
+        AttentionConfig c = make_config(48, 12, 0, 0, false, true);
+        c.window = -3;
+        validate(c, 1);
+      },
+      "[attention] window (-3) must be >= 0 (0: fully causal).");
   expect_config_error([] { validate(make_config(0, 12, 0, 0, true, false), 1); },
                       "[attention] d_model (0) and n_head (12) must be positive.");
   expect_config_error([] { validate(make_config(48, 12, -1, 0, true, false), 1); },

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
 #include "kernels/cpu/gemm.h"
 
@@ -44,7 +45,7 @@ float softmax_scale(int64_t head_dim) {
 // included (an "omp simd" here, inlined into the parallel region, keeps GCC 12
 // from vectorizing).
 void causal_softmax_row(float* row, int64_t i, int64_t seq, int64_t window) {
-  const int64_t first = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+  const int64_t first = first_visible_key(i, window);
   float max = row[first];
   for (int64_t j = first + 1; j <= i; ++j) max = std::max(max, row[j]);
   float sum = 0.0f;

@@ -4,7 +4,7 @@
 // [b*seq, (b+1)*seq); head h occupies columns [h*head_dim, (h+1)*head_dim).
 // Per (sequence, head), with scale = 1/sqrt(head_dim) and the causal mask
 // (key j visible to query i iff j <= i, and i - window < j when window > 0:
-// Mistral's sliding window, HF's sliding_window_overlay):
+// Mistral's sliding window; the rule is kernels/attention_window.h):
 //   S = scale Q_h K_g^T,  P = softmax(S) row-wise (fp32, max subtracted),
 //   O_h = P V_g,          g = h / (n_head / n_kv_head): the KV head of h (GQA)
 //   backward: dV_g += P^T dO_h,  dP = dO_h V_g^T,  dS = P * (dP - rowsum(dP * P)),

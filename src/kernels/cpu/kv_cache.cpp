@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention_window.h"
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
@@ -76,9 +77,8 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     // S = scale Q K^T  ([n, HS] x [HS, end])
     gemm(Trans::kNo, Trans::kYes, scale, q_bh, k, 0.0f, s);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t last = start + i,
-                    first = window > 0 ? std::max<int64_t>(0, last - window + 1) : 0;
-      causal_softmax(s.data() + i * s.stride(0), first, last, end);
+      const int64_t last = start + i;
+      causal_softmax(s.data() + i * s.stride(0), first_visible_key(last, window), last, end);
     }
     // O = P V  ([n, end] x [end, HS])
     Tensor o = out.slice(0, b * n, n).slice(1, h * hs, hs);

@@ -18,6 +18,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/operands.h"
@@ -68,7 +69,7 @@ __global__ void causal_softmax(float* probs, int64_t rows, int64_t seq, int64_t 
   if (row >= rows) return;  // the whole warp leaves together
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int64_t i = row % seq;
-  const int64_t first = window > 0 && i >= window ? i - window + 1 : 0;
+  const int64_t first = first_visible_key(i, window);
   float* p = probs + row * seq;
   float max = -INFINITY;
   for (int64_t j = first + lane; j <= i; j += kWarp) max = fmaxf(max, p[j]);

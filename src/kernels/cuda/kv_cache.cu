@@ -13,6 +13,7 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/attention_window.h"
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
@@ -58,7 +59,7 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
   const int64_t g = h / (n_head / n_kv_head);
   const SequencePlace place = places[t / n_new];
   const int64_t last = place.start + t % n_new;  // keys [first, last]
-  const int64_t first = window > 0 && last >= window ? last - window + 1 : 0;
+  const int64_t first = first_visible_key(last, window);
   const int64_t head = (place.slot * n_kv_head + g) * capacity;
   const float* q_row = q + t * ld_q + h * head_dim;
   float* s = scores + (t * n_head + h) * capacity;

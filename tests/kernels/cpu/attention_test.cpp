@@ -224,6 +224,8 @@ TEST(AttentionKernelTest, ShapeErrorsAreInternalErrors) {
   const Tensor k3 = random_tensor({c.tokens(), 3 * c.head_dim}, 1);
   EXPECT_THROW(cpu::attention_forward(in.q, k3, k3, /*window=*/0, probs, out), InternalError)
       << "3 KV heads for 4 query heads";
+  EXPECT_THROW(cpu::attention_forward(in.q, in.k, in.v, /*window=*/-1, probs, out), InternalError)
+      << "a negative window";
   cpu::attention_forward(in.q, in.k, in.v, /*window=*/0, probs, out);
   Tensor dq = Tensor::empty(in.q.shape()), dk = Tensor::empty(in.k.shape()),
          dv = Tensor::empty(in.v.shape());

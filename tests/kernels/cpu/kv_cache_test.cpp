@@ -108,6 +108,12 @@ TEST(KvCacheCpu, BadShapesAndOverflowingRowsAreInternalErrors) {
   EXPECT_THROW(kernels::cpu::cached_attention(Tensor::zeros({1, 4}), cache, cache,
                                               CacheRows{{0}, {0}, 1}, /*window=*/0, scores, out),
                InternalError);
+  Tensor scores_ok = Tensor::zeros({1, 2, 4});  // 2 heads
+  EXPECT_THROW(
+      kernels::cpu::cached_attention(Tensor::zeros({1, 4}), cache, cache, CacheRows{{0}, {0}, 1},
+                                     /*window=*/-1, scores_ok, out),
+      InternalError)
+      << "a negative window";
 }
 
 }  // namespace

@@ -230,6 +230,8 @@ TEST(CudaAttentionTest, ShapeErrorsAreInternalErrors) {
       << "4 KV heads for 6 query heads";
   EXPECT_THROW(gpu::attention_forward(host.q, k, v, /*window=*/0, probs, out), InternalError)
       << "q on the host";
+  EXPECT_THROW(gpu::attention_forward(q, k, v, /*window=*/-1, probs, out), InternalError)
+      << "a negative window";
   gpu::attention_forward(q, k, v, /*window=*/0, probs, out);
   Tensor dq = Tensor::empty(q.shape(), dev), dk = Tensor::empty(k.shape(), dev),
          dv = Tensor::empty(v.shape(), dev);

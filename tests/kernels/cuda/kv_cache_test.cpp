@@ -84,6 +84,12 @@ TEST(KvCacheCuda, BadShapesAreInternalErrors) {
   EXPECT_THROW(kernels::cuda::cached_attention(Tensor::zeros({1, 4}, gpu), cache, cache,
                                                CacheRows{{0}, {0}, 1}, /*window=*/0, scores, out),
                InternalError);
+  Tensor scores_ok = Tensor::zeros({1, 2, 4}, gpu);  // 2 heads
+  EXPECT_THROW(
+      kernels::cuda::cached_attention(Tensor::zeros({1, 4}, gpu), cache, cache,
+                                      CacheRows{{0}, {0}, 1}, /*window=*/-1, scores_ok, out),
+      InternalError)
+      << "a negative window";
 }
 
 }  // namespace
