@@ -1,45 +1,87 @@
 // Devices and the CPU allocator; GPU ones come from core/*/device_runtime.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
+#include "core/block_cache.h"
 #include "core/device_runtime.h"
 
 namespace colrow {
 namespace {
 
-constexpr size_t kAlignment = 64;  // one cache line; what AVX-512 loads like
+constexpr size_t kAlignment = 64;                // one cache line; what AVX-512 loads like
+constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 
+// Host memory. Blocks above BlockCache::kLargeBlock are huge-page aligned,
+// advised to be backed by huge pages (fewer faults and TLB misses in the GEMMs
+// that stream them) and cached when freed (see core/block_cache.h); smaller
+// ones go to malloc, whose arenas already reuse them.
 class CpuAllocator final : public Allocator {
  public:
   Device device() const override { return Device::cpu(); }
 
   void* allocate(size_t bytes) override {
-    const size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
-    if (p == nullptr) {
-      throw BackendError("[tensor] allocation of " + std::to_string(bytes) +
-                         " bytes failed on the cpu" + MemoryPhase::describe_current() +
-                         ". Reduce the model or batch size, or add ranks.");
-    }
-    counter_.allocated(bytes);
+    if (bytes > BlockCache::kLargeBlock) return allocate_large(bytes);
+    const size_t size = aligned_size(bytes);
+    void* p = std::aligned_alloc(kAlignment, size);
+    if (p == nullptr) throw out_of_memory(bytes);
+    counter_.allocated(size);
     return p;
   }
 
   void deallocate(void* p, size_t bytes) override {
+    if (bytes > BlockCache::kLargeBlock) {
+      const size_t size = BlockCache::rounded(bytes);
+      std::lock_guard<std::mutex> lock(mutex_);
+      cache_.put(size, p);
+      counter_.freed(size);
+      return;
+    }
     std::free(p);
-    counter_.freed(bytes);
+    counter_.freed(aligned_size(bytes));
   }
 
   size_t bytes_in_use() const override { return counter_.in_use(); }
   size_t peak_bytes_in_use() const override { return counter_.peak(); }
 
  private:
-  AllocationCounter counter_;
+  static size_t aligned_size(size_t bytes) {
+    return (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  }
+
+  static BackendError out_of_memory(size_t bytes) {
+    return BackendError("[tensor] allocation of " + std::to_string(bytes) +
+                        " bytes failed on the cpu" + MemoryPhase::describe_current() +
+                        ". Reduce the model or batch size, or add ranks.");
+  }
+
+  void* allocate_large(size_t bytes) {
+    const size_t size = BlockCache::rounded(bytes);
+    std::lock_guard<std::mutex> lock(mutex_);
+    void* p = cache_.take(size);
+    if (p == nullptr) {
+      p = std::aligned_alloc(kHugePage, size);
+      if (p == nullptr) {  // the cache may hold what is missing
+        cache_.release_all([](void* q, size_t) { std::free(q); });
+        p = std::aligned_alloc(kHugePage, size);
+        if (p == nullptr) throw out_of_memory(bytes);
+      }
+      madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP it is ignored
+    }
+    counter_.allocated(size);
+    return p;
+  }
+
+  std::mutex mutex_;  // guards cache_
+  BlockCache cache_;
+  AllocationCounter counter_;  // bytes held by tensors, as rounded
 };
 
 thread_local std::vector<std::string> t_phases;

@@ -36,11 +36,30 @@ TEST(Device, CpuAllocatorCountsItsBytes) {
   const size_t before = cpu.bytes_in_use();
   {
     Tensor t = Tensor::zeros({1000});
-    EXPECT_EQ(cpu.bytes_in_use(), before + 4000);
-    EXPECT_GE(cpu.peak_bytes_in_use(), before + 4000);
+    EXPECT_EQ(cpu.bytes_in_use(), before + 4032);  // rounded up to whole cache lines
+    EXPECT_GE(cpu.peak_bytes_in_use(), before + 4032);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data()) % 64, 0u);
   }
   EXPECT_EQ(cpu.bytes_in_use(), before);
+}
+
+TEST(Device, CpuAllocatorReusesLargeBlocks) {
+  Allocator& cpu = allocator_for(Device::cpu());
+  const size_t before = cpu.bytes_in_use();
+  const int64_t floats = (int64_t{3} << 20) / 4 + 1;  // 3 MiB + 4 bytes: held as 4 MiB
+  const float* first = nullptr;
+  {
+    Tensor t = Tensor::zeros({floats});
+    first = t.data();
+    EXPECT_EQ(cpu.bytes_in_use(), before + (size_t{4} << 20));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % (size_t{2} << 20), 0u);  // huge-page aligned
+  }
+  EXPECT_EQ(cpu.bytes_in_use(), before);
+  // The freed block comes back for the next tensor of its rounded size (no
+  // new pages to fault in), and is zeroed like any fresh tensor.
+  Tensor again = Tensor::zeros({floats - 100});
+  EXPECT_EQ(again.data(), first);
+  for (float v : again.to_vector()) ASSERT_EQ(v, 0.0f);
 }
 
 TEST(Device, AllocationFailureNamesBytesAndPhase) {

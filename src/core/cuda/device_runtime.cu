@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "core/block_cache.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "core/device_runtime.h"
@@ -45,19 +46,10 @@ cudaStream_t compute_stream(int device) {
 namespace device_runtime {
 namespace {
 
-constexpr size_t kSmallRound = 512;              // bytes; cuBLAS wants 256-byte alignment at most
-constexpr size_t kLargeRound = size_t{2} << 20;  // blocks above 1 MiB round to 2 MiB
-constexpr size_t kLargeBlock = size_t{1} << 20;
-
 std::string gib(size_t bytes) {
   char text[32];
   std::snprintf(text, sizeof text, "%.2f GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
   return text;
-}
-
-size_t rounded(size_t bytes) {
-  const size_t unit = bytes > kLargeBlock ? kLargeRound : kSmallRound;
-  return (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
 }
 
 class CachingCudaAllocator final : public Allocator {
@@ -67,14 +59,10 @@ class CachingCudaAllocator final : public Allocator {
   Device device() const override { return Device::cuda(index_); }
 
   void* allocate(size_t bytes) override {
-    const size_t size = rounded(bytes);
+    const size_t size = BlockCache::rounded(bytes);  // 512-byte aligned: cuBLAS asks for 256
     std::lock_guard<std::mutex> lock(mutex_);
-    void* p = nullptr;
-    auto cached = free_.find(size);
-    if (cached != free_.end()) {
-      p = cached->second;
-      free_.erase(cached);
-    } else {
+    void* p = cache_.take(size);
+    if (p == nullptr) {
       COLROW_CUDA_CHECK(cudaSetDevice(index_));
       if (cudaMalloc(&p, size) != cudaSuccess) {
         cudaGetLastError();  // clear the sticky-free error state of the failed call
@@ -97,9 +85,9 @@ class CachingCudaAllocator final : public Allocator {
   }
 
   void deallocate(void* p, size_t bytes) override {
-    const size_t size = rounded(bytes);
+    const size_t size = BlockCache::rounded(bytes);
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.emplace(size, p);
+    cache_.put(size, p);
     counter_.freed(size);
   }
 
@@ -110,13 +98,12 @@ class CachingCudaAllocator final : public Allocator {
   // The cached blocks back to the driver, after the stream is done with them.
   void release_cache() {
     cudaStreamSynchronize(cuda::compute_stream(index_));
-    for (auto& [size, p] : free_) cudaFree(p);
-    free_.clear();
+    cache_.release_all([](void* p, size_t) { cudaFree(p); });
   }
 
   const int index_;
-  std::mutex mutex_;                   // guards free_
-  std::multimap<size_t, void*> free_;  // exact rounded size -> block
+  std::mutex mutex_;  // guards cache_
+  BlockCache cache_;
   AllocationCounter counter_;          // rounded bytes handed out
 };
 
