@@ -1,10 +1,11 @@
-// colrow: the command-line tool. Verbs: train, eval, generate, tokenize, bench mlp.
+// colrow: the command-line tool. Verbs: train, eval, generate, tokenize, bench mlp|decode|comm.
 // Run under mpirun; every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 
+#include "bench_comm.h"
 #include "bench_decode.h"
 #include "bench_mlp.h"
 #include "colrow/core/error.h"
@@ -43,7 +44,8 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
       ->capture_default_str();
   mlp->add_option("--ffn-hidden", o.ffn_hidden_size, "Hidden units (0 = 4 x d_model)")
       ->capture_default_str();
-  mlp->add_option("--activation", o.activation, "gelu (GPT-2, tanh form), gelu-erf (exact) or swiglu (LLaMA)")
+  mlp->add_option("--activation", o.activation,
+                  "gelu (GPT-2, tanh form), gelu-erf (exact) or swiglu (LLaMA)")
       ->capture_default_str();
   mlp->add_flag("!--no-bias", o.bias, "Projections without bias");
   mlp->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
@@ -58,6 +60,25 @@ void add_bench_mlp(CLI::App& bench, colrow::apps::MlpBenchOptions& o) {
   mlp->add_option("--seed", o.seed, "Seed of weights and inputs")->capture_default_str();
   mlp->add_flag("--json", o.json, "Print one JSON object instead of text");
   colrow::apps::add_device_flags(*mlp, o.device);
+}
+
+void add_bench_comm(CLI::App& bench, colrow::apps::CommBenchOptions& o) {
+  CLI::App* comm = bench.add_subcommand(
+      "comm",
+      "Time and check all_reduce, all_gather and reduce_scatter over every rank "
+      "(nccl-tests' algbw and busbw), shared memory beside Open MPI");
+  comm->add_option("--min-bytes", o.min_bytes, "Smallest size in bytes")->capture_default_str();
+  comm->add_option("--max-bytes", o.max_bytes, "Largest size in bytes")->capture_default_str();
+  comm->add_option("--step-factor", o.step_factor, "Size multiplier between rows")
+      ->capture_default_str();
+  comm->add_option("--ops", o.ops, "Collectives, comma-separated")->capture_default_str();
+  comm->add_option("--comm", o.comm, "auto (shm and mpi side by side), shm or mpi")
+      ->capture_default_str();
+  comm->add_option("--iterations", o.iterations, "Timed calls per size")->capture_default_str();
+  comm->add_option("--warmup", o.warmup, "Untimed calls per size first")->capture_default_str();
+  comm->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  comm->add_flag("--json", o.json, "Print one JSON object instead of text");
 }
 
 void add_bench_decode(CLI::App& bench, colrow::apps::DecodeBenchOptions& o) {
@@ -156,6 +177,8 @@ int main(int argc, char** argv) {
   add_bench_mlp(*bench, mlp_options);
   colrow::apps::DecodeBenchOptions decode_options;
   add_bench_decode(*bench, decode_options);
+  colrow::apps::CommBenchOptions comm_options;
+  add_bench_comm(*bench, comm_options);
   colrow::apps::EvalOptions eval_options;
   add_eval(app, eval_options);
   colrow::apps::GenerateOptions generate_options;
@@ -177,6 +200,7 @@ int main(int argc, char** argv) {
     }
     const colrow::Launch launch{mpi.world(), mpi.local_rank(), mpi.local_ranks()};
     if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, launch);
+    if (bench->got_subcommand("comm")) return colrow::apps::run_comm_bench(comm_options, launch);
     if (bench->got_subcommand("decode")) {
       return colrow::apps::run_decode_bench(decode_options, launch);
     }

@@ -13,8 +13,9 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
                   "or cuda:N")
       ->capture_default_str();
   verb.add_option("--comm", o.comm,
-                  "How GPU tensors cross ranks: auto (NCCL when each rank has its own GPU, "
-                  "host-staged MPI otherwise), nccl or staged")
+                  "How tensors cross ranks. CPU: auto (shared memory among ranks on one node, "
+                  "Open MPI across nodes), shm or mpi. GPU: auto (NCCL when each rank has "
+                  "its own GPU, host-staged MPI otherwise), nccl or staged")
       ->capture_default_str();
   verb.add_flag("--tf32", o.tf32, "Allow TF32 tensor cores in fp32 GEMMs (GPU; off by default)");
 }

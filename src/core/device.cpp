@@ -16,7 +16,7 @@
 namespace colrow {
 namespace {
 
-constexpr size_t kAlignment = 64;                // one cache line; what AVX-512 loads like
+constexpr size_t kAlignment = 64;              // one cache line; what AVX-512 loads like
 constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 
 // Host memory. Blocks above BlockCache::kLargeBlock are huge-page aligned,
@@ -88,8 +88,12 @@ thread_local std::vector<std::string> t_phases;
 
 }  // namespace
 
-MemoryPhase::MemoryPhase(std::string name) { t_phases.push_back(std::move(name)); }
-MemoryPhase::~MemoryPhase() { t_phases.pop_back(); }
+MemoryPhase::MemoryPhase(std::string name) {
+  t_phases.push_back(std::move(name));
+}
+MemoryPhase::~MemoryPhase() {
+  t_phases.pop_back();
+}
 
 std::string MemoryPhase::describe_current() {
   if (t_phases.empty()) return "";

@@ -5,6 +5,15 @@
 
 namespace colrow::collective_checks {
 
+void require_host(const Tensor& t, const char* what, const std::string& group) {
+  if (!t.device().is_cpu()) {
+    throw InternalError("[dist] " + std::string(what) + " over " + group +
+                        ": host collectives take host tensors, got one on " + t.device().str() +
+                        ". Wrap the group with make_device_communicator "
+                        "(dist/device_communicator.h).");
+  }
+}
+
 void require_contiguous(const Tensor& t, const char* what, const std::string& group) {
   if (!t.is_contiguous()) {
     throw InternalError("[dist] " + std::string(what) + " over " + group +

@@ -10,6 +10,10 @@
 
 namespace colrow::collective_checks {
 
+// InternalError unless t is in host memory: GPU tensors reach MPI and shared
+// memory only through a device communicator, which stages them or hands them
+// to NCCL; a device pointer read as host memory would crash or corrupt.
+void require_host(const Tensor& t, const char* what, const std::string& group);
 // InternalError unless t is contiguous.
 void require_contiguous(const Tensor& t, const char* what, const std::string& group);
 // out: [size * n, ...] for in: [n, ...] (all_gather along dim 0).

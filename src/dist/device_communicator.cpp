@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <iostream>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "colrow/dist/mpi_communicator.h"
 #include "dist/nccl/nccl_communicator.h"
+#include "dist/shm/shm_communicator.h"
 #include "dist/staged/staged_communicator.h"
 
 namespace colrow {
@@ -90,19 +93,64 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
+// The CPU's choice (see make_device_communicator).
+std::unique_ptr<Communicator> make_host_communicator(std::unique_ptr<Communicator> host,
+                                                     CommKind kind) {
+  auto* mpi = dynamic_cast<MpiCommunicator*>(host.get());
+  if (kind == CommKind::kMpi || mpi == nullptr || host->size() == 1) return host;
+  const bool one_node = group_on_one_node(mpi->handle());
+  if (!one_node && kind == CommKind::kShm) {
+    throw ConfigError("[dist] comm (shm) over " + host->name() +
+                      " needs every rank of the group on one node, but it spans nodes. "
+                      "Use --comm auto (shared memory within a node, Open MPI across) or mpi.");
+  }
+  if (!one_node) return host;
+  std::unique_ptr<MpiCommunicator> group(static_cast<MpiCommunicator*>(host.release()));
+  if (kind == CommKind::kShm) return std::make_unique<ShmCommunicator>(std::move(group));
+  try {
+    return std::make_unique<ShmCommunicator>(std::move(group));  // keeps `group` if it throws
+  } catch (const BackendError& e) {
+    // Every rank of the group failed alike (SharedSegment agrees first).
+    if (group->rank() == 0) {
+      std::cerr << e.what() << "\n[dist] using Open MPI for " << group->name() << " instead.\n";
+    }
+    return group;
+  }
+}
+
 }  // namespace
 
 CommKind parse_comm_kind(const std::string& text) {
   if (text == "auto") return CommKind::kAuto;
+  if (text == "mpi") return CommKind::kMpi;
+  if (text == "shm") return CommKind::kShm;
   if (text == "nccl") return CommKind::kNccl;
   if (text == "staged") return CommKind::kStaged;
-  throw ConfigError("[dist] comm (" + text + ") must be auto, nccl or staged.");
+  throw ConfigError("[dist] comm (" + text + ") must be auto, mpi, shm, nccl or staged.");
+}
+
+void check_comm_kind(CommKind kind, Device device) {
+  const bool host_kind = kind == CommKind::kMpi || kind == CommKind::kShm;
+  const bool gpu_kind = kind == CommKind::kNccl || kind == CommKind::kStaged;
+  if (device.is_cuda() && host_kind) {
+    throw ConfigError("[dist] comm (" + to_string(kind) + ") carries host tensors, but device is " +
+                      device.str() + ". Use --comm auto, nccl or staged with a GPU.");
+  }
+  if (device.is_cpu() && gpu_kind) {
+    throw ConfigError("[dist] comm (" + to_string(kind) +
+                      ") carries GPU tensors, but device is cpu. "
+                      "Use --comm auto, mpi or shm on the CPU.");
+  }
 }
 
 std::string to_string(CommKind kind) {
   switch (kind) {
     case CommKind::kAuto:
       return "auto";
+    case CommKind::kMpi:
+      return "mpi";
+    case CommKind::kShm:
+      return "shm";
     case CommKind::kNccl:
       return "nccl";
     case CommKind::kStaged:
@@ -114,7 +162,8 @@ std::string to_string(CommKind kind) {
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
                                                        Device device, CommKind kind) {
   COLROW_CHECK(host != nullptr, "make_device_communicator needs the group's MPI communicator");
-  if (device.is_cpu()) return host;
+  check_comm_kind(kind, device);
+  if (device.is_cpu()) return make_host_communicator(std::move(host), kind);
   if (kind == CommKind::kStaged) {
     return std::make_unique<StagedCommunicator>(std::move(host), device);
   }

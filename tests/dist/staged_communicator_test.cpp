@@ -76,7 +76,7 @@ TEST(StagedCommunicatorTest, MpiRejectsGpuTensorsAndNamesTheFix) {
   Tensor gathered = Tensor::zeros({3 * world.size()}, gpu());
   expect_internal_error([&] { world.all_reduce_sum(x); }, "make_device_communicator",
                         "MPI all_reduce_sum of a GPU tensor");
-  expect_internal_error([&] { world.broadcast(x, 0); }, "MPI takes host tensors",
+  expect_internal_error([&] { world.broadcast(x, 0); }, "host collectives take host tensors",
                         "MPI broadcast of a GPU tensor");
   expect_internal_error([&] { world.all_gather(x, gathered); }, "got one on " + gpu().str(),
                         "MPI all_gather of GPU tensors");

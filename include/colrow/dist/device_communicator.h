@@ -1,8 +1,10 @@
-// Device communicators: the one place that decides how a group's collectives
-// reach tensors on a GPU. NCCL (dist/nccl) when every rank of the group has a
-// GPU of its own; host-staged MPI (dist/staged/staged_communicator.h) when ranks
-// share one, which NCCL refuses. Either way the MPI group underneath keeps
-// carrying errors, aborts, flags and every CPU-tensor collective.
+// Group communicators: the one place that decides how a group's collectives
+// travel. On the CPU: shared memory (dist/shm) when every rank of the group is
+// on one node, Open MPI otherwise. On a GPU: NCCL (dist/nccl) when every rank
+// of the group has a GPU of its own; host-staged MPI
+// (dist/staged/staged_communicator.h) when ranks share one, which NCCL
+// refuses. Either way the MPI group underneath keeps carrying errors, aborts
+// and flags.
 #pragma once
 
 #include <memory>
@@ -13,16 +15,26 @@
 
 namespace colrow {
 
-enum class CommKind { kAuto, kNccl, kStaged };
+enum class CommKind { kAuto, kMpi, kShm, kNccl, kStaged };
 
-// "auto" | "nccl" | "staged"; ConfigError otherwise.
+// "auto" | "mpi" | "shm" | "nccl" | "staged"; ConfigError otherwise.
 CommKind parse_comm_kind(const std::string& text);
 std::string to_string(CommKind kind);
 
-// Wraps `host`, an MPI group communicator, so that its collectives also take
-// tensors on `device` (CPU tensors keep going to `host`). A CPU device returns
-// `host` unchanged. Otherwise collective over the group: every rank calls it
-// with a device of the same kind and the same `kind`.
+// Whether `kind` can carry tensors on `device`: ConfigError (value, rule, fix)
+// for mpi or shm with a GPU, and nccl or staged with the CPU.
+void check_comm_kind(CommKind kind, Device device);
+
+// Wraps `host`, an MPI group communicator, for tensors on `device`. Collective
+// over the group: every rank calls it with a device of the same kind and the
+// same `kind`. A `host` that is not MPI (a group of one) is returned as is.
+// On the CPU:
+//   kAuto:   shared memory when the group has more than one rank, all on one
+//            node, and the segment can be made (else a note and Open MPI);
+//            Open MPI otherwise.
+//   kShm:    shared memory, or ConfigError when the group spans nodes.
+//   kMpi:    `host` unchanged.
+// On a GPU (CPU tensors keep going to `host`):
 //   kAuto:   NCCL when no two ranks of the group on one node use the same GPU
 //            index, host-staged MPI otherwise.
 //   kNccl:   ConfigError naming the ranks when two of them share a GPU.

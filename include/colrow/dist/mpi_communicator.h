@@ -32,6 +32,8 @@ class MpiCommunicator final : public Communicator {
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+  // split(), keeping the MPI type (for wrappers that need the handle).
+  std::unique_ptr<MpiCommunicator> split_group(int color, int key, const std::string& name);
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;
 

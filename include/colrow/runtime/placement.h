@@ -1,5 +1,5 @@
-// Where a run computes: the device (--device cpu|cuda), how device tensors
-// travel between ranks (--comm auto|nccl|staged) and whether fp32 GEMMs may
+// Where a run computes: the device (--device cpu|cuda), how tensors travel
+// between ranks (--comm auto|mpi|shm on the CPU, auto|nccl|staged on a GPU) and whether fp32 GEMMs may
 // use TF32 (--tf32). Resolved once, before anything is allocated, identically
 // on every rank, so a bad choice fails everywhere with one line.
 #pragma once
@@ -15,7 +15,7 @@ namespace colrow {
 // What the user asked for, as given on the command line.
 struct DeviceOptions {
   std::string device = "cpu";  // cpu | cuda | cuda:N
-  std::string comm = "auto";   // auto | nccl | staged (device tensors only)
+  std::string comm = "auto";   // auto | mpi | shm (CPU) | nccl | staged (GPU)
   bool tf32 = false;           // allow TF32 in fp32 GEMMs (GPUs only)
 };
 

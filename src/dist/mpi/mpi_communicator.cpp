@@ -16,20 +16,8 @@ namespace {
 
 constexpr int64_t kMaxChunk = INT_MAX / 2;  // elements per MPI call
 
-// GPU tensors reach MPI only through a device communicator, which stages them
-// or hands them to NCCL; a device pointer given to MPI would be read as host memory.
-void require_host(const Tensor& t, const char* what, const std::string& group) {
-  if (!t.device().is_cpu()) {
-    throw InternalError("[dist] " + std::string(what) + " over " + group +
-                        ": MPI takes host tensors, got one on " + t.device().str() +
-                        ". Wrap the group with make_device_communicator "
-                        "(dist/device_communicator.h).");
-  }
-}
-
-// Both checks, at every group size, so tp = 1 catches a wrong operand too.
 void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
-  require_host(t, what, group);
+  collective_checks::require_host(t, what, group);
   collective_checks::require_contiguous(t, what, group);
 }
 
@@ -134,6 +122,11 @@ void MpiCommunicator::barrier() {
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
+  return split_group(color, key, name);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::split_group(int color, int key,
+                                                              const std::string& name) {
   MPI_Comm sub;
   COLROW_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
   return std::make_unique<MpiCommunicator>(sub, name);

@@ -1,0 +1,239 @@
+// Shared-memory collectives for one node (see shm_communicator.h).
+#include "dist/shm/shm_communicator.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "dist/collective_checks.h"
+#include "kernels/cpu/parallel.h"
+
+namespace colrow {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
+constexpr int64_t kLineFloats = 16;  // slices start on cache lines
+constexpr int64_t kBlockFloats = 4096;  // 16 KiB: a unit of parallel copying and summing
+constexpr int kSpinsBeforeYield = 2000;
+
+size_t round_up(size_t n, size_t unit) {
+  return (n + unit - 1) / unit * unit;
+}
+
+size_t flag_region_bytes(int ranks) {
+  return round_up(static_cast<size_t>(ranks) * kFlagBytes, kPage);
+}
+
+uint64_t* flag_of(std::byte* segment, int rank) {
+  return reinterpret_cast<uint64_t*>(segment + static_cast<size_t>(rank) * kFlagBytes);
+}
+
+// dst = src, n floats, in parallel blocks when large.
+void copy_floats(float* dst, const float* src, int64_t n) {
+  const int64_t blocks = (n + kBlockFloats - 1) / kBlockFloats;
+#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t lo = b * kBlockFloats;
+    std::memcpy(dst + lo, src + lo, sizeof(float) * std::min(kBlockFloats, n - lo));
+  }
+}
+
+// max that keeps a NaN from either side, as a sum would.
+inline float max_keeping_nan(float a, float b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// out[i] = sources[0][i] (+ or max) sources[1][i] ... in rank order, for
+// i < n. `out` may be one of the sources: each block is combined in a local
+// accumulator and written once.
+template <bool kMax>
+void combine(float* out, const std::vector<const float*>& sources, int64_t n) {
+  const int64_t blocks = (n + kBlockFloats - 1) / kBlockFloats;
+#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t lo = b * kBlockFloats, len = std::min(kBlockFloats, n - lo);
+    alignas(64) float acc[kBlockFloats];
+    std::memcpy(acc, sources[0] + lo, sizeof(float) * len);
+    for (size_t q = 1; q < sources.size(); ++q) {
+      const float* s = sources[q] + lo;
+      if constexpr (kMax) {
+        for (int64_t i = 0; i < len; ++i) acc[i] = max_keeping_nan(acc[i], s[i]);
+      } else {
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) acc[i] += s[i];
+      }
+    }
+    std::memcpy(out + lo, acc, sizeof(float) * len);
+  }
+}
+
+// Rank r's slice [begin, end) of a chunk of n floats: equal parts of whole
+// cache lines, so no two ranks write one line.
+struct Slice {
+  int64_t begin, end;
+};
+Slice slice_of(int rank, int ranks, int64_t n) {
+  const int64_t per =
+      static_cast<int64_t>(round_up(static_cast<size_t>((n + ranks - 1) / ranks), kLineFloats));
+  const int64_t begin = std::min(n, rank * per);
+  return {begin, std::min(n, begin + per)};
+}
+
+void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
+  collective_checks::require_host(t, what, group);
+  collective_checks::require_contiguous(t, what, group);
+}
+
+}  // namespace
+
+bool group_on_one_node(MPI_Comm comm) {
+  MPI_Comm node;
+  COLROW_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  int node_size = 0, group_size = 0;
+  COLROW_MPI_CHECK(MPI_Comm_size(node, &node_size));
+  COLROW_MPI_CHECK(MPI_Comm_free(&node));
+  COLROW_MPI_CHECK(MPI_Comm_size(comm, &group_size));
+  int mine = node_size == group_size ? 1 : 0, all = 0;
+  COLROW_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm));
+  return all == 1;
+}
+
+ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t slot_bytes)
+    : slot_bytes_(round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
+      slot_floats_(static_cast<int64_t>(slot_bytes_ / sizeof(float))),
+      segment_(host->handle(), flag_region_bytes(host->size()) + 2 * slot_bytes_ * host->size(),
+               host->name()),
+      host_(std::move(host)) {}
+
+float* ShmCommunicator::slot(int rank, int set) const {
+  std::byte* slots = segment_.data() + flag_region_bytes(size());
+  return reinterpret_cast<float*>(slots + (static_cast<size_t>(rank) * 2 + set) * slot_bytes_);
+}
+
+void ShmCommunicator::arrive_and_wait() {
+  ++arrivals_;
+  // Release: this rank's writes to its slot are visible to whoever sees the flag.
+  __atomic_store_n(flag_of(segment_.data(), rank()), arrivals_, __ATOMIC_RELEASE);
+  for (int q = 0; q < size(); ++q) {
+    const uint64_t* flag = flag_of(segment_.data(), q);
+    for (int spins = 0; __atomic_load_n(flag, __ATOMIC_ACQUIRE) < arrivals_; ++spins) {
+      // Ranks may outnumber cores (tests oversubscribe): give the core away
+      // after a short spin, or the rank we wait for may never run.
+      if (spins < kSpinsBeforeYield) {
+        _mm_pause();
+      } else {
+        sched_yield();
+      }
+    }
+  }
+}
+
+void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* what) {
+  require_host_contiguous(x, what, name());
+  const int ranks = size(), me = rank();
+  if (ranks == 1) return;
+  float* data = x.data();
+  std::vector<const float*> sources(ranks);
+  for (int64_t offset = 0, n = x.numel(); offset < n; offset += slot_floats_) {
+    const int64_t count = std::min(slot_floats_, n - offset);
+    const int set = next_set();
+    copy_floats(slot(me, set), data + offset, count);
+    arrive_and_wait();
+    const Slice mine = slice_of(me, ranks, count);
+    for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set) + mine.begin;
+    float* reduced = slot(me, set) + mine.begin;
+    if (reduction == Reduction::kMax) {
+      combine<true>(reduced, sources, mine.end - mine.begin);
+    } else {
+      combine<false>(reduced, sources, mine.end - mine.begin);
+    }
+    arrive_and_wait();
+    for (int q = 0; q < ranks; ++q) {
+      const Slice s = slice_of(q, ranks, count);
+      copy_floats(data + offset + s.begin, slot(q, set) + s.begin, s.end - s.begin);
+    }
+  }
+}
+
+void ShmCommunicator::all_reduce_sum(Tensor& x) {
+  all_reduce(x, Reduction::kSum, "all_reduce_sum");
+}
+
+void ShmCommunicator::all_reduce_max(Tensor& x) {
+  all_reduce(x, Reduction::kMax, "all_reduce_max");
+}
+
+void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  require_host_contiguous(in, "all_gather", name());
+  require_host_contiguous(out, "all_gather", name());
+  collective_checks::require_gather_sizes(in, out, size(), name());
+  const int ranks = size(), me = rank();
+  const int64_t n = in.numel();
+  if (ranks == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  for (int64_t offset = 0; offset < n; offset += slot_floats_) {
+    const int64_t count = std::min(slot_floats_, n - offset);
+    const int set = next_set();
+    copy_floats(slot(me, set), in.data() + offset, count);
+    arrive_and_wait();
+    for (int q = 0; q < ranks; ++q) copy_floats(out.data() + q * n + offset, slot(q, set), count);
+  }
+}
+
+void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  require_host_contiguous(in, "reduce_scatter_sum", name());
+  require_host_contiguous(out, "reduce_scatter_sum", name());
+  collective_checks::require_scatter_sizes(in, out, size(), name());
+  const int ranks = size(), me = rank();
+  const int64_t n = out.numel();
+  if (ranks == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  // A chunk holds `per_rank` floats of each rank's block: ranks x per_rank fit a slot.
+  const int64_t per_rank = std::max<int64_t>(1, slot_floats_ / ranks);
+  std::vector<const float*> sources(ranks);
+  for (int64_t offset = 0; offset < n; offset += per_rank) {
+    const int64_t count = std::min(per_rank, n - offset);
+    const int set = next_set();
+    for (int q = 0; q < ranks; ++q) {
+      copy_floats(slot(me, set) + q * count, in.data() + q * n + offset, count);
+    }
+    arrive_and_wait();
+    for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set) + me * count;
+    combine<false>(out.data() + offset, sources, count);
+  }
+}
+
+void ShmCommunicator::broadcast(Tensor& x, int root) {
+  host_->broadcast(x, root);
+}
+
+void ShmCommunicator::barrier() {
+  host_->barrier();
+}
+
+std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {
+  // The sub-group is on this node too: its collectives stay in shared memory.
+  std::unique_ptr<MpiCommunicator> sub = host_->split_group(color, key, name);
+  if (sub->size() == 1) return sub;
+  return std::make_unique<ShmCommunicator>(std::move(sub), slot_bytes_);
+}
+
+bool ShmCommunicator::all_ranks_failing(double timeout_seconds) {
+  return host_->all_ranks_failing(timeout_seconds);
+}
+
+void ShmCommunicator::abort(int exit_code) {
+  host_->abort(exit_code);
+}
+
+}  // namespace colrow

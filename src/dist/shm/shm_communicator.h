@@ -1,0 +1,77 @@
+// ShmCommunicator: collectives for ranks on one node through shared memory,
+// as vLLM's CPU backend and DeepSpeed's shm all-reduce do for CPU tensor
+// parallelism. Every rank owns two slots in one SharedSegment (two, so that a
+// collective may start writing while ranks still read the previous one).
+//   all_reduce: each rank copies its chunk into its slot; barrier; rank r sums
+//     slice r of every slot, in rank order, into slice r of its own slot;
+//     barrier; every rank copies the R reduced slices out.
+//   all_gather: copy in; barrier; copy every rank's slot out.
+//   reduce_scatter: copy in; barrier; rank r sums block r of every slot.
+// Each element's sum runs over ranks 0, 1, ..., R-1 whatever the threads or
+// the timing, so results are the same bits on every run and every rank.
+// Messages larger than a slot go in slot-sized chunks. The barrier is a flag
+// per rank in the segment; waiting ranks spin briefly, then yield their core.
+// Broadcast, barrier, split, failure agreement and abort go to the group's
+// MPI communicator, which stays the channel for control messages.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "colrow/dist/mpi_communicator.h"
+#include "dist/shm/shared_segment.h"
+
+namespace colrow {
+
+class ShmCommunicator final : public Communicator {
+ public:
+  static constexpr size_t kDefaultSlotBytes = size_t{4} << 20;
+
+  // Collective over `host`, whose ranks must all be on one node. BackendError
+  // on every rank when the segment cannot be made; `host` is then still the
+  // caller's, to fall back on. `slot_bytes` is rounded up to a whole page;
+  // tests make it small to exercise chunking.
+  explicit ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host,
+                           size_t slot_bytes = kDefaultSlotBytes);
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  const std::string& name() const override { return host_->name(); }
+
+  void all_reduce_sum(Tensor& x) override;
+  void all_reduce_max(Tensor& x) override;
+  void all_gather(const Tensor& in, Tensor& out) override;
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
+  void broadcast(Tensor& x, int root) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+  bool all_ranks_failing(double timeout_seconds) override;
+  [[noreturn]] void abort(int exit_code) override;
+
+  // Floats one rank's slot holds: the chunk size of the collectives.
+  int64_t slot_floats() const { return slot_floats_; }
+
+ private:
+  enum class Reduction { kSum, kMax };
+  void all_reduce(Tensor& x, Reduction reduction, const char* what);
+  // Slot `set` of `rank`.
+  float* slot(int rank, int set) const;
+  // Waits until every rank of the group has arrived here as often as this one.
+  void arrive_and_wait();
+  // The slot set the next chunk uses (alternating).
+  int next_set() { return set_ ^= 1; }
+
+  size_t slot_bytes_;
+  int64_t slot_floats_;
+  SharedSegment segment_;  // made before host_ is taken from the caller
+  std::unique_ptr<MpiCommunicator> host_;
+  uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank
+  int set_ = 0;
+};
+
+// Whether every rank of `comm`'s group is on this rank's node. Collective.
+bool group_on_one_node(MPI_Comm comm);
+
+}  // namespace colrow

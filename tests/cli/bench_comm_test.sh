@@ -1,0 +1,44 @@
+#!/bin/sh
+# colrow bench comm end to end at 1, 2 and 3 ranks: one JSON object with a
+# row per collective, size and transport (shared memory and Open MPI side by
+# side when there are ranks to share with, Open MPI alone at one rank), every result checked (wrong = 0),
+# nccl-tests' algbw and busbw consistent with the size and time, sizes that
+# do not divide by the rank count rounded to whole floats per rank; bad flags
+# fail with one clear line on every rank; --comm shm runs shared memory alone.
+#   bench_comm_test.sh COLROW MPIEXEC
+set -eu
+colrow=$1; mpiexec=$2
+run() { np=$1; shift; timeout 120 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
+for np in 1 2 3; do
+  out=$(run "$np" bench comm --min-bytes 4 --max-bytes 300000 --step-factor 9 --iterations 3 --warmup 1 --json)
+  python3 - "$out" "$np" <<'PY'
+import json, sys
+r, np = json.loads(sys.argv[1]), int(sys.argv[2])
+assert r["benchmark"] == "comm" and r["ranks"] == np and r["wrong"] == 0, r
+comms = ["shm", "mpi"] if np > 1 else ["mpi"]  # one rank has nothing to share
+sizes = [4 * 9**i for i in range(6) if 4 * 9**i <= 300000]
+rows = r["results"]
+assert len(rows) == 3 * len(sizes) * len(comms), len(rows)
+for row in rows:
+    assert row["wrong"] == 0 and row["time_us"] > 0, row
+    if row["op"] == "all_reduce":
+        count, factor = max(1, row["bytes"] // 4), 2 * (np - 1) / np
+    else:
+        count, factor = row["count"], (np - 1) / np
+        assert count % np == 0, row  # whole floats per rank
+    assert row["count"] == count and row["bytes"] == 4 * count, row
+    algbw = row["bytes"] / (row["time_us"] * 1e-6) / 1e9
+    assert abs(algbw - row["algbw_gbs"]) <= 1e-6 * algbw, row
+    assert abs(row["busbw_gbs"] - algbw * factor) <= 1e-6 * algbw + 1e-12, row
+print("ok bench comm at", np, "ranks")
+PY
+done
+out=$(run 3 bench comm --comm shm --max-bytes 4096 --ops all_reduce --iterations 2)
+echo "$out" | grep -q "shm (shared memory)" || { echo "FAIL: no shm column: $out"; exit 1; }
+if echo "$out" | grep -q "mpi (Open MPI)"; then echo "FAIL: --comm shm also ran mpi"; exit 1; fi
+echo "$out" | grep -q "# wrong elements in all: 0" || { echo "FAIL: $out"; exit 1; }
+err=$(run 2 bench comm --ops all_reduce,broadcast 2>&1 >/dev/null) && { echo "FAIL: broadcast accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'ops (all_reduce,broadcast) must be a comma-separated list')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 bench comm --min-bytes 64 --max-bytes 8 2>&1 >/dev/null) && { echo "FAIL: max < min accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'must satisfy 4 <= min-bytes <= max-bytes')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+echo "bench_comm_test: all passed"

@@ -1,0 +1,258 @@
+// ShmCommunicator against Open MPI's collectives on the same inputs:
+//   - bitwise on small-integer data, where every partial sum is exact whatever
+//     the order, at sizes that are not multiples of anything (1, 3, 17, 1001)
+//     and across several slots (chunking);
+//   - within fp32 rounding of a double sum on random data;
+//   - bitwise equal to itself across repeated calls, across thread counts and
+//     across ranks (one rank reduces each element, in rank order);
+//   - back-to-back collectives of every kind, which reuse the two slot sets.
+// Also: group_on_one_node, split, and operand errors thrown before anything is
+// shared. make_device_communicator's choice is in device_communicator_test.
+#include "dist/shm/shm_communicator.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "colrow/core/philox.h"
+#include "support/test_world.h"
+
+namespace colrow {
+namespace {
+
+constexpr size_t kSmallSlot = 4096;  // 1024 floats: a few thousand elements span several chunks
+
+MpiCommunicator& mpi_world() {
+  return dynamic_cast<MpiCommunicator&>(testing::world());
+}
+
+// A fresh MPI group over the world (its own communicator, so it cannot match
+// another test's messages), and a ShmCommunicator over another.
+std::unique_ptr<MpiCommunicator> mpi_group() {
+  return mpi_world().split_group(0, mpi_world().rank(), "mpi");
+}
+std::unique_ptr<ShmCommunicator> shm_group(size_t slot_bytes = kSmallSlot) {
+  return std::make_unique<ShmCommunicator>(mpi_world().split_group(0, mpi_world().rank(), "shm"),
+                                           slot_bytes);
+}
+
+Tensor make(int64_t n, const std::function<float(int64_t)>& value) {
+  Tensor t = Tensor::empty({n});
+  for (int64_t k = 0; k < n; ++k) t.data()[k] = value(k);
+  return t;
+}
+
+// Rank-dependent small integers: sums over <= 16 ranks stay far below 2^24.
+Tensor integers(int rank, int64_t n) {
+  return make(n, [&](int64_t k) { return static_cast<float>((k * 7 + rank * 13) % 101 - 50); });
+}
+
+// Normal values, different on every rank.
+Tensor randoms(int rank, int64_t n, uint64_t seed) {
+  return make(n, [&](int64_t k) { return standard_normal(seed, static_cast<uint64_t>(rank), k); });
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data(), b.data(), sizeof(float) * a.numel()) == 0;
+}
+
+const std::vector<int64_t> kSizes = {1, 3, 17, 1001, 1024, 4099};
+
+TEST(ShmCommunicator, AllReduceSumMatchesMpiBitwiseOnIntegers) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  for (int64_t n : kSizes) {
+    Tensor a = integers(shm->rank(), n), b = integers(shm->rank(), n);
+    shm->all_reduce_sum(a);
+    mpi->all_reduce_sum(b);
+    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  }
+}
+
+TEST(ShmCommunicator, AllReduceMaxMatchesMpiBitwise) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  for (int64_t n : kSizes) {
+    Tensor a = randoms(shm->rank(), n, 5), b = randoms(shm->rank(), n, 5);
+    shm->all_reduce_max(a);
+    mpi->all_reduce_max(b);
+    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  }
+}
+
+TEST(ShmCommunicator, AllReduceMaxKeepsNaN) {
+  auto shm = shm_group();
+  Tensor x = Tensor::full({5}, static_cast<float>(shm->rank()));
+  if (shm->rank() == shm->size() - 1) x.data()[2] = NAN;
+  shm->all_reduce_max(x);
+  EXPECT_TRUE(std::isnan(x.data()[2]));
+  EXPECT_EQ(x.data()[0], static_cast<float>(shm->size() - 1));
+}
+
+TEST(ShmCommunicator, AllGatherMatchesMpiBitwise) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  for (int64_t n : kSizes) {
+    const Tensor in = randoms(shm->rank(), n, 7);
+    Tensor a = Tensor::empty({shm->size() * n}), b = Tensor::empty({shm->size() * n});
+    shm->all_gather(in, a);
+    mpi->all_gather(in, b);
+    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  }
+}
+
+TEST(ShmCommunicator, AllGatherKeepsTrailingShape) {
+  auto shm = shm_group();
+  const Tensor in = integers(shm->rank(), 15).view({5, 3});
+  Tensor out = Tensor::empty({5 * shm->size(), 3});
+  shm->all_gather(in, out);
+  for (int q = 0; q < shm->size(); ++q) {
+    EXPECT_TRUE(same_bits(out.slice(0, 5 * q, 5).clone(), integers(q, 15).view({5, 3})));
+  }
+}
+
+TEST(ShmCommunicator, ReduceScatterMatchesMpiBitwiseOnIntegers) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  for (int64_t n : kSizes) {
+    const Tensor in = integers(shm->rank(), shm->size() * n);
+    Tensor a = Tensor::empty({n}), b = Tensor::empty({n});
+    shm->reduce_scatter_sum(in, a);
+    mpi->reduce_scatter_sum(in, b);
+    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  }
+}
+
+// The sum of every rank's random input, in double: the reference for fp32 sums.
+std::vector<double> double_sum(Communicator& mpi, const Tensor& mine) {
+  const int64_t n = mine.numel();
+  Tensor all = Tensor::empty({mpi.size() * n});
+  mpi.all_gather(mine, all);
+  std::vector<double> sum(n, 0.0);
+  for (int q = 0; q < mpi.size(); ++q) {
+    for (int64_t k = 0; k < n; ++k) sum[k] += all.data()[q * n + k];
+  }
+  return sum;
+}
+
+TEST(ShmCommunicator, RandomSumsAreWithinFp32RoundingOfDouble) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  const int64_t n = 5000;
+  const Tensor input = randoms(shm->rank(), n, 11);
+  const std::vector<double> exact = double_sum(*mpi, input);
+  Tensor x = input.clone();
+  shm->all_reduce_sum(x);
+  // R - 1 fp32 additions of terms |x| < ~5: each adds at most 2^-24 of the
+  // running sum, so the error is below R * 2^-24 * sum |x_q| <= R^2 * 5 * 2^-24.
+  const double bound = shm->size() * shm->size() * 5.0 * std::ldexp(1.0, -24);
+  for (int64_t k = 0; k < n; ++k) ASSERT_NEAR(x.data()[k], exact[k], bound) << "element " << k;
+
+  Tensor scattered = Tensor::empty({n / shm->size()});
+  const Tensor full = randoms(shm->rank(), (n / shm->size()) * shm->size(), 12);
+  const std::vector<double> exact_full = double_sum(*mpi, full);
+  shm->reduce_scatter_sum(full, scattered);
+  const int64_t block = scattered.numel();
+  for (int64_t k = 0; k < block; ++k) {
+    ASSERT_NEAR(scattered.data()[k], exact_full[shm->rank() * block + k], bound);
+  }
+}
+
+TEST(ShmCommunicator, SameBitsOnEveryRunThreadCountAndRank) {
+  auto mpi = mpi_group();
+  auto shm = shm_group(size_t{1} << 20);  // 256k-float chunks: the copies and sums go parallel
+  const int64_t n = 300001;
+  const Tensor input = randoms(shm->rank(), n, 13);
+  const int threads = omp_get_max_threads();
+  Tensor first;
+  for (int t : {1, 2, 3, 1}) {
+    omp_set_num_threads(t);
+    Tensor x = input.clone();
+    shm->all_reduce_sum(x);
+    if (first.numel() <= 1) {
+      first = x;
+    } else {
+      EXPECT_TRUE(same_bits(x, first)) << t << " threads";
+    }
+  }
+  omp_set_num_threads(threads);
+  // Every rank holds rank 0's result.
+  Tensor root = first.clone();
+  mpi->broadcast(root, 0);
+  EXPECT_TRUE(same_bits(root, first));
+}
+
+TEST(ShmCommunicator, BackToBackCollectivesReuseTheSlotsSafely) {
+  auto mpi = mpi_group();
+  auto shm = shm_group();
+  const int ranks = shm->size(), me = shm->rank();
+  for (int round = 0; round < 60; ++round) {
+    const int64_t n = 1 + (round * 397) % 3000;  // one to three chunks
+    Tensor a = integers(me + round, n), b = a.clone();
+    shm->all_reduce_sum(a);
+    mpi->all_reduce_sum(b);
+    ASSERT_TRUE(same_bits(a, b)) << "all_reduce round " << round;
+    const Tensor in = integers(me * 3 + round, n);
+    Tensor ga = Tensor::empty({ranks * n}), gb = Tensor::empty({ranks * n});
+    shm->all_gather(in, ga);
+    mpi->all_gather(in, gb);
+    ASSERT_TRUE(same_bits(ga, gb)) << "all_gather round " << round;
+    Tensor sa = Tensor::empty({n}), sb = Tensor::empty({n});
+    shm->reduce_scatter_sum(ga, sa);
+    mpi->reduce_scatter_sum(gb, sb);
+    ASSERT_TRUE(same_bits(sa, sb)) << "reduce_scatter round " << round;
+  }
+}
+
+TEST(ShmCommunicator, EmptyTensorsAndGroupsOfOne) {
+  auto shm = shm_group();
+  Tensor empty = Tensor::empty({0});
+  shm->all_reduce_sum(empty);  // no chunk, no barrier: returns on every rank
+  auto alone = shm->split(shm->rank(), 0, "alone");
+  EXPECT_EQ(alone->size(), 1);
+  Tensor x = Tensor::full({4}, 2.0f);
+  alone->all_reduce_sum(x);
+  EXPECT_EQ(x.data()[3], 2.0f);
+}
+
+TEST(ShmCommunicator, SplitKeepsSharedMemoryAndOrdersByKey) {
+  auto shm = shm_group();
+  if (shm->size() < 2) GTEST_SKIP() << "needs two ranks";
+  // Reverse order: rank r of the world is size-1-r of the split group.
+  auto reversed = shm->split(0, shm->size() - 1 - shm->rank(), "reversed");
+  EXPECT_NE(dynamic_cast<ShmCommunicator*>(reversed.get()), nullptr);
+  EXPECT_EQ(reversed->rank(), shm->size() - 1 - shm->rank());
+  EXPECT_EQ(reversed->name(), "reversed");
+  const Tensor in = Tensor::full({2}, static_cast<float>(reversed->rank()));
+  Tensor out = Tensor::empty({2 * reversed->size()});
+  reversed->all_gather(in, out);
+  for (int q = 0; q < reversed->size(); ++q) EXPECT_EQ(out.data()[2 * q], static_cast<float>(q));
+}
+
+TEST(ShmCommunicator, WrongOperandsThrowBeforeSharing) {
+  auto shm = shm_group();
+  Tensor matrix = Tensor::zeros({4, 6});
+  Tensor columns = matrix.slice(1, 0, 3);  // not contiguous
+  EXPECT_THROW(shm->all_reduce_sum(columns), InternalError);
+  Tensor out = Tensor::empty({shm->size() * 4 + 1});
+  EXPECT_THROW(shm->all_gather(Tensor::zeros({4}), out), InternalError);
+  Tensor small = Tensor::empty({1});
+  EXPECT_THROW(shm->reduce_scatter_sum(Tensor::zeros({shm->size() * 2 + 1}), small), InternalError);
+  // Still in step: a collective after the refusals works.
+  Tensor x = Tensor::full({3}, 1.0f);
+  shm->all_reduce_sum(x);
+  EXPECT_EQ(x.data()[0], static_cast<float>(shm->size()));
+}
+
+TEST(ShmCommunicator, MpiWorldOfOneMachineIsOnOneNode) {
+  EXPECT_TRUE(group_on_one_node(mpi_world().handle()));
+}
+
+}  // namespace
+}  // namespace colrow
