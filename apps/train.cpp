@@ -48,6 +48,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--init", o.init, "Start from this Hugging Face checkpoint (fine-tuning)");
   t->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
+  t->add_flag("--sequence-parallel", o.sequence_parallel,
+              "Megatron's sequence parallelism: norms and residual adds on batch x seq / tp "
+              "token rows (all-gather and reduce-scatter instead of all-reduce)");
   add_device_flags(*t, o.device);
   return t;
 }

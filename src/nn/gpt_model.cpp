@@ -1,7 +1,10 @@
 // The model's forward and backward, one straight script of layer calls.
 // Collectives per step: 1 all-reduce in the embedding, 2 per block forward and
 // 2 backward, 1 backward for the output head's input gradient, and the loss's
-// three all-reduces of [tokens].
+// three all-reduces of [tokens]. Sequence parallel: each block's all-reduces
+// become reduce-scatter + all-gather pairs, the head's input is all-gathered
+// forward and its gradient reduce-scattered, the blocks' dx is all-gathered
+// for the embeddings, and one all-reduce sums the norm (and bias) gradients.
 #include "colrow/nn/gpt_model.h"
 
 #include <algorithm>
@@ -36,21 +39,26 @@ LinearSpec lm_head_spec(const ModelConfig& c, int64_t padded_vocab, uint64_t see
 
 }  // namespace
 
-GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed)
+GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed,
+                   bool sequence_parallel)
     : tp_(tp),
       config_(validated(config, tp.size())),
+      sequence_parallel_(sequence_parallel),
       embedding_(tp, is_gpt2(config) ? "wte" : "model.embed_tokens", config.vocab_size,
                  colrow::padded_vocab_size(config.vocab_size, tp.size(), config.vocab_multiple),
                  config.d_model, Init::normal(0.02f), seed),
       final_norm_(config, is_gpt2(config) ? "ln_f" : "model.norm", seed),
+      head_input_(tp, sequence_parallel),
       loss_(tp, config.vocab_size, embedding_.padded_vocab_size()) {
   if (is_gpt2(config)) {
     positions_.emplace("wpe", config.max_position_embeddings, config.d_model, Init::normal(0.01f),
                        seed);
   }
   for (int layer = 0; layer < config.n_layer; ++layer) {
-    blocks_.push_back(std::make_unique<TransformerBlock>(tp, config, layer, seed));
+    blocks_.push_back(
+        std::make_unique<TransformerBlock>(tp, config, layer, seed, sequence_parallel));
   }
+  for (Parameter* p : final_norm_.parameters()) p->sequence_parallel = sequence_parallel;
   if (!config.tie_word_embeddings) {
     lm_head_.emplace(tp, lm_head_spec(config, embedding_.padded_vocab_size(), seed));
     // Padded vocabulary rows hold zeros, as the embedding's do: they never
@@ -77,6 +85,7 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
                             std::to_string(targets.size()) + " targets must both equal batch (" +
                             std::to_string(batch) + ") x seq (" + std::to_string(seq) + ").");
   }
+  if (sequence_parallel_) require_tokens_divisible(batch * seq, tp_.size(), "model");
   batch_ = batch;
   seq_ = seq;
   // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
@@ -86,9 +95,15 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
   if (positions_) positions_->forward(x_, batch, seq);
 
   const Tensor* h = &x_;
+  if (sequence_parallel_) {  // my block of token rows; no communication
+    const int64_t rows = x_.size(0) / tp_.size();
+    x_block_ = x_.slice(0, tp_.rank() * rows, rows);
+    h = &x_block_;
+  }
   for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
-  normed_ = final_norm_.forward(*h);  // a handle on the norm's output buffer
-  const Tensor& normed = normed_;
+  // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
+  head_in_ = head_input_.forward(final_norm_.forward(*h));
+  const Tensor& normed = head_in_;
 
   // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
   if (lm_head_) {
@@ -104,10 +119,11 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
 
 KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
   if (slots < 1 || capacity < 1 || capacity > config_.max_position_embeddings) {
-    throw InvalidInputError("[model] a KV cache of " + std::to_string(slots) + " slot(s) x " +
-                            std::to_string(capacity) +
-                            " positions: need at least one slot and 1 to max_position_embeddings (" +
-                            std::to_string(config_.max_position_embeddings) + ") positions.");
+    throw InvalidInputError(
+        "[model] a KV cache of " + std::to_string(slots) + " slot(s) x " +
+        std::to_string(capacity) +
+        " positions: need at least one slot and 1 to max_position_embeddings (" +
+        std::to_string(config_.max_position_embeddings) + ") positions.");
   }
   const ParallelAttention& attention = blocks_.front()->attention();
   return KvCache(config_.n_layer, slots, attention.n_kv_head_local(), capacity,
@@ -117,12 +133,16 @@ KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
 const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
                                        const std::vector<int64_t>& slots, int64_t n_new,
                                        KvCache& cache) {
+  if (sequence_parallel_) {
+    throw InternalError(
+        "[model] forward_cached runs without sequence parallelism: build the "
+        "decoding model with sequence_parallel = false");
+  }
   const int64_t batch = static_cast<int64_t>(slots.size());
   if (batch < 1 || n_new < 1 || (batch > 1 && n_new > 1) ||
       static_cast<int64_t>(ids.size()) != batch * n_new) {
-    throw InvalidInputError("[model] forward_cached: " + std::to_string(ids.size()) +
-                            " ids for " + std::to_string(batch) + " sequence(s) x " +
-                            std::to_string(n_new) +
+    throw InvalidInputError("[model] forward_cached: " + std::to_string(ids.size()) + " ids for " +
+                            std::to_string(batch) + " sequence(s) x " + std::to_string(n_new) +
                             " new token(s): one sequence, or one token per sequence.");
   }
   CacheRows rows{slots, {}, n_new};
@@ -166,24 +186,68 @@ const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
 }
 
 void GptModel::backward() {
+  stash_sequence_parallel_grads();
   const Tensor& dlogits_local = loss_.backward();  // [tokens, V_pad/tp], no communication
-  const Tensor* dh = nullptr;
+  Tensor& dh = head_input_.partial_grad();         // [tokens, d_model], partial over tp
   if (lm_head_) {
-    dh = &lm_head_->backward(dlogits_local);  // one all-reduce of dx ([f bwd])
+    lm_head_->backward_partial(dlogits_local, dh, /*accumulate=*/false);
   } else {
-    const Tensor& normed = normed_;
     // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, normed, 1.0f, embedding_.weight().grad);
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_in_, 1.0f,
+              embedding_.weight().grad);
     // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
-    ensure_shape(dh_, normed.shape(), normed.device());
-    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f, dh_);
-    tp_.all_reduce_sum(dh_);  // [f bwd] all-reduce partial input gradients over tp
-    dh = &dh_;
+    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f, dh);
   }
-  const Tensor* dx = &final_norm_.backward(*dh);
+  // [f bwd] all-reduce (or reduce-scatter to my rows) of the partial input gradient
+  const Tensor* dx = &final_norm_.backward(head_input_.backward());
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
+  if (sequence_parallel_) {  // the embeddings were whole: gather dx's row blocks
+    ensure_shape(dx_, x_.shape(), x_.device());
+    tp_.all_gather(*dx, dx_);
+    dx = &dx_;
+  }
   if (positions_) positions_->backward(*dx, batch_, seq_);
   embedding_.backward(*dx);  // no communication ([g bwd] identity)
+  reduce_sequence_parallel_grads();
+}
+
+void GptModel::stash_sequence_parallel_grads() {
+  if (!sequence_parallel_ || tp_.size() == 1) return;
+  if (sequence_parallel_params_.empty()) {
+    int64_t total = 0;
+    for (Parameter* p : parameters()) {
+      if (!p->sequence_parallel) continue;
+      sequence_parallel_params_.push_back(p);
+      total += p->grad.numel();
+    }
+    sp_grads_ = Tensor::empty({total}, device_);
+    sp_grad_stash_ = Tensor::empty({total}, device_);
+  }
+  int64_t offset = 0;
+  for (Parameter* p : sequence_parallel_params_) {
+    const int64_t n = p->grad.numel();
+    sp_grad_stash_.slice(0, offset, n).view(p->grad.shape()).copy_from(p->grad);
+    p->zero_grad();
+    offset += n;
+  }
+}
+
+void GptModel::reduce_sequence_parallel_grads() {
+  if (!sequence_parallel_ || tp_.size() == 1) return;
+  int64_t offset = 0;
+  for (Parameter* p : sequence_parallel_params_) {
+    const int64_t n = p->grad.numel();
+    sp_grads_.slice(0, offset, n).view(p->grad.shape()).copy_from(p->grad);
+    offset += n;
+  }
+  tp_.all_reduce_sum(sp_grads_);  // each rank's tokens' share, summed
+  ops::add_into(sp_grads_, sp_grad_stash_);
+  offset = 0;
+  for (Parameter* p : sequence_parallel_params_) {
+    const int64_t n = p->grad.numel();
+    p->grad.copy_from(sp_grads_.slice(0, offset, n).view(p->grad.shape()));
+    offset += n;
+  }
 }
 
 std::vector<Parameter*> GptModel::parameters() {

@@ -137,11 +137,11 @@ void validate(const AttentionConfig& c, int tp) {
 }
 
 ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& config)
-    : tp_(tp),
-      config_(resolved_and_validated(config, tp.size())),
+    : config_(resolved_and_validated(config, tp.size())),
       n_head_local_(config_.n_head / tp.size()),
       n_kv_head_local_(kv_replicated(config_, tp.size()) ? 1 : config_.n_kv_head / tp.size()),
       kv_replicas_(split_kv_replicas(tp, config_)),
+      input_(tp, config_.sequence_parallel),
       q_proj_(tp,
               projection(config_, "q_proj", config_.d_model, config_.n_head * config_.head_dim)),
       k_proj_(tp,
@@ -153,9 +153,11 @@ ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& co
       o_proj_(tp,
               projection(config_, "o_proj", config_.n_head * config_.head_dim, config_.d_model,
                          /*output=*/true),
-              /*input_is_parallel=*/true) {}
+              /*input_is_parallel=*/true, config_.sequence_parallel) {}
 
-const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t seq) {
+const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, int64_t seq) {
+  // none, or an all-gather of the token blocks: x is then [batch*seq, d_model] on every rank
+  const Tensor& x = input_.forward(x_given);
   if (batch < 1 || seq < 1 || x.ndim() != 2 || x.size(0) != batch * seq ||
       x.size(1) != config_.d_model) {
     throw InvalidInputError("[attention] x " + shape_to_string(x.shape()) + " must be [batch (" +
@@ -166,7 +168,7 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   batch_ = batch;
   seq_ = seq;
   const int64_t tokens = batch * seq, hd = config_.head_dim;
-  // [f fwd] identity: x is replicated over tp; each projection reads it whole.
+  // Each projection reads the whole x.
   // x: [tokens, d_model] -> q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
   const Tensor& q = q_proj_.forward(x);
   const Tensor& k = k_proj_.forward(x);
@@ -189,11 +191,16 @@ const Tensor& ParallelAttention::forward(const Tensor& x, int64_t batch, int64_t
   ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, config_.window,
                          probs_, attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
-  return o_proj_.forward(attn_out_);  // one all-reduce over tp ([g fwd])
+  return o_proj_.forward(attn_out_);  // one all-reduce (or reduce-scatter) over tp
 }
 
 const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows& rows,
                                                 Tensor& k_cache, Tensor& v_cache) {
+  if (config_.sequence_parallel) {
+    throw InternalError(
+        "[attention] forward_cached runs without sequence parallelism: build "
+        "the decoding model with sequence_parallel = false");
+  }
   const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
   const int64_t hd = config_.head_dim, capacity = k_cache.ndim() == 4 ? k_cache.size(2) : 0;
   if (x.ndim() != 2 || x.size(0) != tokens || x.size(1) != config_.d_model ||
@@ -240,13 +247,13 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
 
 const Tensor& ParallelAttention::backward(const Tensor& dy) {
   if (batch_ == 0) throw InternalError("[attention] backward called before forward");
-  const int64_t tokens = batch_ * seq_;
-  if (dy.ndim() != 2 || dy.size(0) != tokens || dy.size(1) != config_.d_model) {
+  const int64_t rows = input_.local_rows(batch_ * seq_);
+  if (dy.ndim() != 2 || dy.size(0) != rows || dy.size(1) != config_.d_model) {
     throw InvalidInputError("[attention] dy " + shape_to_string(dy.shape()) + " must be [" +
-                            std::to_string(tokens) + ", " + std::to_string(config_.d_model) +
+                            std::to_string(rows) + ", " + std::to_string(config_.d_model) +
                             "], the shape of forward's output.");
   }
-  // dy: [tokens, d_model] -> d_attn: [tokens, n_head_local*hd], no communication ([g bwd])
+  // dy -> d_attn: [tokens, n_head_local*hd]; none, or an all-gather of dy's token blocks
   const Tensor& d_attn = o_proj_.backward(dy);
   const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
   const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
@@ -272,11 +279,11 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
     kv[i]->zero_grad();
   }
   // Every projection read the same x: sum their partial dx, then reduce once.
-  ensure_shape(dx_, {tokens, config_.d_model}, dy.device());
-  q_proj_.backward_partial(dq_, dx_, /*accumulate=*/false);
-  k_proj_.backward_partial(dk_, dx_, /*accumulate=*/true);
-  v_proj_.backward_partial(dv_, dx_, /*accumulate=*/true);
-  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
+  Tensor& dx = input_.partial_grad();
+  q_proj_.backward_partial(dq_, dx, /*accumulate=*/false);
+  k_proj_.backward_partial(dk_, dx, /*accumulate=*/true);
+  v_proj_.backward_partial(dv_, dx, /*accumulate=*/true);
+  const Tensor& dx_summed = input_.backward();  // all-reduce (or reduce-scatter) over tp
   if (kv_replicas_) {
     // [kv replicas bwd] all-reduce this step's k_proj, v_proj gradients over the KV head's ranks
     kv_replicas_->all_reduce_sum(k_proj_.weight().grad);
@@ -287,7 +294,7 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
       if (kv[i] != nullptr) ops::add_into(kv[i]->grad, kv_grad_stash_[i]);
     }
   }
-  return dx_;
+  return dx_summed;
 }
 
 std::array<Parameter*, 4> ParallelAttention::kv_parameters() {

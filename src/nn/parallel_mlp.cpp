@@ -1,4 +1,5 @@
-// ParallelMLP: column -> activation -> row, one all-reduce each way.
+// ParallelMLP: column -> activation -> row, one all-reduce each way (with
+// sequence parallelism: an all-gather and a reduce-scatter each way).
 #include "colrow/nn/parallel_mlp.h"
 
 #include "colrow/core/error.h"
@@ -64,45 +65,49 @@ void validate(const MlpConfig& config, int tp) {
 }
 
 ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
-    : tp_(tp),
-      config_(validated(config, tp.size())),
+    : config_(validated(config, tp.size())),
+      input_(tp, config.sequence_parallel),
       up_(tp, projection(config, gated(config) ? "up_proj" : "c_fc", config.d_model,
                          config.ffn_hidden_size)),
-      down_(tp, projection(config, gated(config) ? "down_proj" : "c_proj", config.ffn_hidden_size,
-                           config.d_model)) {
+      down_(tp,
+            projection(config, gated(config) ? "down_proj" : "c_proj", config.ffn_hidden_size,
+                       config.d_model),
+            /*input_is_parallel=*/true, config.sequence_parallel) {
   if (gated(config)) {
     gate_.emplace(tp, projection(config, "gate_proj", config.d_model, config.ffn_hidden_size));
   }
 }
 
-const Tensor& ParallelMLP::forward(const Tensor& x) {
+const Tensor& ParallelMLP::forward(const Tensor& x_given) {
   // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
-  const Tensor& up = up_.forward(x);  // no communication
+  const Tensor& x = input_.forward(x_given);  // none, or an all-gather of the token blocks
+  const Tensor& up = up_.forward(x);          // no communication
   ensure_shape(hidden_, up.shape(), up.device());
   if (gate_) {
     ops::swiglu_forward(gate_->forward(x), up, hidden_);
   } else {
     ops::gelu_forward(gelu_form(config_), up, hidden_);
   }
-  return down_.forward(hidden_);  // one all-reduce over tp ([g fwd])
+  return down_.forward(hidden_);  // one all-reduce (or reduce-scatter) over tp
 }
 
 const Tensor& ParallelMLP::backward(const Tensor& dy) {
-  const Tensor& d_hidden = down_.backward(dy);  // [tokens, ffn/tp], no communication
+  // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
+  const Tensor& d_hidden = down_.backward(dy);
   ensure_shape(d_up_, d_hidden.shape(), d_hidden.device());
-  if (!gate_) {
+  Tensor& dx = input_.partial_grad();
+  if (gate_) {
+    ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());
+    ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
+    // Both branches read the same x: sum their partial dx, then reduce once.
+    gate_->backward_partial(d_gate_, dx, /*accumulate=*/false);
+    up_.backward_partial(d_up_, dx, /*accumulate=*/true);
+  } else {
     // c_fc's output is still in up_'s buffer: GELU backward reads its input.
     ops::gelu_backward(gelu_form(config_), up_.output(), d_hidden, d_up_);
-    return up_.backward(d_up_);  // one all-reduce over tp ([f bwd])
+    up_.backward_partial(d_up_, dx, /*accumulate=*/false);
   }
-  ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());
-  ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
-  // Both branches read the same x: sum their partial dx, then reduce once.
-  ensure_shape(dx_, {dy.size(0), config_.d_model}, dy.device());
-  gate_->backward_partial(d_gate_, dx_, /*accumulate=*/false);
-  up_.backward_partial(d_up_, dx_, /*accumulate=*/true);
-  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
-  return dx_;
+  return input_.backward();  // all-reduce (or reduce-scatter) partial input gradients over tp
 }
 
 std::vector<Parameter*> ParallelMLP::parameters() {

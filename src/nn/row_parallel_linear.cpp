@@ -1,10 +1,12 @@
 // RowParallelLinear: input features split over tp.
 // Collectives: forward one all-reduce of y over tp ([g fwd]); backward none
-// (one all-gather of dx when the layer scattered its input itself).
+// (one all-gather of dx when the layer scattered its input itself). With
+// sequence parallelism a reduce-scatter forward and an all-gather backward.
 #include "colrow/nn/row_parallel_linear.h"
 
 #include "colrow/core/error.h"
 #include "colrow/dist/mappings.h"
+#include "colrow/nn/tp_region_input.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -20,10 +22,11 @@ const LinearSpec& validated(const LinearSpec& spec, int tp) {
 }  // namespace
 
 RowParallelLinear::RowParallelLinear(Communicator& tp, const LinearSpec& spec,
-                                     bool input_is_parallel)
+                                     bool input_is_parallel, bool sequence_parallel)
     : tp_(tp),
       spec_(validated(spec, tp.size())),
       input_is_parallel_(input_is_parallel),
+      sequence_parallel_(sequence_parallel),
       in_features_local_(spec.in_features / tp.size()),
       weight_(spec.name + ".weight",
               ShardSpec{{spec.out_features, spec.in_features}, /*dim=*/1, tp.rank(), tp.size()},
@@ -31,6 +34,7 @@ RowParallelLinear::RowParallelLinear(Communicator& tp, const LinearSpec& spec,
   if (spec.bias) {
     bias_.emplace(spec.name + ".bias", ShardSpec::replicated({spec.out_features}),
                   spec.resolved_bias_init(), spec.seed);
+    bias_->sequence_parallel = sequence_parallel;  // added to token blocks: partial gradients
   }
 }
 
@@ -45,17 +49,32 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   // partial y = x_local W_local^T  ([tokens, in/tp] x [in/tp, out])
   ensure_shape(y_, {tokens, spec_.out_features}, weight_.value.device());
   ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, y_);
+  if (sequence_parallel_) {
+    require_tokens_divisible(tokens, tp_.size(), "row_parallel_linear");
+    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, y_.device());
+    reduce_scatter_to_sp_forward(y_, y_local_, tp_);  // sum, keep my token block
+    if (bias_) ops::add_bias(y_local_, bias_->value);
+    return y_local_;
+  }
   tp_.all_reduce_sum(y_);                      // [g fwd] all-reduce partial outputs over tp
   if (bias_) ops::add_bias(y_, bias_->value);  // once, after the sum
   return y_;
 }
 
-const Tensor& RowParallelLinear::backward(const Tensor& dy) {
+const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
+  // The bias saw only this rank's tokens under sequence parallelism: its
+  // gradient is partial, summed over tp by the model (Parameter::sequence_parallel).
+  if (bias_) ops::accumulate_bias_grad(dy_given, bias_->grad);
+  const Tensor* dy_ptr = &dy_given;
+  if (sequence_parallel_) {
+    ensure_shape(dy_full_, {dy_given.size(0) * tp_.size(), spec_.out_features}, dy_given.device());
+    reduce_scatter_to_sp_backward(dy_given, dy_full_, tp_);  // all-gather dy's token blocks
+    dy_ptr = &dy_full_;
+  }
+  const Tensor& dy = *dy_ptr;
   // [g bwd] identity: dy is replicated over tp
   // dW_local += dy^T x_local  ([out, tokens] x [tokens, in/tp])
   ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x_local_, 1.0f, weight_.grad);
-  // The bias is replicated and dy is too: every rank gets the same full db.
-  if (bias_) ops::accumulate_bias_grad(dy, bias_->grad);
   // dx_local = dy W_local  ([tokens, out] x [out, in/tp])
   ensure_shape(dx_local_, {dy.size(0), in_features_local_}, weight_.value.device());
   ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.value, 0.0f, dx_local_);

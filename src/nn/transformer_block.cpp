@@ -27,7 +27,8 @@ Init output_init(const ModelConfig& c) {
 }
 }  // namespace
 
-AttentionConfig attention_config(const ModelConfig& c, int layer, uint64_t seed) {
+AttentionConfig attention_config(const ModelConfig& c, int layer, uint64_t seed,
+                                 bool sequence_parallel) {
   AttentionConfig a;
   a.name = BlockNames::of(c.family, layer).attention;
   a.d_model = c.d_model;
@@ -44,10 +45,11 @@ AttentionConfig attention_config(const ModelConfig& c, int layer, uint64_t seed)
   a.weight_init = Init::normal(kInitStd);
   a.bias_init = Init::zeros();
   a.output_init = output_init(c);
+  a.sequence_parallel = sequence_parallel;
   return a;
 }
 
-MlpConfig mlp_config(const ModelConfig& c, int layer, uint64_t seed) {
+MlpConfig mlp_config(const ModelConfig& c, int layer, uint64_t seed, bool sequence_parallel) {
   MlpConfig m;
   m.name = BlockNames::of(c.family, layer).mlp;
   m.d_model = c.d_model;
@@ -60,15 +62,20 @@ MlpConfig mlp_config(const ModelConfig& c, int layer, uint64_t seed) {
   m.weight_init = Init::normal(kInitStd);
   m.bias_init = Init::zeros();
   m.output_init = output_init(c);
+  m.sequence_parallel = sequence_parallel;
   return m;
 }
 
 TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, int layer,
-                                   uint64_t seed)
+                                   uint64_t seed, bool sequence_parallel)
     : norm_1_(config, BlockNames::of(config.family, layer).norm_1, seed),
-      attention_(tp, attention_config(config, layer, seed)),
+      attention_(tp, attention_config(config, layer, seed, sequence_parallel)),
       norm_2_(config, BlockNames::of(config.family, layer).norm_2, seed),
-      mlp_(tp, mlp_config(config, layer, seed)) {}
+      mlp_(tp, mlp_config(config, layer, seed, sequence_parallel)) {
+  for (Norm* norm : {&norm_1_, &norm_2_}) {
+    for (Parameter* p : norm->parameters()) p->sequence_parallel = sequence_parallel;
+  }
+}
 
 const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
   ensure_shape(h_, x.shape(), x.device());

@@ -56,13 +56,28 @@ double dp_mean(Communicator& dp, double value) {
   return static_cast<double>(t.data()[0]) / dp.size();
 }
 
+// Sequence parallelism splits batch x seq token rows over tp; a last, short
+// validation batch may not split. Rows of ignored targets make it split
+// without changing the loss (the mean counts the real targets only).
+void pad_rows_for_sequence_parallel(Batch& b, int tp) {
+  constexpr int32_t kIgnoreIndex = -100;  // VocabParallelCrossEntropy's default
+  while ((b.rows * b.seq_len) % tp != 0) {
+    b.ids.insert(b.ids.end(), b.seq_len, 0);
+    b.targets.insert(b.targets.end(), b.seq_len, kIgnoreIndex);
+    ++b.rows;
+  }
+}
+
 // Mean loss over the held-out windows (capped), on every rank.
 double validation_loss(GptModel& model, const TokenDataset& data, ProcessMesh& mesh,
                        const TrainOptions& o) {
   double sum = 0.0, count = 0.0;
   for (const Batch& b : data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len,
                                                 o.eval_windows)) {
-    const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
+    Batch padded = b;
+    if (model.sequence_parallel()) pad_rows_for_sequence_parallel(padded, mesh.tp_size());
+    const CrossEntropyOutput out =
+        model.forward(padded.ids, padded.targets, padded.rows, o.seq_len);
     sum += static_cast<double>(out.mean) * out.counted;
     count += static_cast<double>(out.counted);
   }
@@ -97,13 +112,18 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   // ---- everything checked before anything is allocated, identically on every rank
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
   ProcessMesh::validate(tp_size, o.dp, world.size());
-  const ModelConfig config = resolve_model_config(o.model);  // a directory: fresh weights of its shape
+  const ModelConfig config =
+      resolve_model_config(o.model);  // a directory: fresh weights of its shape
   validate(config, tp_size);
   require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
   require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
           "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
               "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
   require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
+  require(!o.sequence_parallel || (o.batch * o.seq_len) % tp_size == 0,
+          "batch x seq_len (" + std::to_string(o.batch) + " x " + std::to_string(o.seq_len) +
+              ") must be divisible by tp (" + std::to_string(tp_size) +
+              ") with --sequence-parallel: each rank holds batch x seq_len / tp token rows.");
   require(o.grad_accum >= 1,
           "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
   require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0,
@@ -136,7 +156,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
   std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
-  GptModel model(mesh.tp(), config, o.seed);
+  GptModel model(mesh.tp(), config, o.seed, o.sequence_parallel);
   if (!o.init.empty()) load_checkpoint(model, o.init);
   model.to(placement.device);
   phase.emplace("AdamW moments");
@@ -154,7 +174,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "
         << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
         << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
-        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero << ", "
+        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero
+        << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
         << " grads + " << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"

@@ -20,6 +20,7 @@
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/norm.h"
 #include "colrow/nn/position_embedding.h"
+#include "colrow/nn/tp_region_input.h"
 #include "colrow/nn/transformer_block.h"
 #include "colrow/nn/vocab_parallel_cross_entropy.h"
 #include "colrow/nn/vocab_parallel_embedding.h"
@@ -30,7 +31,12 @@ class GptModel {
  public:
   // Validates config against tp (ConfigError) before allocating anything.
   // Parameters are made on the CPU; to() moves them to another device.
-  GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed = 0);
+  // sequence_parallel (Megatron's): between the tensor-parallel regions, the
+  // blocks' norms and residual adds and the final norm work on this rank's
+  // batch*seq/tp token rows; forward() then needs batch*seq divisible by tp,
+  // and forward_cached() refuses (decoding builds its model without it).
+  GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed = 0,
+           bool sequence_parallel = false);
 
   // Moves every parameter (value and grad) to `device`; activations follow
   // the parameters at the next forward. `tp` must carry tensors of that
@@ -43,7 +49,9 @@ class GptModel {
   // their mean over the counted tokens (the same on every rank).
   CrossEntropyOutput forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
                              int64_t batch, int64_t seq);
-  // Accumulates every parameter's gradient of the last forward's mean loss.
+  // Accumulates every parameter's gradient of the last forward's mean loss
+  // (sequence parallel: the partial gradients of norm weights and biases
+  // summed over tp, so every rank holds the whole gradient, as without it).
   void backward();
 
   // Incremental decoding (infer/generator.h drives it). A zeroed cache of this
@@ -67,22 +75,36 @@ class GptModel {
   const ModelConfig& config() const { return config_; }
   int64_t padded_vocab_size() const { return embedding_.padded_vocab_size(); }
   int64_t vocab_size_local() const { return embedding_.vocab_size_local(); }
+  bool sequence_parallel() const { return sequence_parallel_; }
 
  private:
+  // Sums over tp the gradients this backward added to sequence-parallel
+  // parameters (one all-reduce of them all), keeping what earlier
+  // micro-batches accumulated out of the sum: stash at the start of
+  // backward, reduce at its end.
+  void stash_sequence_parallel_grads();
+  void reduce_sequence_parallel_grads();
+
   Communicator& tp_;
   ModelConfig config_;
+  bool sequence_parallel_;
   Device device_;
   VocabParallelEmbedding embedding_;            // wte / model.embed_tokens
   std::optional<PositionEmbedding> positions_;  // wpe (gpt2)
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   Norm final_norm_;                              // ln_f / model.norm
+  TpRegionInput head_input_;                     // the output head's: normed rows made whole
   std::optional<ColumnParallelLinear> lm_head_;  // untied head (llama)
   VocabParallelCrossEntropy loss_;
   int64_t batch_ = 0, seq_ = 0;
-  Tensor x_;              // [tokens, d_model]: embeddings (+ positions), input of block 0
-  Tensor normed_;         // [tokens, d_model]: the final norm's output (its buffer)
-  Tensor logits_local_;   // [tokens, V_pad/tp]
-  Tensor dh_;             // [tokens, d_model]: gradient into the final norm's output (tied head)
+  Tensor x_;             // [tokens, d_model]: embeddings (+ positions)
+  Tensor x_block_;       // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input
+  Tensor dx_;            // sequence parallel: [tokens, d_model], the blocks' dx gathered
+  Tensor head_in_;       // [tokens, d_model]: the output head's input (the final norm's output)
+  Tensor logits_local_;  // [tokens, V_pad/tp]
+  std::vector<Parameter*> sequence_parallel_params_;
+  Tensor sp_grads_;       // their gradients, packed for one all-reduce
+  Tensor sp_grad_stash_;  // their gradients before this backward, packed
   Tensor position_rows_;  // decoding: [tokens, d_model], wpe's rows at the tokens' positions
 };
 

@@ -23,6 +23,7 @@
 #include "colrow/nn/parameter.h"
 #include "colrow/nn/rope_scaling.h"
 #include "colrow/nn/row_parallel_linear.h"
+#include "colrow/nn/tp_region_input.h"
 
 namespace colrow {
 
@@ -49,6 +50,10 @@ struct AttentionConfig {
   std::optional<Init> bias_init;
   // o_proj's weight, which writes into the residual stream (unset: weight_init).
   std::optional<Init> output_init;
+  // Megatron's sequence parallelism: x and y are this rank's block of the
+  // batch*seq token rows (all-gathered on entry, reduce-scattered out of
+  // o_proj); training only, not forward_cached.
+  bool sequence_parallel = false;
 };
 
 // Pure, identical on every rank, before any allocation or collective. Sizes
@@ -67,9 +72,10 @@ class ParallelAttention {
 
   // x: [batch*seq, d_model], sequence b in rows [b*seq, (b+1)*seq); it must
   // stay unchanged until backward. Returns y: [batch*seq, d_model].
+  // Sequence parallel: x and y hold this rank's [batch*seq/tp, d_model] rows.
   const Tensor& forward(const Tensor& x, int64_t batch, int64_t seq);
-  // dy: [batch*seq, d_model] (replicated). Accumulates every parameter
-  // gradient (complete, replicas summed); returns dx (whole on every rank).
+  // dy: the shape of y (replicated, or this rank's rows). Accumulates every
+  // parameter gradient (complete, replicas summed); returns dx, the shape of x.
   const Tensor& backward(const Tensor& dy);
 
   // Incremental decoding (nn/kv_cache.h). x: [batch * n_new, d_model], the new
@@ -77,7 +83,8 @@ class ParallelAttention {
   // this layer's k_cache, v_cache ([slots, n_kv_head_local, capacity,
   // head_dim]), then each new query attends to its sequence's cached
   // positions up to its own. Returns y: [batch * n_new, d_model]. One
-  // all-reduce of y over tp (o_proj), as forward. No backward.
+  // all-reduce of y over tp (o_proj), as forward. No backward, and not with
+  // sequence parallelism (InternalError).
   const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
                                Tensor& v_cache);
 
@@ -96,11 +103,11 @@ class ParallelAttention {
   // k_proj weight, bias, v_proj weight, bias (null where there is no bias).
   std::array<Parameter*, 4> kv_parameters();
 
-  Communicator& tp_;
   AttentionConfig config_;
   int n_head_local_;
   int n_kv_head_local_;
   std::unique_ptr<Communicator> kv_replicas_;
+  TpRegionInput input_;
   ColumnParallelLinear q_proj_;  // [n_head*hd, d_model] split by query heads
   ColumnParallelLinear k_proj_;  // [n_kv_head*hd, d_model] split (or replicated) by KV heads
   ColumnParallelLinear v_proj_;  // likewise
@@ -118,7 +125,6 @@ class ParallelAttention {
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
   Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
   Tensor scratch_;                  // attention backward's per-thread [seq, seq] blocks
-  Tensor dx_;                       // [tokens, d_model]
 };
 
 }  // namespace colrow

@@ -13,6 +13,7 @@
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
 #include "colrow/nn/row_parallel_linear.h"
+#include "colrow/nn/tp_region_input.h"
 
 namespace colrow {
 
@@ -35,6 +36,9 @@ struct MlpConfig {
   std::optional<Init> weight_init;
   std::optional<Init> bias_init;
   std::optional<Init> output_init;
+  // Megatron's sequence parallelism: x and y are this rank's block of tokens
+  // (all-gathered on entry, reduce-scattered on exit; tp_region_input.h).
+  bool sequence_parallel = false;
 };
 
 // Pure, identical on every rank, before any allocation: sizes positive and
@@ -45,9 +49,10 @@ class ParallelMLP {
  public:
   ParallelMLP(Communicator& tp, const MlpConfig& config);
 
-  // x must stay unchanged until backward.
+  // x: [tokens, d_model] (sequence parallel: this rank's [tokens/tp, d_model])
+  // -> y, the same shape. x must stay unchanged until backward.
   const Tensor& forward(const Tensor& x);
-  // Accumulates every parameter gradient; returns dx (whole on every rank).
+  // Accumulates every parameter gradient; returns dx, the shape of x.
   const Tensor& backward(const Tensor& dy);
 
   std::vector<Parameter*> parameters();
@@ -56,8 +61,8 @@ class ParallelMLP {
   double forward_flops(int64_t tokens) const;
 
  private:
-  Communicator& tp_;
   MlpConfig config_;
+  TpRegionInput input_;
   // gelu: up_ = c_fc, down_ = c_proj. swiglu: gate_, up_ = up_proj, down_ = down_proj.
   std::optional<ColumnParallelLinear> gate_;
   ColumnParallelLinear up_;
@@ -65,7 +70,6 @@ class ParallelMLP {
   Tensor hidden_;  // [tokens, ffn/tp]: activation output, input of down_
   Tensor d_gate_;  // [tokens, ffn/tp]
   Tensor d_up_;    // [tokens, ffn/tp]
-  Tensor dx_;      // [tokens, d_model]
 };
 
 }  // namespace colrow

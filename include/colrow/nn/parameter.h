@@ -32,6 +32,11 @@ struct Parameter {
   ShardSpec shard;
   Tensor value;  // local shard: shard.local_shape()
   Tensor grad;   // same shape; backward accumulates into it
+  // Replicated over tp but applied to this rank's block of tokens only
+  // (sequence parallelism: norm weights, biases after a reduce-scatter), so
+  // its gradient is partial over tp until the model sums it (Megatron's
+  // param.sequence_parallel).
+  bool sequence_parallel = false;
 
   // Allocates value and grad (grad zeroed) on the CPU and fills value from `init`.
   Parameter(std::string name, ShardSpec shard, const Init& init, uint64_t seed);

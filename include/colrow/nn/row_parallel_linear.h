@@ -5,6 +5,11 @@
 //             (input_is_parallel = false: x: [tokens, in], the layer keeps its slice)
 //   backward: dy: [tokens, out] (replicated) -> dx_local: [tokens, in/tp], no
 //             communication (or one all-gather back to [tokens, in]).
+// With sequence parallelism the output is this rank's block of tokens: the
+// all-reduce becomes a reduce-scatter over the token dim (+ b on the block),
+// and backward first all-gathers dy's blocks (reduce_scatter_to_sp). The bias
+// gradient is then partial over tp (this rank's tokens): the bias is marked
+// sequence_parallel and the model sums it over tp.
 #pragma once
 
 #include "colrow/dist/communicator.h"
@@ -16,12 +21,14 @@ namespace colrow {
 class RowParallelLinear {
  public:
   // Throws ConfigError (before allocating) unless in_features % tp == 0.
-  RowParallelLinear(Communicator& tp, const LinearSpec& spec, bool input_is_parallel = true);
+  RowParallelLinear(Communicator& tp, const LinearSpec& spec, bool input_is_parallel = true,
+                    bool sequence_parallel = false);
 
   // x must stay unchanged until backward (it is read for the weight gradient).
   const Tensor& forward(const Tensor& x);
   // Accumulates weight/bias gradients; returns dx (sharded or, when the layer
-  // scattered its input, gathered back to the full width).
+  // scattered its input, gathered back to the full width). dy: the shape
+  // forward returned.
   const Tensor& backward(const Tensor& dy);
 
   Parameter& weight() { return weight_; }
@@ -33,11 +40,14 @@ class RowParallelLinear {
   Communicator& tp_;
   LinearSpec spec_;
   bool input_is_parallel_;
+  bool sequence_parallel_;
   int64_t in_features_local_;
   Parameter weight_;               // [out, in/tp]
   std::optional<Parameter> bias_;  // [out], replicated
   Tensor x_local_;                 // [tokens, in/tp]: the input (or my slice of it)
   Tensor y_;                       // [tokens, out]
+  Tensor y_local_;                 // [tokens/tp, out]: my token block (sequence parallel)
+  Tensor dy_full_;                 // [tokens, out]: dy's blocks gathered (sequence parallel)
   Tensor dx_local_;                // [tokens, in/tp]
   Tensor dx_full_;                 // [tokens, in] when the input was scattered
 };

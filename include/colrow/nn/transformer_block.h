@@ -4,6 +4,8 @@
 // Tensor parallel inside attention and MLP: 2 all-reduces of [tokens, d_model]
 // forward (the row-parallel outputs) and 2 backward (the column-parallel
 // input gradients); norms and residuals are replicated and communicate nothing.
+// With sequence parallelism each all-reduce becomes a reduce-scatter plus an
+// all-gather (the same bytes), and norms and residuals work on tokens / tp rows.
 #pragma once
 
 #include <string>
@@ -25,21 +27,28 @@ struct BlockNames {
 };
 
 // The attention and MLP of layer `layer` (its name prefix, window and initialization).
-AttentionConfig attention_config(const ModelConfig& config, int layer, uint64_t seed);
-MlpConfig mlp_config(const ModelConfig& config, int layer, uint64_t seed);
+AttentionConfig attention_config(const ModelConfig& config, int layer, uint64_t seed,
+                                 bool sequence_parallel = false);
+MlpConfig mlp_config(const ModelConfig& config, int layer, uint64_t seed,
+                     bool sequence_parallel = false);
 
 class TransformerBlock {
  public:
-  TransformerBlock(Communicator& tp, const ModelConfig& config, int layer, uint64_t seed);
+  // sequence_parallel: the norms and residual adds run on this rank's block
+  // of the token rows (Megatron's sequence parallelism); the norm weights'
+  // gradients are then partial over tp (Parameter::sequence_parallel).
+  TransformerBlock(Communicator& tp, const ModelConfig& config, int layer, uint64_t seed,
+                   bool sequence_parallel = false);
 
-  // x: [batch * seq, d_model] replicated -> y: same; x must stay unchanged until backward.
+  // x: [batch * seq, d_model] replicated (sequence parallel: this rank's
+  // [batch * seq / tp, d_model] rows) -> y: same; x must stay unchanged until backward.
   const Tensor& forward(const Tensor& x, int64_t batch, int64_t seq);
   // Incremental decoding: x: [batch * n_new, d_model], the new tokens `rows`
   // places in this layer's cache (ParallelAttention::forward_cached). The
   // same 2 all-reduces as forward; no backward.
   const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
                                Tensor& v_cache);
-  // dy: [batch * seq, d_model] -> dx; accumulates every parameter gradient.
+  // dy: the shape of y -> dx; accumulates every parameter gradient.
   const Tensor& backward(const Tensor& dy);
 
   std::vector<Parameter*> parameters();

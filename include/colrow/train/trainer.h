@@ -27,14 +27,15 @@ struct TrainOptions {
   uint64_t seed = 1337;
   int tp = 0;  // 0: world size / dp
   int dp = 1;
-  int zero = -1;              // -1: 1 when dp > 1
-  std::string out;            // run directory for checkpoints ("" = none)
-  int64_t save_every = 0;     // 0: only at the end
-  int64_t eval_every = 0;     // 0: only at the end
-  int64_t eval_windows = 64;  // validation windows per evaluation (0 = all)
-  std::string metrics;        // JSONL file ("" = none)
-  std::string resume;         // run or step directory to continue
-  std::string init;           // Hugging Face checkpoint to start from
+  int zero = -1;                   // -1: 1 when dp > 1
+  bool sequence_parallel = false;  // Megatron's: norms and residuals on tokens / tp rows
+  std::string out;                 // run directory for checkpoints ("" = none)
+  int64_t save_every = 0;          // 0: only at the end
+  int64_t eval_every = 0;          // 0: only at the end
+  int64_t eval_windows = 64;       // validation windows per evaluation (0 = all)
+  std::string metrics;             // JSONL file ("" = none)
+  std::string resume;              // run or step directory to continue
+  std::string init;                // Hugging Face checkpoint to start from
   int threads = 0;
   DeviceOptions device;  // --device, --comm, --tf32
 };
