@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <utility>
 
 namespace colrow {
 
@@ -12,6 +13,70 @@ void RecordingCommunicator::record(const char* op, int64_t count, Fn&& fn) {
   fn();
   const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   events_.push_back({op, count, elapsed.count()});
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Adds the time spent in wait() to the event recorded when it started.
+class RecordedPending final : public PendingCollective {
+ public:
+  RecordedPending(std::unique_ptr<PendingCollective> inner, std::vector<CollectiveEvent>& events,
+                  size_t event)
+      : inner_(std::move(inner)), events_(events), event_(event) {}
+  ~RecordedPending() override {
+    if (inner_) wait_quietly();
+  }
+  void wait() override {
+    const auto start = Clock::now();
+    std::unique_ptr<PendingCollective> inner = std::move(inner_);
+    if (inner) inner->wait();
+    add_since(start);
+  }
+
+ private:
+  void wait_quietly() {
+    try {
+      wait();
+    } catch (...) {  // a destructor must not throw; the error surfaced elsewhere
+    }
+  }
+  void add_since(Clock::time_point start) {
+    const std::chrono::duration<double> elapsed = Clock::now() - start;
+    if (event_ < events_.size()) events_[event_].seconds += elapsed.count();
+  }
+
+  std::unique_ptr<PendingCollective> inner_;
+  std::vector<CollectiveEvent>& events_;
+  size_t event_;
+};
+
+}  // namespace
+
+template <typename Start>
+std::unique_ptr<PendingCollective> RecordingCommunicator::record_started(const char* op,
+                                                                         int64_t count,
+                                                                         Start&& start) {
+  std::unique_ptr<PendingCollective> inner;
+  record(op, count, [&] { inner = start(); });
+  return std::make_unique<RecordedPending>(std::move(inner), events_, events_.size() - 1);
+}
+
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_all_reduce_sum(Tensor& x) {
+  return record_started("all_reduce_sum", x.numel(),
+                        [&] { return inner_.start_all_reduce_sum(x); });
+}
+
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_all_gather(const Tensor& in,
+                                                                           Tensor& out) {
+  return record_started("all_gather", in.numel(), [&] { return inner_.start_all_gather(in, out); });
+}
+
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_reduce_scatter_sum(const Tensor& in,
+                                                                                   Tensor& out) {
+  return record_started("reduce_scatter_sum", in.numel(),
+                        [&] { return inner_.start_reduce_scatter_sum(in, out); });
 }
 
 void RecordingCommunicator::all_reduce_sum(Tensor& x) {

@@ -1,6 +1,6 @@
 // ColumnParallelLinear: output features split over tp.
 // Collectives: forward none (all-gather with gather_output); backward one
-// all-reduce of dx over tp ([f bwd]).
+// all-reduce of dx over tp ([f bwd]), overlapping the weight-gradient GEMM.
 #include "colrow/nn/column_parallel_linear.h"
 
 #include "colrow/core/error.h"
@@ -66,25 +66,35 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
   return y_full_;
 }
 
-void ColumnParallelLinear::backward_partial(const Tensor& dy, Tensor& dx, bool accumulate) {
-  const Tensor* dy_local = &dy;
-  if (gather_output_) {
-    // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)
-    ensure_shape(dy_local_, {dy.size(0), out_features_local_}, weight_.value.device());
-    gather_from_tp_backward(dy, dy_local_, tp_);
-    dy_local = &dy_local_;
-  }
-  // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in])
-  ops::gemm(Trans::kYes, Trans::kNo, 1.0f, *dy_local, x_, 1.0f, weight_.grad);
-  if (bias_) ops::accumulate_bias_grad(*dy_local, bias_->grad);
+const Tensor& ColumnParallelLinear::local_grad(const Tensor& dy) {
+  if (!gather_output_) return dy;
+  // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)
+  ensure_shape(dy_local_, {dy.size(0), out_features_local_}, weight_.value.device());
+  gather_from_tp_backward(dy, dy_local_, tp_);
+  return dy_local_;
+}
+
+void ColumnParallelLinear::backward_input(const Tensor& dy, Tensor& dx, bool accumulate) {
   // dx (partial over tp) = dy_local W_local  ([tokens, out/tp] x [out/tp, in])
-  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, *dy_local, weight_.value, accumulate ? 1.0f : 0.0f, dx);
+  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, local_grad(dy), weight_.value, accumulate ? 1.0f : 0.0f,
+            dx);
+}
+
+void ColumnParallelLinear::backward_weights(const Tensor& dy) {
+  // With gather_output, backward_input left my columns of dy in dy_local_.
+  const Tensor& dy_local = gather_output_ ? dy_local_ : dy;
+  // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in])
+  ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy_local, x_, 1.0f, weight_.grad);
+  if (bias_) ops::accumulate_bias_grad(dy_local, bias_->grad);
 }
 
 const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {
   ensure_shape(dx_, x_.shape(), weight_.value.device());
-  backward_partial(dy, dx_, /*accumulate=*/false);
-  tp_.all_reduce_sum(dx_);  // [f bwd] all-reduce partial input gradients over tp
+  backward_input(dy, dx_, /*accumulate=*/false);
+  // [f bwd] all-reduce partial input gradients over tp, while the weight gradients compute
+  std::unique_ptr<PendingCollective> reducing = tp_.start_all_reduce_sum(dx_);
+  backward_weights(dy);
+  reducing->wait();
   return dx_;
 }
 

@@ -102,8 +102,7 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
   }
   for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
   // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
-  head_in_ = head_input_.forward(final_norm_.forward(*h));
-  const Tensor& normed = head_in_;
+  const Tensor& normed = head_input_.forward(final_norm_.forward(*h));
 
   // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
   if (lm_head_) {
@@ -190,16 +189,22 @@ void GptModel::backward() {
   const Tensor& dlogits_local = loss_.backward();  // [tokens, V_pad/tp], no communication
   Tensor& dh = head_input_.partial_grad();         // [tokens, d_model], partial over tp
   if (lm_head_) {
-    lm_head_->backward_partial(dlogits_local, dh, /*accumulate=*/false);
+    lm_head_->backward_input(dlogits_local, dh, /*accumulate=*/false);
   } else {
-    // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_in_, 1.0f,
-              embedding_.weight().grad);
     // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
     ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f, dh);
   }
-  // [f bwd] all-reduce (or reduce-scatter to my rows) of the partial input gradient
-  const Tensor* dx = &final_norm_.backward(head_input_.backward());
+  // [f bwd] all-reduce (or reduce-scatter to my rows) of dh, while the head's
+  // weight gradient computes
+  head_input_.reduce_partial_grad();
+  if (lm_head_) {
+    lm_head_->backward_weights(dlogits_local);
+  } else {
+    // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_input_.input(), 1.0f,
+              embedding_.weight().grad);
+  }
+  const Tensor* dx = &final_norm_.backward(head_input_.grad());
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
   if (sequence_parallel_) {  // the embeddings were whole: gather dx's row blocks
     ensure_shape(dx_, x_.shape(), x_.device());

@@ -141,7 +141,7 @@ ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& co
       n_head_local_(config_.n_head / tp.size()),
       n_kv_head_local_(kv_replicated(config_, tp.size()) ? 1 : config_.n_kv_head / tp.size()),
       kv_replicas_(split_kv_replicas(tp, config_)),
-      input_(tp, config_.sequence_parallel),
+      input_(tp, config_.sequence_parallel, config_.overlap_backward),
       q_proj_(tp,
               projection(config_, "q_proj", config_.d_model, config_.n_head * config_.head_dim)),
       k_proj_(tp,
@@ -279,11 +279,16 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
     kv[i]->zero_grad();
   }
   // Every projection read the same x: sum their partial dx, then reduce once.
-  Tensor& dx = input_.partial_grad();
-  q_proj_.backward_partial(dq_, dx, /*accumulate=*/false);
-  k_proj_.backward_partial(dk_, dx, /*accumulate=*/true);
-  v_proj_.backward_partial(dv_, dx, /*accumulate=*/true);
-  const Tensor& dx_summed = input_.backward();  // all-reduce (or reduce-scatter) over tp
+  Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
+  q_proj_.backward_input(dq_, dx, /*accumulate=*/false);
+  k_proj_.backward_input(dk_, dx, /*accumulate=*/true);
+  v_proj_.backward_input(dv_, dx, /*accumulate=*/true);
+  // all-reduce (or reduce-scatter) dx over tp while the weight gradients compute
+  input_.reduce_partial_grad();
+  q_proj_.backward_weights(dq_);
+  k_proj_.backward_weights(dk_);
+  v_proj_.backward_weights(dv_);
+  const Tensor& dx_summed = input_.grad();
   if (kv_replicas_) {
     // [kv replicas bwd] all-reduce this step's k_proj, v_proj gradients over the KV head's ranks
     kv_replicas_->all_reduce_sum(k_proj_.weight().grad);

@@ -66,7 +66,7 @@ void validate(const MlpConfig& config, int tp) {
 
 ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
     : config_(validated(config, tp.size())),
-      input_(tp, config.sequence_parallel),
+      input_(tp, config.sequence_parallel, config.overlap_backward),
       up_(tp, projection(config, gated(config) ? "up_proj" : "c_fc", config.d_model,
                          config.ffn_hidden_size)),
       down_(tp,
@@ -95,19 +95,23 @@ const Tensor& ParallelMLP::backward(const Tensor& dy) {
   // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
   const Tensor& d_hidden = down_.backward(dy);
   ensure_shape(d_up_, d_hidden.shape(), d_hidden.device());
-  Tensor& dx = input_.partial_grad();
+  Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
   if (gate_) {
     ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());
     ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
     // Both branches read the same x: sum their partial dx, then reduce once.
-    gate_->backward_partial(d_gate_, dx, /*accumulate=*/false);
-    up_.backward_partial(d_up_, dx, /*accumulate=*/true);
+    gate_->backward_input(d_gate_, dx, /*accumulate=*/false);
+    up_.backward_input(d_up_, dx, /*accumulate=*/true);
   } else {
     // c_fc's output is still in up_'s buffer: GELU backward reads its input.
     ops::gelu_backward(gelu_form(config_), up_.output(), d_hidden, d_up_);
-    up_.backward_partial(d_up_, dx, /*accumulate=*/false);
+    up_.backward_input(d_up_, dx, /*accumulate=*/false);
   }
-  return input_.backward();  // all-reduce (or reduce-scatter) partial input gradients over tp
+  // all-reduce (or reduce-scatter) dx over tp while the weight gradients compute
+  input_.reduce_partial_grad();
+  if (gate_) gate_->backward_weights(d_gate_);
+  up_.backward_weights(d_up_);
+  return input_.grad();
 }
 
 std::vector<Parameter*> ParallelMLP::parameters() {

@@ -1,40 +1,95 @@
 // The entry of a tensor-parallel region (see tp_region_input.h).
 #include "colrow/nn/tp_region_input.h"
 
+#include <atomic>
+#include <map>
+#include <utility>
+
 #include "colrow/core/error.h"
 #include "colrow/dist/mappings.h"
 
 namespace colrow {
 
-TpRegionInput::TpRegionInput(Communicator& tp, bool sequence_parallel)
-    : tp_(tp), sequence_parallel_(sequence_parallel) {}
+// A buffer for gathered inputs, and the region whose gather it holds now.
+struct SharedGatherBuffer {
+  Tensor data;
+  uint64_t holder = 0;
+};
+
+namespace {
+
+// One per shape and device, for the life of the program (map nodes never move).
+SharedGatherBuffer& shared_gather(const Shape& shape, Device device) {
+  static std::map<std::pair<Shape, std::string>, SharedGatherBuffer> buffers;
+  SharedGatherBuffer& b = buffers[{shape, device.str()}];
+  if (!b.data.owns_storage()) b.data = Tensor::empty(shape, device);
+  return b;
+}
+
+uint64_t next_region_id() {
+  static std::atomic<uint64_t> next{1};
+  return next++;
+}
+
+}  // namespace
+
+TpRegionInput::TpRegionInput(Communicator& tp, bool sequence_parallel, bool overlap)
+    : tp_(tp), sequence_parallel_(sequence_parallel), overlap_(overlap), id_(next_region_id()) {}
 
 const Tensor& TpRegionInput::forward(const Tensor& x) {
-  device_ = x.device();
-  if (!sequence_parallel_) {
-    shape_ = x.shape();
-    return x;  // [f fwd] identity: x is replicated over tp
-  }
-  shape_ = {x.size(0) * tp_.size(), x.size(1)};
-  ensure_shape(gathered_, shape_, x.device());
-  gather_from_sp_forward(x, gathered_, tp_);  // all-gather the token blocks
-  return gathered_;
+  x_ = x;
+  if (!sequence_parallel_) return x;  // [f fwd] identity: x is replicated over tp
+  gathered_ = &shared_gather({x.size(0) * tp_.size(), x.size(1)}, x.device());
+  gathered_->holder = id_;
+  gather_from_sp_forward(x, gathered_->data, tp_);  // all-gather the token blocks
+  return gathered_->data;
+}
+
+void TpRegionInput::start_gather() {
+  if (gathered_->holder == id_) return;  // nobody used it since this region's forward
+  gathered_->holder = id_;
+  gathering_ = tp_.start_all_gather(x_, gathered_->data);
+  if (!overlap_) finish(gathering_);
+}
+
+void TpRegionInput::finish(std::unique_ptr<PendingCollective>& pending) {
+  if (!pending) return;
+  std::unique_ptr<PendingCollective> done = std::move(pending);
+  done->wait();
 }
 
 Tensor& TpRegionInput::partial_grad() {
-  COLROW_CHECK(!shape_.empty(), "TpRegionInput::partial_grad before forward");
-  ensure_shape(dx_, shape_, device_);
+  COLROW_CHECK(x_.ndim() == 2, "TpRegionInput::partial_grad before forward");
+  if (sequence_parallel_) start_gather();  // runs during the input-gradient GEMMs
+  ensure_shape(dx_, {x_.size(0) * (sequence_parallel_ ? tp_.size() : 1), x_.size(1)}, x_.device());
   return dx_;
 }
 
-const Tensor& TpRegionInput::backward() {
-  if (!sequence_parallel_) {
-    copy_to_tp_backward(dx_, tp_);  // [f bwd] all-reduce partial input gradients over tp
-    return dx_;
+void TpRegionInput::reduce_partial_grad() {
+  finish(gathering_);  // one collective at a time on tp
+  if (sequence_parallel_) {
+    ensure_shape(dx_local_, x_.shape(), x_.device());
+    // reduce-scatter to my token block (gather_from_sp's backward)
+    reducing_ = tp_.start_reduce_scatter_sum(dx_, dx_local_);
+  } else {
+    reducing_ = tp_.start_all_reduce_sum(dx_);  // [f bwd] all-reduce over tp
   }
-  ensure_shape(dx_local_, {shape_[0] / tp_.size(), shape_[1]}, device_);
-  gather_from_sp_backward(dx_, dx_local_, tp_);  // reduce-scatter to my token block
-  return dx_local_;
+  if (!overlap_) finish(reducing_);
+}
+
+const Tensor& TpRegionInput::input() {
+  if (!sequence_parallel_) return x_;
+  if (gathered_->holder != id_) {  // another region's since: gather again
+    COLROW_CHECK(!reducing_, "TpRegionInput::input: tp is busy summing dx");
+    start_gather();
+    finish(gathering_);
+  }
+  return gathered_->data;
+}
+
+const Tensor& TpRegionInput::grad() {
+  finish(reducing_);
+  return sequence_parallel_ ? dx_local_ : dx_;
 }
 
 void require_tokens_divisible(int64_t tokens, int tp, const char* what) {

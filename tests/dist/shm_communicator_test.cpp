@@ -210,6 +210,39 @@ TEST(ShmCommunicator, BackToBackCollectivesReuseTheSlotsSafely) {
   }
 }
 
+// start_* runs on the background thread: the results of the blocking calls,
+// bitwise; nothing else may start until wait(); an unwaited handle waits
+// when dropped.
+TEST(ShmCommunicator, StartedCollectivesEqualBlockingOnes) {
+  auto shm = shm_group();
+  const int ranks = shm->size(), me = shm->rank();
+  for (int64_t n : kSizes) {
+    Tensor a = randoms(me, n, 21), b = a.clone();
+    auto pending = shm->start_all_reduce_sum(a);
+    pending->wait();
+    shm->all_reduce_sum(b);
+    EXPECT_TRUE(same_bits(a, b)) << "all_reduce n = " << n;
+
+    const Tensor in = randoms(me, n, 22);
+    Tensor ga = Tensor::empty({ranks * n}), gb = Tensor::empty({ranks * n});
+    shm->start_all_gather(in, ga)->wait();
+    shm->all_gather(in, gb);
+    EXPECT_TRUE(same_bits(ga, gb)) << "all_gather n = " << n;
+
+    Tensor sa = Tensor::empty({n}), sb = Tensor::empty({n});
+    { auto dropped = shm->start_reduce_scatter_sum(ga, sa); }  // waits when dropped
+    shm->reduce_scatter_sum(gb, sb);
+    EXPECT_TRUE(same_bits(sa, sb)) << "reduce_scatter n = " << n;
+  }
+  if (ranks > 1) {
+    Tensor x = Tensor::full({64}, 1.0f), y = Tensor::full({64}, 1.0f);
+    auto pending = shm->start_all_reduce_sum(x);
+    EXPECT_THROW(shm->all_reduce_sum(y), InternalError);  // refused locally, nothing shared
+    pending->wait();
+    EXPECT_EQ(x.data()[0], static_cast<float>(ranks));
+  }
+}
+
 TEST(ShmCommunicator, EmptyTensorsAndGroupsOfOne) {
   auto shm = shm_group();
   Tensor empty = Tensor::empty({0});

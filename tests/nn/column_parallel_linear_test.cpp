@@ -307,11 +307,12 @@ TEST(ColumnParallelLinearTest, IssuesExactlyTheExpectedCollectives) {
     const std::vector<CollectiveEvent> expected_backward{{"all_reduce_sum", kTokens * kIn, 0.0}};
     EXPECT_EQ(tp.events(), expected_backward) << "backward";
 
-    // backward_partial leaves the reduction to the caller.
+    // backward_input and backward_weights leave the reduction to the caller.
     tp.clear();
     Tensor dx_partial = Tensor::zeros({kTokens, kIn});
-    layer.backward_partial(dy, dx_partial, /*accumulate=*/false);
-    EXPECT_TRUE(tp.events().empty()) << "backward_partial";
+    layer.backward_input(dy, dx_partial, /*accumulate=*/false);
+    layer.backward_weights(dy);
+    EXPECT_TRUE(tp.events().empty()) << "backward_input, backward_weights";
     tp.clear();
   }
 }

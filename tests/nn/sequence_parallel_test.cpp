@@ -4,6 +4,7 @@
 //     equal the rows of the non-SP result; weight gradients agree; the
 //     row-parallel bias gradient is this rank's share (summed over tp it is
 //     the non-SP gradient);
+//   - the overlapped backward gives the bits of the blocking one;
 //   - GptModel, every case of model_test_cases: losses within 1e-6 relative
 //     over two micro-batches (so gradients accumulate), every gradient
 //     agrees, and the sequence-parallel ones (norms, row biases) are whole
@@ -21,6 +22,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "colrow/dist/device_communicator.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/nn/parallel_attention.h"
 #include "colrow/nn/parallel_mlp.h"
@@ -102,6 +104,39 @@ TEST(SequenceParallel, MlpMatchesTheReplicatedRegion) {
       const bool down_bias = p->name.find("c_proj.bias") != std::string::npos ||
                              p->name.find("down_proj.bias") != std::string::npos;
       EXPECT_EQ(p->sequence_parallel, down_bias) << p->name;
+    }
+  }
+}
+
+// Overlapping the collectives with the weight gradients changes when they
+// run, not what they compute: the same bits as waiting for each at once,
+// with and without sequence parallelism, over Open MPI and shared memory.
+TEST(SequenceParallel, OverlappedBackwardEqualsBlockingBitwise) {
+  std::vector<std::unique_ptr<Communicator>> groups;
+  groups.push_back(world().split(0, world().rank(), "mpi"));
+  groups.push_back(make_device_communicator(world().split(0, world().rank(), "tp"), Device::cpu(),
+                                            CommKind::kAuto));
+  for (auto& tp : groups) {
+    for (bool sp : {false, true}) {
+      MlpConfig config;
+      config.d_model = 16;
+      config.ffn_hidden_size = 48;
+      config.seed = kSeed;
+      config.sequence_parallel = sp;
+      config.overlap_backward = false;
+      ParallelMLP blocking(*tp, config);
+      config.overlap_backward = true;
+      ParallelMLP overlapped(*tp, config);
+      Tensor x = random_tensor({kBatch * kSeq, 16}, 5), dy = random_tensor({kBatch * kSeq, 16}, 6);
+      if (sp) x = my_rows(x), dy = my_rows(dy);
+      blocking.forward(x);
+      overlapped.forward(x);
+      const Tensor dx = blocking.backward(dy).clone();
+      EXPECT_EQ(overlapped.backward(dy).to_vector(), dx.to_vector()) << "sp " << sp;
+      std::vector<Parameter*> a = overlapped.parameters(), b = blocking.parameters();
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(a[i]->grad.to_vector(), b[i]->grad.to_vector()) << a[i]->name << " sp " << sp;
+      }
     }
   }
 }

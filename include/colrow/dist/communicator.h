@@ -13,6 +13,17 @@
 
 namespace colrow {
 
+// A collective started by Communicator::start_*, not yet finished. wait()
+// returns when this rank's result is in place (and rethrows the collective's
+// error); until then its tensors must not be touched. The destructor waits
+// too, so a handle dropped on an exception path never leaves a collective
+// running over freed memory.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -31,6 +42,18 @@ class Communicator {
   virtual void reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
   virtual void broadcast(Tensor& x, int root) = 0;
   virtual void barrier() = 0;
+
+  // The same collectives, started so that the caller can compute meanwhile
+  // (Megatron's asynchronous input-gradient all-reduce and sequence-parallel
+  // all-gather overlap the weight-gradient GEMM). Every rank starts the same
+  // collectives in the same order; no other collective on this communicator
+  // may start before wait(). This default runs the collective at once and
+  // returns a finished handle, so every backend is correct; backends that
+  // can progress in the background override them.
+  virtual std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x);
+  virtual std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out);
+  virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                                      Tensor& out);
 
   // Ranks with the same color form a new group, ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;

@@ -31,6 +31,12 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  // MPI's non-blocking collectives (MPI_Iallreduce, ...). Open MPI moves them
+  // on inside MPI calls, so they overlap little; correct either way.
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                              Tensor& out) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   // split(), keeping the MPI type (for wrappers that need the handle).
   std::unique_ptr<MpiCommunicator> split_group(int color, int key, const std::string& name);

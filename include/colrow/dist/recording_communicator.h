@@ -36,6 +36,12 @@ class RecordingCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  // Recorded when started, under the blocking op's name; the event's seconds
+  // are those spent starting and waiting (the communication not hidden).
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                              Tensor& out) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;
@@ -47,6 +53,8 @@ class RecordingCommunicator final : public Communicator {
  private:
   template <typename Fn>
   void record(const char* op, int64_t count, Fn&& fn);
+  template <typename Start>
+  std::unique_ptr<PendingCollective> record_started(const char* op, int64_t count, Start&& start);
 
   Communicator& inner_;
   std::unique_ptr<Communicator> owned_;  // set when this wraps a split of another

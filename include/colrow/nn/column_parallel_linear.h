@@ -38,10 +38,14 @@ class ColumnParallelLinear {
   const Tensor& forward(const Tensor& x);
   // Accumulates weight/bias gradients; returns dx after the all-reduce over tp.
   const Tensor& backward(const Tensor& dy);
-  // The same, minus the all-reduce: writes (accumulate=false) or adds
-  // (accumulate=true) this layer's partial dx into dx. For a caller that feeds
-  // one input to several column-parallel layers and reduces their sum once.
-  void backward_partial(const Tensor& dy, Tensor& dx, bool accumulate);
+  // backward in two halves, minus the all-reduce, for a caller that feeds one
+  // input to several column-parallel layers, reduces their summed dx once and
+  // overlaps that with the weight gradients (nn/tp_region_input.h):
+  // backward_input writes (accumulate=false) or adds (accumulate=true) this
+  // layer's partial dx into dx; backward_weights accumulates the weight and
+  // bias gradients, reading forward's input x (which must hold it again).
+  void backward_input(const Tensor& dy, Tensor& dx, bool accumulate);
+  void backward_weights(const Tensor& dy);
 
   // The last forward's result (what forward returned).
   const Tensor& output() const { return gather_output_ ? y_full_ : y_local_; }
@@ -53,6 +57,8 @@ class ColumnParallelLinear {
  private:
   ColumnParallelLinear(Communicator& tp, const LinearSpec& spec, bool gather_output,
                        OutputBlock block);
+  // dy, or (gather_output) my columns of it, kept in dy_local_.
+  const Tensor& local_grad(const Tensor& dy);
 
   Communicator& tp_;
   LinearSpec spec_;

@@ -100,7 +100,6 @@ class GptModel {
   Tensor x_;             // [tokens, d_model]: embeddings (+ positions)
   Tensor x_block_;       // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input
   Tensor dx_;            // sequence parallel: [tokens, d_model], the blocks' dx gathered
-  Tensor head_in_;       // [tokens, d_model]: the output head's input (the final norm's output)
   Tensor logits_local_;  // [tokens, V_pad/tp]
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce

@@ -54,6 +54,8 @@ struct AttentionConfig {
   // batch*seq token rows (all-gathered on entry, reduce-scattered out of
   // o_proj); training only, not forward_cached.
   bool sequence_parallel = false;
+  // Sum dx over tp while the weight gradients compute (tp_region_input.h).
+  bool overlap_backward = true;
 };
 
 // Pure, identical on every rank, before any allocation or collective. Sizes

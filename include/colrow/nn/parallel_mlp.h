@@ -39,6 +39,9 @@ struct MlpConfig {
   // Megatron's sequence parallelism: x and y are this rank's block of tokens
   // (all-gathered on entry, reduce-scattered on exit; tp_region_input.h).
   bool sequence_parallel = false;
+  // Sum dx over tp while the weight gradients compute (tp_region_input.h);
+  // false waits for each collective where it starts.
+  bool overlap_backward = true;
 };
 
 // Pure, identical on every rank, before any allocation: sizes positive and

@@ -1,31 +1,55 @@
-// TpRegionInput: the entry of a tensor-parallel region (attention, MLP),
-// where column-parallel layers read the whole activation and their partial
-// input gradients are summed over tp on the way back.
+// TpRegionInput: the entry of a tensor-parallel region (attention, MLP, the
+// output head), where column-parallel layers read the whole activation and
+// their partial input gradients are summed over tp on the way back.
 //   Without sequence parallelism x is whole on every rank already: forward
 //   passes it through, backward all-reduces the partial dx (Megatron's
 //   copy_to_tp, "f").
 //   With it (Megatron's sequence parallelism), each rank holds a block of
 //   tokens: forward all-gathers the blocks, backward reduce-scatters the
-//   partial dx back to this rank's block (gather_from_sp).
+//   partial dx back to this rank's block (gather_from_sp). The gathered input
+//   lives in one buffer shared by every region (per shape and device, as
+//   Megatron's global memory buffer), so it costs one [tokens, d] however
+//   many layers there are; backward gathers it again for the weight gradients.
+// Backward overlaps communication with computation, as Megatron's
+// asynchronous gradient all-reduce does: the re-gather runs during the
+// input-gradient GEMMs, the sum of dx during the weight-gradient GEMMs.
+//
+// Backward, in order:
+//   Tensor& dx = region.partial_grad();  // starts the re-gather (SP)
+//   ... dx = sum of the column layers' dy W (backward_input) ...
+//   region.reduce_partial_grad();        // waits for it; starts summing dx
+//   ... the column layers' weight gradients (backward_weights) ...
+//   const Tensor& summed = region.grad(); // waits for the sum
 #pragma once
+
+#include <cstdint>
+#include <memory>
 
 #include "colrow/core/tensor.h"
 #include "colrow/dist/communicator.h"
 
 namespace colrow {
 
+struct SharedGatherBuffer;  // tp_region_input.cpp
+
 class TpRegionInput {
  public:
-  TpRegionInput(Communicator& tp, bool sequence_parallel);
+  // overlap = false waits for each collective where it starts (to measure
+  // what overlapping gains).
+  TpRegionInput(Communicator& tp, bool sequence_parallel, bool overlap = true);
 
   // x: [tokens, d] (or this rank's [tokens/tp, d]) -> the whole [tokens, d].
-  // x must stay unchanged until backward when it is returned as is.
+  // x must stay unchanged until backward.
   const Tensor& forward(const Tensor& x);
-  // Where the region's layers write and accumulate their partial dx:
-  // [tokens, d] of the last forward.
+  // The buffer for the partial dx, [tokens, d] of the last forward.
   Tensor& partial_grad();
+  // Starts summing partial_grad() over tp.
+  void reduce_partial_grad();
+  // The whole input of the last forward, gathered again if another region
+  // has used the shared buffer since (for the weight gradients).
+  const Tensor& input();
   // The partial dx summed over tp: [tokens, d] (or this rank's [tokens/tp, d]).
-  const Tensor& backward();
+  const Tensor& grad();
 
   bool sequence_parallel() const { return sequence_parallel_; }
   // The rows this rank holds of `tokens` token rows outside the region.
@@ -34,13 +58,19 @@ class TpRegionInput {
   }
 
  private:
+  // SP: the shared buffer holds this region's gather (starting it if not).
+  void start_gather();
+  void finish(std::unique_ptr<PendingCollective>& pending);
+
   Communicator& tp_;
   bool sequence_parallel_;
-  Tensor gathered_;  // [tokens, d]: the all-gathered input (sequence parallel)
-  Tensor dx_;        // [tokens, d]: the partial input gradient
-  Tensor dx_local_;  // [tokens/tp, d]: its reduce-scatter (sequence parallel)
-  Shape shape_;      // [tokens, d] of the last forward
-  Device device_;    // where the last forward's input lived
+  bool overlap_;
+  uint64_t id_;                             // which region last filled a shared buffer
+  Tensor x_;                                // the last forward's input (this rank's rows)
+  SharedGatherBuffer* gathered_ = nullptr;  // SP: the shared [tokens, d] buffer
+  Tensor dx_;                               // [tokens, d]: the partial input gradient
+  Tensor dx_local_;                         // [tokens/tp, d]: its reduce-scatter (SP)
+  std::unique_ptr<PendingCollective> gathering_, reducing_;
 };
 
 // InvalidInputError unless `tokens` (batch x seq) splits evenly over tp, as

@@ -117,6 +117,56 @@ void MpiCommunicator::broadcast(Tensor& x, int root) {
   }
 }
 
+namespace {
+
+// An MPI request: wait() is MPI_Wait; dropping it unwaited waits too.
+class MpiPending final : public PendingCollective {
+ public:
+  explicit MpiPending(MPI_Request request) : request_(request) {}
+  ~MpiPending() override {
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override { COLROW_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE)); }
+
+ private:
+  MPI_Request request_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> MpiCommunicator::start_all_reduce_sum(Tensor& x) {
+  require_host_contiguous(x, "all_reduce_sum", name_);
+  if (size_ == 1 || x.numel() > kMaxChunk) return Communicator::start_all_reduce_sum(x);
+  MPI_Request request;
+  COLROW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.numel()), MPI_FLOAT,
+                                  MPI_SUM, comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::start_all_gather(const Tensor& in,
+                                                                     Tensor& out) {
+  require_host_contiguous(in, "all_gather", name_);
+  require_host_contiguous(out, "all_gather", name_);
+  collective_checks::require_gather_sizes(in, out, size_, name_);
+  if (size_ == 1 || in.numel() > kMaxChunk) return Communicator::start_all_gather(in, out);
+  MPI_Request request;
+  COLROW_MPI_CHECK(MPI_Iallgather(in.data(), static_cast<int>(in.numel()), MPI_FLOAT, out.data(),
+                                  static_cast<int>(in.numel()), MPI_FLOAT, comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum(const Tensor& in,
+                                                                             Tensor& out) {
+  require_host_contiguous(in, "reduce_scatter_sum", name_);
+  require_host_contiguous(out, "reduce_scatter_sum", name_);
+  collective_checks::require_scatter_sizes(in, out, size_, name_);
+  if (size_ == 1 || out.numel() > kMaxChunk) return Communicator::start_reduce_scatter_sum(in, out);
+  MPI_Request request;
+  COLROW_MPI_CHECK(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.numel()),
+                                             MPI_FLOAT, MPI_SUM, comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
 void MpiCommunicator::barrier() {
   COLROW_MPI_CHECK(MPI_Barrier(comm_));
 }

@@ -2,10 +2,15 @@
 #include "dist/shm/shm_communicator.h"
 
 #include <immintrin.h>
+#include <omp.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <future>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -162,17 +167,40 @@ void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wha
 }
 
 void ShmCommunicator::all_reduce_sum(Tensor& x) {
+  require_idle("all_reduce_sum");
   all_reduce(x, Reduction::kSum, "all_reduce_sum");
 }
 
 void ShmCommunicator::all_reduce_max(Tensor& x) {
+  require_idle("all_reduce_max");
   all_reduce(x, Reduction::kMax, "all_reduce_max");
 }
 
 void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  require_idle("all_gather");
+  check_gather(in, out);
+  gather(in, out);
+}
+
+void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  require_idle("reduce_scatter_sum");
+  check_scatter(in, out);
+  scatter(in, out);
+}
+
+void ShmCommunicator::check_gather(const Tensor& in, const Tensor& out) const {
   require_host_contiguous(in, "all_gather", name());
   require_host_contiguous(out, "all_gather", name());
   collective_checks::require_gather_sizes(in, out, size(), name());
+}
+
+void ShmCommunicator::check_scatter(const Tensor& in, const Tensor& out) const {
+  require_host_contiguous(in, "reduce_scatter_sum", name());
+  require_host_contiguous(out, "reduce_scatter_sum", name());
+  collective_checks::require_scatter_sizes(in, out, size(), name());
+}
+
+void ShmCommunicator::gather(const Tensor& in, Tensor& out) {
   const int ranks = size(), me = rank();
   const int64_t n = in.numel();
   if (ranks == 1) {
@@ -188,10 +216,7 @@ void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
   }
 }
 
-void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  require_host_contiguous(in, "reduce_scatter_sum", name());
-  require_host_contiguous(out, "reduce_scatter_sum", name());
-  collective_checks::require_scatter_sizes(in, out, size(), name());
+void ShmCommunicator::scatter(const Tensor& in, Tensor& out) {
   const int ranks = size(), me = rank();
   const int64_t n = out.numel();
   if (ranks == 1) {
@@ -214,11 +239,130 @@ void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 void ShmCommunicator::broadcast(Tensor& x, int root) {
+  require_idle("broadcast");
   host_->broadcast(x, root);
 }
 
 void ShmCommunicator::barrier() {
+  require_idle("barrier");
   host_->barrier();
+}
+
+// One thread that runs the collectives handed to it, one at a time.
+class ShmCommunicator::Background {
+ public:
+  Background() : thread_([this] { loop(); }) {}
+  ~Background() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+  std::future<void> run(std::function<void()> collective) {
+    std::packaged_task<void()> task(std::move(collective));
+    std::future<void> done = task.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = std::move(task);
+      has_task_ = true;
+    }
+    wake_.notify_all();
+    return done;
+  }
+
+ private:
+  void loop() {
+    omp_set_num_threads(1);  // this thread's loops: one core, beside the computation
+    for (;;) {
+      std::packaged_task<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stop_ || has_task_; });
+        if (!has_task_) return;
+        task = std::move(task_);
+        has_task_ = false;
+      }
+      task();  // an exception goes to the future
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::packaged_task<void()> task_;
+  bool has_task_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+namespace {
+
+// A collective running on the background thread.
+class BackgroundCollective final : public PendingCollective {
+ public:
+  BackgroundCollective(std::future<void> done, std::shared_ptr<std::atomic<bool>> pending)
+      : done_(std::move(done)), pending_(std::move(pending)) {}
+  ~BackgroundCollective() override {
+    if (!done_.valid()) return;
+    done_.wait();
+    pending_->store(false);
+  }
+  void wait() override {
+    if (!done_.valid()) return;
+    std::future<void> done = std::move(done_);
+    done.wait();
+    pending_->store(false);
+    done.get();  // rethrows the collective's error
+  }
+
+ private:
+  std::future<void> done_;
+  std::shared_ptr<std::atomic<bool>> pending_;
+};
+
+}  // namespace
+
+ShmCommunicator::~ShmCommunicator() = default;
+
+void ShmCommunicator::require_idle(const char* what) const {
+  if (pending_->load()) {
+    throw InternalError("[dist] " + std::string(what) + " over " + name() +
+                        " while a started collective is not waited for: wait() first");
+  }
+}
+
+std::unique_ptr<PendingCollective> ShmCommunicator::start(std::function<void()> collective) {
+  if (size() == 1) {  // returns at once: no thread needed
+    collective();
+    std::promise<void> finished;
+    finished.set_value();
+    return std::make_unique<BackgroundCollective>(finished.get_future(), pending_);
+  }
+  pending_->store(true);
+  if (!background_) background_ = std::make_unique<Background>();
+  return std::make_unique<BackgroundCollective>(background_->run(std::move(collective)), pending_);
+}
+
+std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum(Tensor& x) {
+  require_idle("start_all_reduce_sum");
+  require_host_contiguous(x, "all_reduce_sum", name());
+  return start([this, &x] { all_reduce(x, Reduction::kSum, "all_reduce_sum"); });
+}
+
+std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tensor& in,
+                                                                     Tensor& out) {
+  require_idle("start_all_gather");
+  check_gather(in, out);
+  return start([this, &in, &out] { gather(in, out); });
+}
+
+std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(const Tensor& in,
+                                                                             Tensor& out) {
+  require_idle("start_reduce_scatter_sum");
+  check_scatter(in, out);
+  return start([this, &in, &out] { scatter(in, out); });
 }
 
 std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {

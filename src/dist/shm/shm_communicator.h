@@ -13,10 +13,15 @@
 // per rank in the segment; waiting ranks spin briefly, then yield their core.
 // Broadcast, barrier, split, failure agreement and abort go to the group's
 // MPI communicator, which stays the channel for control messages.
+// start_* runs the same collective on a background thread of this
+// communicator (one thread, one collective at a time, single-threaded copies
+// so that it takes one core from the computation it overlaps).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -46,6 +51,10 @@ class ShmCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                              Tensor& out) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;
@@ -53,7 +62,19 @@ class ShmCommunicator final : public Communicator {
   // Floats one rank's slot holds: the chunk size of the collectives.
   int64_t slot_floats() const { return slot_floats_; }
 
+  ~ShmCommunicator() override;
+
  private:
+  class Background;  // the thread behind start_*
+  // Runs `collective` on the background thread; InternalError if one is pending.
+  std::unique_ptr<PendingCollective> start(std::function<void()> collective);
+  // InternalError naming `what` while a started collective is not waited for.
+  void require_idle(const char* what) const;
+  // The operand checks, and the collectives' bodies after them.
+  void check_gather(const Tensor& in, const Tensor& out) const;
+  void check_scatter(const Tensor& in, const Tensor& out) const;
+  void gather(const Tensor& in, Tensor& out);
+  void scatter(const Tensor& in, Tensor& out);
   enum class Reduction { kSum, kMax };
   void all_reduce(Tensor& x, Reduction reduction, const char* what);
   // Slot `set` of `rank`.
@@ -69,6 +90,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> host_;
   uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank
   int set_ = 0;
+  std::unique_ptr<Background> background_;  // started by the first start_*
+  std::shared_ptr<std::atomic<bool>> pending_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 // Whether every rank of `comm`'s group is on this rank's node. Collective.
