@@ -6,6 +6,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/mappings.h"
+#include "colrow/nn/shared_buffer.h"
 #include "colrow/nn/tp_region_input.h"
 #include "kernels/ops.h"
 
@@ -47,15 +48,20 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
     scatter_to_tp_forward(x, x_local_, tp_);  // x: [tokens, in] -> my slice, no communication
   }
   // partial y = x_local W_local^T  ([tokens, in/tp] x [in/tp, out])
-  ensure_shape(y_, {tokens, spec_.out_features}, weight_.value.device());
-  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, y_);
+  const Device device = weight_.value.device();
   if (sequence_parallel_) {
     require_tokens_divisible(tokens, tp_.size(), "row_parallel_linear");
-    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, y_.device());
-    reduce_scatter_to_sp_forward(y_, y_local_, tp_);  // sum, keep my token block
+    // Summed into my token block at once: one partial-output buffer serves every layer.
+    Tensor& partial =
+        shared_buffer("row_parallel.partial_output", {tokens, spec_.out_features}, device);
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, partial);
+    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, device);
+    reduce_scatter_to_sp_forward(partial, y_local_, tp_);  // sum, keep my token block
     if (bias_) ops::add_bias(y_local_, bias_->value);
     return y_local_;
   }
+  ensure_shape(y_, {tokens, spec_.out_features}, device);
+  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, y_);
   tp_.all_reduce_sum(y_);                      // [g fwd] all-reduce partial outputs over tp
   if (bias_) ops::add_bias(y_, bias_->value);  // once, after the sum
   return y_;
@@ -67,9 +73,12 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   if (bias_) ops::accumulate_bias_grad(dy_given, bias_->grad);
   const Tensor* dy_ptr = &dy_given;
   if (sequence_parallel_) {
-    ensure_shape(dy_full_, {dy_given.size(0) * tp_.size(), spec_.out_features}, dy_given.device());
-    reduce_scatter_to_sp_backward(dy_given, dy_full_, tp_);  // all-gather dy's token blocks
-    dy_ptr = &dy_full_;
+    // Used within this call only: one buffer serves every layer.
+    Tensor& dy_full =
+        shared_buffer("row_parallel.gathered_grad",
+                      {dy_given.size(0) * tp_.size(), spec_.out_features}, dy_given.device());
+    reduce_scatter_to_sp_backward(dy_given, dy_full, tp_);  // all-gather dy's token blocks
+    dy_ptr = &dy_full;
   }
   const Tensor& dy = *dy_ptr;
   // [g bwd] identity: dy is replicated over tp

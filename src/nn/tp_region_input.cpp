@@ -7,12 +7,14 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/mappings.h"
+#include "colrow/nn/shared_buffer.h"
 
 namespace colrow {
 
-// A buffer for gathered inputs, and the region whose gather it holds now.
+// A shared buffer for gathered inputs (nn/shared_buffer.h), and the region
+// whose gather it holds now.
 struct SharedGatherBuffer {
-  Tensor data;
+  Tensor& data;
   uint64_t holder = 0;
 };
 
@@ -21,9 +23,15 @@ namespace {
 // One per shape and device, for the life of the program (map nodes never move).
 SharedGatherBuffer& shared_gather(const Shape& shape, Device device) {
   static std::map<std::pair<Shape, std::string>, SharedGatherBuffer> buffers;
-  SharedGatherBuffer& b = buffers[{shape, device.str()}];
-  if (!b.data.owns_storage()) b.data = Tensor::empty(shape, device);
-  return b;
+  auto found = buffers.find({shape, device.str()});
+  if (found == buffers.end()) {
+    found =
+        buffers
+            .emplace(std::make_pair(shape, device.str()),
+                     SharedGatherBuffer{shared_buffer("tp_region.gathered_input", shape, device)})
+            .first;
+  }
+  return found->second;
 }
 
 uint64_t next_region_id() {
@@ -60,8 +68,13 @@ void TpRegionInput::finish(std::unique_ptr<PendingCollective>& pending) {
 
 Tensor& TpRegionInput::partial_grad() {
   COLROW_CHECK(x_.ndim() == 2, "TpRegionInput::partial_grad before forward");
-  if (sequence_parallel_) start_gather();  // runs during the input-gradient GEMMs
-  ensure_shape(dx_, {x_.size(0) * (sequence_parallel_ ? tp_.size() : 1), x_.size(1)}, x_.device());
+  if (!sequence_parallel_) {
+    ensure_shape(dx_, x_.shape(), x_.device());
+    return dx_;
+  }
+  start_gather();  // runs during the input-gradient GEMMs
+  // Reduce-scattered before the next region's backward starts: one buffer for all.
+  dx_ = shared_buffer("tp_region.partial_grad", {x_.size(0) * tp_.size(), x_.size(1)}, x_.device());
   return dx_;
 }
 

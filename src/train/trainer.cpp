@@ -250,6 +250,12 @@ int run_training(const TrainOptions& o, const Launch& launch) {
       m.peak_rss_mib_per_rank.push_back(rss_all.data()[r]);
       m.peak_rss_mib = std::max(m.peak_rss_mib, m.peak_rss_mib_per_rank.back());
     }
+    // Tensors alone, without the allocator's cache and the program: what
+    // activation-memory formulas predict (docs/performance.md).
+    Tensor host_peak = Tensor::full(
+        {1}, static_cast<float>(allocator_for(Device::cpu()).peak_bytes_in_use() / 1048576.0));
+    world.all_reduce_max(host_peak);
+    m.peak_host_tensor_mib = host_peak.data()[0];
     if (!placement.device.is_cpu()) {
       const double peak_bytes = allocator_for(placement.device).peak_bytes_in_use();
       Tensor device_peak = Tensor::full({1}, static_cast<float>(peak_bytes / (1024.0 * 1024.0)));

@@ -88,6 +88,7 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
     if (m.val_loss >= 0.0) j["val_loss"] = m.val_loss;
     if (m.mfu >= 0.0) j["mfu"] = m.mfu;
     if (m.peak_device_mib >= 0.0) j["peak_device_mib"] = m.peak_device_mib;
+    if (m.peak_host_tensor_mib >= 0.0) j["peak_host_tensor_mib"] = m.peak_host_tensor_mib;
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -102,11 +103,11 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
     std::snprintf(device_memory, sizeof device_memory, "  peak %.0f MiB", m.peak_device_mib);
   }
   char text[288];
-  std::snprintf(text, sizeof text,
-                "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s%s  eta %s",
-                static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr,
-                m.grad_norm, m.tokens_per_s, m.gflops_per_s, mfu, device_memory,
-                duration(eta).c_str());
+  std::snprintf(
+      text, sizeof text,
+      "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s%s  eta %s",
+      static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr, m.grad_norm,
+      m.tokens_per_s, m.gflops_per_s, mfu, device_memory, duration(eta).c_str());
   if (terminal_) {
     std::printf("\r\033[K%s", text);  // redraw in place
     progress_open_ = true;

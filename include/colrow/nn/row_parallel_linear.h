@@ -45,9 +45,8 @@ class RowParallelLinear {
   Parameter weight_;               // [out, in/tp]
   std::optional<Parameter> bias_;  // [out], replicated
   Tensor x_local_;                 // [tokens, in/tp]: the input (or my slice of it)
-  Tensor y_;                       // [tokens, out]
+  Tensor y_;                       // [tokens, out] (not sequence parallel)
   Tensor y_local_;                 // [tokens/tp, out]: my token block (sequence parallel)
-  Tensor dy_full_;                 // [tokens, out]: dy's blocks gathered (sequence parallel)
   Tensor dx_local_;                // [tokens, in/tp]
   Tensor dx_full_;                 // [tokens, in] when the input was scattered
 };

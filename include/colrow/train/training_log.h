@@ -18,12 +18,14 @@ struct StepMetrics {
   double lr = 0.0;
   double grad_norm = 0.0;
   double tokens_per_s = 0.0;
-  double gflops_per_s = 0.0;                  // achieved, per rank
+  double gflops_per_s = 0.0;  // achieved, per rank
   double mfu = -1.0;  // gflops_per_s over the device's peak; < 0 when the peak is unknown (cpu)
   double peak_rss_mib = 0.0;                  // the largest over ranks
   std::vector<double> peak_rss_mib_per_rank;  // world rank order
   double peak_device_mib = -1.0;  // the device allocator's peak, largest over ranks; < 0 on the cpu
-  double val_loss = -1.0;                     // < 0: not measured at this step
+  double peak_host_tensor_mib =
+      -1.0;                // the host allocator's peak (tensors only), largest over ranks
+  double val_loss = -1.0;  // < 0: not measured at this step
 };
 
 class TrainingLog {
