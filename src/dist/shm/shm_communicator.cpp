@@ -25,7 +25,7 @@ constexpr size_t kPage = 4096;
 constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
 constexpr int64_t kLineFloats = 16;  // slices start on cache lines
 constexpr int64_t kBlockFloats = 4096;  // 16 KiB: a unit of parallel copying and summing
-constexpr int kSpinsBeforeYield = 2000;
+constexpr int kSpinsBeforeYield = 200;  // a few microseconds of pause, then yield
 
 size_t round_up(size_t n, size_t unit) {
   return (n + unit - 1) / unit * unit;
