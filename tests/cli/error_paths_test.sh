@@ -115,8 +115,10 @@ expect_in_message "tokens (0) must be positive"
 # have, TF32 on the CPU, and a GPU where none can be used.
 run_case device-name --d-model 48 --tokens 8 --device gpu
 expect_in_message "[device] device (gpu) must be cpu, cuda or cuda:N."
-run_case comm-name --d-model 48 --tokens 8 --comm mpi
-expect_in_message "[dist] comm (mpi) must be auto, nccl or staged."
+run_case comm-name --d-model 48 --tokens 8 --comm gloo
+expect_in_message "[dist] comm (gloo) must be auto, mpi, shm, nccl or staged."
+run_case comm-for-gpu-on-cpu --d-model 48 --tokens 8 --comm nccl
+expect_in_message "[dist] comm (nccl) carries GPU tensors, but device is cpu. Use --comm auto, mpi or shm on the CPU."
 run_case tf32-on-cpu --d-model 48 --tokens 8 --tf32
 expect_in_message "[device] tf32 applies to fp32 GEMMs on a GPU"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then

@@ -1,7 +1,10 @@
 // Activation kernels. This file is compiled with -ffast-math (see
 // src/CMakeLists.txt) so that glibc's vector tanhf/expf (libmvec) are used in
 // the simd loops: a scalar tanhf would cost more than the GEMMs around it.
-// The vector versions are accurate to a few ulp, well inside the tests' bounds.
+// The vector versions are accurate to a few ulp, well inside the tests' bounds,
+// but round differently from the scalar ones a loop's tail calls: every loop
+// runs in parallel.h's fixed element blocks, so an element takes the same path
+// (and gets the same bits) whatever the thread count.
 #include "kernels/cpu/activation.h"
 
 #include <cmath>
@@ -16,8 +19,6 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluC = 0.044715f;
 constexpr float kSqrtHalf = 0.7071067811865476f;    // 1 / sqrt(2)
 constexpr float kInvSqrt2Pi = 0.3989422804014327f;  // 1 / sqrt(2 pi)
-// Below this many elements one thread is faster. The if applies to the
-// parallel part only: small loops stay vectorized.
 
 // Stable sigmoid: e = exp(-|x|) lies in (0, 1], so nothing overflows and the
 // divisor 1 + e stays in [1, 2]. (1 / (1 + exp(-x)) becomes rcp(inf) times a
@@ -36,19 +37,23 @@ void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
   const float* in = x.data();
   float* out = y.data();
   if (form == GeluForm::kErf) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = in[i];
-      out[i] = 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
-    }
+    for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) {
+        const float v = in[i];
+        out[i] = 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
+      }
+    });
     return;
   }
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
-    out[i] = 0.5f * v * (1.0f + t);
-  }
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = in[i];
+      const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
+      out[i] = 0.5f * v * (1.0f + t);
+    }
+  });
 }
 
 void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
@@ -58,23 +63,27 @@ void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx)
   const float* g = dy.data();
   float* out = dx.data();
   if (form == GeluForm::kErf) {
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      const float v = in[i];
-      const float local =
-          0.5f * (1.0f + std::erf(v * kSqrtHalf)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
-      out[i] = g[i] * local;
-    }
+    for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+      for (int64_t i = i0; i < i1; ++i) {
+        const float v = in[i];
+        const float local =
+            0.5f * (1.0f + std::erf(v * kSqrtHalf)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
+        out[i] = g[i] * local;
+      }
+    });
     return;
   }
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = in[i];
-    const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
-    const float local =
-        0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-    out[i] = g[i] * local;
-  }
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      const float v = in[i];
+      const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
+      const float local =
+          0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
+      out[i] = g[i] * local;
+    }
+  });
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
@@ -82,8 +91,10 @@ void silu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   const float* in = x.data();
   float* out = y.data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * sigmoid(in[i]);
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) out[i] = in[i] * sigmoid(in[i]);
+  });
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
@@ -92,11 +103,13 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   const float* in = x.data();
   const float* g = dy.data();
   float* out = dx.data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid(in[i]);
-    out[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
-  }
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      const float s = sigmoid(in[i]);
+      out[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
+    }
+  });
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
@@ -105,8 +118,10 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   const float* a = gate.data();
   const float* b = up.data();
   float* out = h.data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * sigmoid(a[i]) * b[i];
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) out[i] = a[i] * sigmoid(a[i]) * b[i];
+  });
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
@@ -118,13 +133,15 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
   const float* g = dh.data();
   float* da = dgate.data();
   float* db = dup.data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid(a[i]);
-    const float silu = a[i] * s;
-    da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
-    db[i] = g[i] * silu;
-  }
+  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+#pragma omp simd
+    for (int64_t i = i0; i < i1; ++i) {
+      const float s = sigmoid(a[i]);
+      const float silu = a[i] * s;
+      da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
+      db[i] = g[i] * silu;
+    }
+  });
 }
 
 }  // namespace colrow::kernels::cpu

@@ -10,23 +10,41 @@ namespace colrow::kernels::cpu {
 
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& s) {
   const float one_minus_beta1 = 1.0f - s.beta1, one_minus_beta2 = 1.0f - s.beta2;
+  struct Arrays {
+    float* p;
+    const float* g;
+    float *m, *v;
+    float wd;
+  };
+  std::vector<Arrays> arrays;
+  std::vector<int64_t> lengths;
   for (const AdamWSegment& segment : segments) {
     const int64_t n = segment.param.numel();
     for (const Tensor* t : {&segment.param, &segment.grad, &segment.exp_avg, &segment.exp_avg_sq}) {
       if (!t->is_contiguous() || t->numel() != n) {
-        throw InternalError("[adamw] a segment's param, grad and moments must be contiguous "
-                            "and of one length (" + std::to_string(n) + ")");
+        throw InternalError(
+            "[adamw] a segment's param, grad and moments must be contiguous "
+            "and of one length (" +
+            std::to_string(n) + ")");
       }
     }
     // Shallow handles onto the segment's storage (the list is const, its storage is not).
     Tensor param = segment.param, exp_avg = segment.exp_avg, exp_avg_sq = segment.exp_avg_sq;
-    float* p = param.data();
-    const float* g = segment.grad.data();
-    float* m = exp_avg.data();
-    float* v = exp_avg_sq.data();
-    const float wd = segment.decay ? s.decay : 1.0f;
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-    for (int64_t j = 0; j < n; ++j) {
+    arrays.push_back({param.data(), segment.grad.data(), exp_avg.data(), exp_avg_sq.data(),
+                      segment.decay ? s.decay : 1.0f});
+    lengths.push_back(n);
+  }
+  // One parallel loop over fixed chunks of every segment: small segments (biases,
+  // norms) share the threads instead of running alone. Element-wise, so the
+  // split changes no bits.
+  const std::vector<Chunk> chunks = fixed_chunks(lengths);
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  int64_t total = 0;
+  for (int64_t n : lengths) total += n;
+#pragma omp parallel for schedule(static) if (total > kParallelElements)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const auto [p, g, m, v, wd] = arrays[chunks[c].part];
+    for (int64_t j = chunks[c].begin; j < chunks[c].end; ++j) {
       const float grad = g[j] * s.grad_scale;
       p[j] *= wd;                                             // param.mul_(1 - lr * wd)
       m[j] += one_minus_beta1 * (grad - m[j]);                // exp_avg.lerp_(grad, 1 - beta1)

@@ -1,10 +1,17 @@
 // Causal attention, forward and backward, as GEMMs on per-head views.
 // Legend: B batch, T seq (queries i, keys j), NH query heads, NKV key/value
-// heads, HS head_dim. Work is split over (sequence, query head) forward and
-// over (sequence, KV head) backward, where the query heads sharing a KV head
-// accumulate into its dK and dV one after another (no two threads write the
-// same rows). Inside an OpenMP region OpenBLAS runs single-threaded; with one
-// unit of work the region is skipped and BLAS threads the GEMMs instead.
+// heads, HS head_dim. Work is split over (sequence, query head, block of query
+// rows) forward; backward runs in two passes, so that one sequence of a few
+// heads still keeps 16 threads busy:
+//   1. per (sequence, query head, query block): dP, then dS (kept in the
+//      scratch, one T x T slab per head) and dQ of its rows;
+//   2. per (sequence, KV head, key block): dV and dK of its keys, from P and
+//      the kept dS of the query heads that share the KV head, in head order.
+// Heads go through in chunks of as many as the scratch has slabs (one chunk
+// when B NH <= threads). Every output element is written by one task in an
+// order set by the shape, so the bits do not depend on the thread count or
+// the chunking. Inside an OpenMP region OpenBLAS runs single-threaded; with
+// one task the region is skipped and BLAS threads the GEMMs instead.
 // This file is compiled with -ffast-math (see src/CMakeLists.txt) so that the
 // softmax's exp runs as glibc's vector expf (libmvec, a few ulp): with scalar
 // expf the T^2/2 exponentials per head cost more than the GEMMs around them.
@@ -19,13 +26,11 @@
 #include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow::kernels::cpu {
 namespace {
 
-// Query rows per block: the GEMMs of block [r0, r1) read keys [0, r1) only,
-// so about kRowBlock / (2 T) of the masked triangle is computed, not half of it.
-constexpr int64_t kRowBlock = 64;
 // Below this many multiply-adds (B NH T^2 HS) one thread is faster. Work, not
 // elements: the element-wise kernels' threshold is kernels/cpu/parallel.h.
 constexpr int64_t kParallelWork = 1 << 16;
@@ -69,49 +74,56 @@ void softmax_backward_row(const float* p, float* ds, int64_t i, int64_t end) {
   std::fill(ds + i + 1, ds + end, 0.0f);
 }
 
-// One (sequence, query head): P and O for query rows block by block.
+// Query rows [r0, r1) of one (sequence, query head): their P and O.
 // q_h, k_g, v_g, o_h: [T, HS] views; p: [T, T].
-void forward_head(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, Tensor& p, Tensor& o_h,
-                  float scale, int64_t window) {
-  const int64_t seq = p.size(0);
-  for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
-    const int64_t r1 = std::min(seq, r0 + kRowBlock), rows = r1 - r0;
-    // S[r0:r1, 0:r1] = scale Q[r0:r1] K[0:r1]^T  ([rows, HS] x [HS, r1])
-    Tensor s = p.slice(0, r0, rows).slice(1, 0, r1);
-    gemm(Trans::kNo, Trans::kYes, scale, q_h.slice(0, r0, rows), k_g.slice(0, 0, r1), 0.0f, s);
-    for (int64_t i = r0; i < r1; ++i) causal_softmax_row(p.data() + i * seq, i, seq, window);
-    // O[r0:r1] = P[r0:r1, 0:r1] V[0:r1]  ([rows, r1] x [r1, HS])
-    Tensor o = o_h.slice(0, r0, rows);
-    gemm(Trans::kNo, Trans::kNo, 1.0f, s, v_g.slice(0, 0, r1), 0.0f, o);
-  }
+void forward_rows(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, Tensor& p, Tensor& o_h,
+                  float scale, int64_t window, int64_t r0, int64_t r1) {
+  const int64_t seq = p.size(0), rows = r1 - r0;
+  // S[r0:r1, 0:r1] = scale Q[r0:r1] K[0:r1]^T  ([rows, HS] x [HS, r1])
+  Tensor s = p.slice(0, r0, rows).slice(1, 0, r1);
+  gemm(Trans::kNo, Trans::kYes, scale, q_h.slice(0, r0, rows), k_g.slice(0, 0, r1), 0.0f, s);
+  for (int64_t i = r0; i < r1; ++i) causal_softmax_row(p.data() + i * seq, i, seq, window);
+  // O[r0:r1] = P[r0:r1, 0:r1] V[0:r1]  ([rows, r1] x [r1, HS])
+  Tensor o = o_h.slice(0, r0, rows);
+  gemm(Trans::kNo, Trans::kNo, 1.0f, s, v_g.slice(0, 0, r1), 0.0f, o);
 }
 
-// One (sequence, query head) of backward, adding into its KV head's dK, dV.
-// ds_buf: [T, T] scratch for dP, then dS.
-void backward_head(const Tensor& q_h, const Tensor& k_g, const Tensor& v_g, const Tensor& p,
-                   const Tensor& do_h, Tensor& dq_h, Tensor& dk_g, Tensor& dv_g, Tensor& ds_buf,
-                   float scale) {
-  const int64_t seq = p.size(0);
-  for (int64_t r0 = 0; r0 < seq; r0 += kRowBlock) {
-    const int64_t r1 = std::min(seq, r0 + kRowBlock), rows = r1 - r0;
-    const Tensor p_blk = p.slice(0, r0, rows).slice(1, 0, r1);  // [rows, r1]
-    const Tensor do_blk = do_h.slice(0, r0, rows);              // [rows, HS]
-    const Tensor q_blk = q_h.slice(0, r0, rows);
-    Tensor dk = dk_g.slice(0, 0, r1), dv = dv_g.slice(0, 0, r1);  // [r1, HS]
-    // dV[0:r1] += P_blk^T dO_blk  ([r1, rows] x [rows, HS])
-    gemm(Trans::kYes, Trans::kNo, 1.0f, p_blk, do_blk, 1.0f, dv);
-    // dP = dO_blk V[0:r1]^T  ([rows, HS] x [HS, r1]), then dS in place
-    Tensor ds = ds_buf.slice(0, 0, rows).slice(1, 0, r1);
-    gemm(Trans::kNo, Trans::kYes, 1.0f, do_blk, v_g.slice(0, 0, r1), 0.0f, ds);
-    for (int64_t i = r0; i < r1; ++i) {
-      softmax_backward_row(p.data() + i * seq, ds_buf.data() + (i - r0) * seq, i, r1);
-    }
-    // dQ[r0:r1] = scale dS K[0:r1]  ([rows, r1] x [r1, HS])
-    Tensor dq = dq_h.slice(0, r0, rows);
-    gemm(Trans::kNo, Trans::kNo, scale, ds, k_g.slice(0, 0, r1), 0.0f, dq);
-    // dK[0:r1] += scale dS^T Q_blk  ([r1, rows] x [rows, HS])
-    gemm(Trans::kYes, Trans::kNo, scale, ds, q_blk, 1.0f, dk);
+// Backward pass 1, query rows [r0, r1) of one (sequence, query head): dS of
+// those rows, keys [0, r1), into ds_h (zeros above the diagonal), and dQ.
+// ds_h: [T, T], this head's slab of the scratch.
+void backward_query_rows(const Tensor& k_g, const Tensor& v_g, const Tensor& p, const Tensor& do_h,
+                         Tensor& dq_h, Tensor& ds_h, float scale, int64_t r0, int64_t r1) {
+  const int64_t seq = p.size(0), rows = r1 - r0;
+  // dP = dO[r0:r1] V[0:r1]^T  ([rows, HS] x [HS, r1]), then dS in place
+  Tensor ds = ds_h.slice(0, r0, rows).slice(1, 0, r1);
+  gemm(Trans::kNo, Trans::kYes, 1.0f, do_h.slice(0, r0, rows), v_g.slice(0, 0, r1), 0.0f, ds);
+  for (int64_t i = r0; i < r1; ++i) {
+    softmax_backward_row(p.data() + i * seq, ds_h.data() + i * seq, i, r1);
   }
+  // dQ[r0:r1] = scale dS K[0:r1]  ([rows, r1] x [r1, HS])
+  Tensor dq = dq_h.slice(0, r0, rows);
+  gemm(Trans::kNo, Trans::kNo, scale, ds, k_g.slice(0, 0, r1), 0.0f, dq);
+}
+
+// Backward pass 2, keys [c0, c1) (a query block's rows, so pass 1 wrote every
+// dS entry read here) of one (sequence, query head): adds the head's share of
+// dK[c0:c1] and dV[c0:c1], zeroed first for the group's first head. Only
+// queries [c0, T) see these keys.
+void backward_key_rows(const Tensor& q_h, const Tensor& p, const Tensor& do_h, const Tensor& ds_h,
+                       Tensor& dk_g, Tensor& dv_g, float scale, int64_t c0, int64_t c1,
+                       bool first) {
+  const int64_t seq = p.size(0), keys = c1 - c0, rows = seq - c0;
+  Tensor dk = dk_g.slice(0, c0, keys), dv = dv_g.slice(0, c0, keys);
+  if (first) {
+    dk.zero();
+    dv.zero();
+  }
+  // dV[c0:c1] += P[c0:T, c0:c1]^T dO[c0:T]  ([keys, rows] x [rows, HS])
+  gemm(Trans::kYes, Trans::kNo, 1.0f, p.slice(0, c0, rows).slice(1, c0, keys),
+       do_h.slice(0, c0, rows), 1.0f, dv);
+  // dK[c0:c1] += scale dS[c0:T, c0:c1]^T Q[c0:T]  ([keys, rows] x [rows, HS])
+  gemm(Trans::kYes, Trans::kNo, scale, ds_h.slice(0, c0, rows).slice(1, c0, keys),
+       q_h.slice(0, c0, rows), 1.0f, dk);
 }
 
 }  // namespace
@@ -122,14 +134,19 @@ void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_
   check_window(window, "attention_forward");
   const float scale = softmax_scale(d.head_dim);
   const Tensor p_all = probs.view({d.batch * d.n_head * d.seq, d.seq});
-  const int64_t units = d.batch * d.n_head;
+  const int64_t units = d.batch * d.n_head, blocks = ceil_div(d.seq, kQueryBlock);
+  const int64_t tasks = units * blocks;
   const int64_t work = units * d.seq * d.seq * d.head_dim;
-#pragma omp parallel for schedule(static) if (units > 1 && work > kParallelWork)
-  for (int64_t u = 0; u < units; ++u) {
+  // Later query blocks cost more (they see more keys): hand them out first.
+#pragma omp parallel for schedule(dynamic) if (tasks > 1 && work > kParallelWork)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t blk = blocks - 1 - task / units, u = task % units;
     const int64_t b = u / d.n_head, h = u % d.n_head, g = h / d.group;
+    const int64_t r0 = blk * kQueryBlock, r1 = std::min(d.seq, r0 + kQueryBlock);
     Tensor p = p_all.slice(0, u * d.seq, d.seq);  // [T, T]
     Tensor o_h = head(out, d, b, h);
-    forward_head(head(q, d, b, h), head(k, d, b, g), head(v, d, b, g), p, o_h, scale, window);
+    forward_rows(head(q, d, b, h), head(k, d, b, g), head(v, d, b, g), p, o_h, scale, window, r0,
+                 r1);
   }
 }
 
@@ -150,21 +167,47 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
   const float scale = softmax_scale(d.head_dim);
   const Tensor p_all = probs.view({d.batch * d.n_head * d.seq, d.seq});
   const Tensor ds_all = scratch.view({scratch.size(0) * d.seq, d.seq});
-  const int64_t units = d.batch * d.n_kv_head;
+  const int64_t blocks = ceil_div(d.seq, kQueryBlock);
+  const int64_t q_units = d.batch * d.n_head, slabs = scratch.size(0);
   const int64_t work = d.batch * d.n_head * d.seq * d.seq * d.head_dim;
-#pragma omp parallel for schedule(static) if (units > 1 && work > kParallelWork)
-  for (int64_t u = 0; u < units; ++u) {
-    const int64_t b = u / d.n_kv_head, g = u % d.n_kv_head;
-    Tensor ds_buf = ds_all.slice(0, omp_get_thread_num() * d.seq, d.seq);
-    const Tensor k_g = head(k, d, b, g), v_g = head(v, d, b, g);
-    Tensor dk_g = head(dk, d, b, g), dv_g = head(dv, d, b, g);
-    dk_g.zero();
-    dv_g.zero();
-    for (int64_t h = g * d.group; h < (g + 1) * d.group; ++h) {
-      const Tensor p = p_all.slice(0, (b * d.n_head + h) * d.seq, d.seq);
-      Tensor dq_h = head(dq, d, b, h);
-      backward_head(head(q, d, b, h), k_g, v_g, p, head(dout, d, b, h), dq_h, dk_g, dv_g, ds_buf,
-                    scale);
+  const bool parallel = q_units * blocks > 1 && work > kParallelWork;
+  // The KV unit (sequence, KV head) of query unit u.
+  auto kv_unit = [&](int64_t u) { return u / d.n_head * d.n_kv_head + u % d.n_head / d.group; };
+  for (int64_t u0 = 0; u0 < q_units; u0 += slabs) {
+    const int64_t u1 = std::min(q_units, u0 + slabs), n_q = u1 - u0;
+    const int64_t kv0 = kv_unit(u0), n_kv = kv_unit(u1 - 1) + 1 - kv0;
+#pragma omp parallel if (parallel)
+    {
+      // Pass 1 (dS, dQ): later query blocks cost more, so they go first.
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < n_q * blocks; ++task) {
+        const int64_t blk = blocks - 1 - task / n_q, u = u0 + task % n_q;
+        const int64_t b = u / d.n_head, h = u % d.n_head, g = h / d.group;
+        const int64_t r0 = blk * kQueryBlock, r1 = std::min(d.seq, r0 + kQueryBlock);
+        const Tensor p = p_all.slice(0, u * d.seq, d.seq);
+        Tensor ds_h = ds_all.slice(0, (u - u0) * d.seq, d.seq);
+        Tensor dq_h = head(dq, d, b, h);
+        backward_query_rows(head(k, d, b, g), head(v, d, b, g), p, head(dout, d, b, h), dq_h, ds_h,
+                            scale, r0, r1);
+      }
+      // Pass 2 (dK, dV), after the barrier: early key blocks are seen by more
+      // queries, so they go first. A KV head's query heads add in head order
+      // (a group split over two chunks continues in the next one).
+#pragma omp for schedule(dynamic)
+      for (int64_t task = 0; task < n_kv * blocks; ++task) {
+        const int64_t blk = task / n_kv, kvu = kv0 + task % n_kv;
+        const int64_t b = kvu / d.n_kv_head, g = kvu % d.n_kv_head;
+        const int64_t c0 = blk * kQueryBlock, c1 = std::min(d.seq, c0 + kQueryBlock);
+        Tensor dk_g = head(dk, d, b, g), dv_g = head(dv, d, b, g);
+        const int64_t first_u = b * d.n_head + g * d.group;
+        for (int64_t u = std::max(u0, first_u); u < std::min(u1, first_u + d.group); ++u) {
+          const int64_t h = u % d.n_head;
+          const Tensor p = p_all.slice(0, u * d.seq, d.seq);
+          const Tensor ds_h = ds_all.slice(0, (u - u0) * d.seq, d.seq);
+          backward_key_rows(head(q, d, b, h), p, head(dout, d, b, h), ds_h, dk_g, dv_g, scale, c0,
+                            c1, u == first_u);
+        }
+      }
     }
   }
 }

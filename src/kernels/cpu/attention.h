@@ -28,7 +28,9 @@ namespace colrow::kernels::cpu {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& probs, Tensor& out);
 
-// The scratch backward needs: [threads, seq, seq], one dP/dS block per OpenMP thread.
+// The scratch backward needs: [threads, seq, seq], one dS slab per (sequence,
+// head) in flight; a larger first dimension takes more heads at a time (the
+// bits do not change).
 Shape attention_backward_scratch_shape(int64_t seq);
 
 // q, k, v, probs as given to / produced by attention_forward; dout: like out

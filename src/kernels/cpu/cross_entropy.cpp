@@ -1,12 +1,17 @@
 // The vocabulary-parallel cross-entropy's passes over the local logits (see
 // cross_entropy.h). This file is built with -fno-trapping-math so that the
 // selects in exp_nonpositive if-convert and the row loops vectorize.
+// Rows are cut into fixed chunks of kVocabChunk columns (parallel.h) and the
+// work is split over (token, chunk): a few tokens over a large vocabulary
+// still make many tasks. The max and the sums combine the chunks' partials in
+// chunk order, so the bits depend on the shape, never on the thread count.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/checks/cross_entropy.h"
@@ -54,15 +59,27 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
   const int64_t ld = logits_local.row_stride();
   const float* x = logits_local.data();
   float* row_max = max.data();
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
+  std::vector<float> partial(static_cast<size_t>(tokens * chunks));
 #pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
+  for (int64_t task = 0; task < tokens * chunks; ++task) {
+    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
+    const int64_t j1 = std::min(real, j0 + kVocabChunk);
+    if (targets[t] == ignore) continue;
+    const float* row = x + t * ld;
+    float m = -kInf;
+    // The select, not std::max: GCC vectorizes only this form (same result,
+    // NaN skipped here and propagated by the exp sum).
+#pragma omp simd reduction(max : m)
+    for (int64_t j = j0; j < j1; ++j) m = row[j] > m ? row[j] : m;
+    partial[task] = m;
+  }
   for (int64_t t = 0; t < tokens; ++t) {
     float m = targets[t] == ignore ? 0.0f : -kInf;
     if (targets[t] != ignore) {
-      const float* row = x + t * ld;
-      // The select, not std::max: GCC vectorizes only this form (same result,
-      // NaN skipped here and propagated by the exp sum).
-#pragma omp simd reduction(max : m)
-      for (int64_t j = 0; j < real; ++j) m = row[j] > m ? row[j] : m;
+      for (int64_t c = 0; c < chunks; ++c) {
+        m = partial[t * chunks + c] > m ? partial[t * chunks + c] : m;
+      }
     }
     row_max[t] = m;
   }
@@ -79,7 +96,25 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
   const int64_t ld = logits_local.row_stride(), start = rows.vocab_start;
   const float *x = logits_local.data(), *row_max = max.data();
   float *sums = sum_exp.data(), *packed = target_logit.data();
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
+  std::vector<double> partial(static_cast<size_t>(2 * tokens * chunks));  // (s, sx) per task
 #pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
+  for (int64_t task = 0; task < tokens * chunks; ++task) {
+    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
+    const int64_t j1 = std::min(real, j0 + kVocabChunk);
+    const float m = row_max[t];
+    if (targets[t] == ignore || m == -kInf) continue;
+    const float* row = x + t * ld;
+    double s = 0.0, sx = 0.0;
+#pragma omp simd reduction(+ : s, sx)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float z = row[j] - m;
+      s += exp_nonpositive(z);
+      sx += z;
+    }
+    partial[2 * task] = s;
+    partial[2 * task + 1] = sx;
+  }
   for (int64_t t = 0; t < tokens; ++t) {
     float* out = packed + t * width;
     double s = 0.0, sx = 0.0;
@@ -90,11 +125,9 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
       if (m == -kInf) {
         sx = -std::numeric_limits<double>::infinity();  // every logit -inf: no mass
       } else {
-#pragma omp simd reduction(+ : s, sx)
-        for (int64_t j = 0; j < real; ++j) {
-          const float z = row[j] - m;
-          s += exp_nonpositive(z);
-          sx += z;
+        for (int64_t c = 0; c < chunks; ++c) {
+          s += partial[2 * (t * chunks + c)];
+          sx += partial[2 * (t * chunks + c) + 1];
         }
       }
       const int64_t mine = targets[t] - start;
@@ -151,23 +184,26 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
   const float *x = logits_local.data(), *row_max = max.data(), *sums = sum_exp.data();
   const float* dl = dloss != nullptr ? dloss->data() : nullptr;
   float* grad = dlogits_local.data();
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(v_local, kVocabChunk));
 #pragma omp parallel for schedule(static) if (tokens * v_local > kParallelElements)
-  for (int64_t t = 0; t < tokens; ++t) {
+  for (int64_t task = 0; task < tokens * chunks; ++task) {
+    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
+    const int64_t j1 = std::min(v_local, j0 + kVocabChunk), jr = std::min(real, j1);
     float* out = grad + t * v_local;
     if (targets[t] == ignore) {
-      std::fill(out, out + v_local, 0.0f);
+      std::fill(out + j0, out + j1, 0.0f);
       continue;
     }
     const float scale = dl != nullptr ? dl[t] : uniform_scale;
     const float* row = x + t * ld;
     const float m = row_max[t], inv_sum = 1.0f / sums[t];
 #pragma omp simd
-    for (int64_t j = 0; j < real; ++j) {
+    for (int64_t j = j0; j < jr; ++j) {
       out[j] = scale * (exp_nonpositive(row[j] - m) * inv_sum - a_over_v);
     }
     const int64_t mine = targets[t] - start;
-    if (mine >= 0 && mine < real) out[mine] -= scale * one_minus_a;
-    std::fill(out + real, out + v_local, 0.0f);  // padded classes: no gradient
+    if (mine >= j0 && mine < jr) out[mine] -= scale * one_minus_a;
+    std::fill(out + std::max(j0, jr), out + j1, 0.0f);  // padded classes: no gradient
   }
 }
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "kernels/checks/embedding.h"
@@ -11,7 +13,9 @@
 namespace colrow::kernels::cpu {
 namespace {
 
-constexpr int64_t kColumnBlock = 64;  // features per task in the gradient scatter-add
+// Features per task in the gradient scatter-adds: a long stretch of each row,
+// and still one task per (id or position, block). Sets no sum order.
+constexpr int64_t kFeatureBlock = 256;
 
 }  // namespace
 
@@ -39,20 +43,35 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   const int64_t tokens = static_cast<int64_t>(ids.size());
   check_embedding_backward(dy, dtable_local, tokens);
   const int64_t rows = dtable_local.size(0), d = dtable_local.size(1);
-  // Each task owns a block of features and walks the tokens in order: repeated
-  // ids never race, and the sum order is the token order whatever the thread count.
   const int64_t ld = dy.row_stride(), ld_table = dtable_local.row_stride();
   const float* grad = dy.data();
   float* dw = dtable_local.data();
-  const int64_t blocks = (d + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t j0 = blk * kColumnBlock, j1 = std::min(d, j0 + kColumnBlock);
-    for (int64_t t = 0; t < tokens; ++t) {
-      const int64_t row = ids[t] - vocab_start;
-      if (row < 0 || row >= rows) continue;
-      const float* src = grad + t * ld;
-      float* dst = dw + row * ld_table;
+  // The local tokens grouped by table row, each row's tokens in token order:
+  // one task per (row, feature block) adds its tokens in that order, so repeated
+  // ids never race and the sum order is the token order whatever the thread
+  // count, with as many tasks as distinct ids (not just feature blocks).
+  std::vector<std::pair<int64_t, int64_t>> by_row;  // (row, token), sorted
+  by_row.reserve(ids.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = ids[t] - vocab_start;
+    if (row >= 0 && row < rows) by_row.emplace_back(row, t);
+  }
+  std::sort(by_row.begin(), by_row.end());
+  std::vector<int64_t> run_starts;  // runs of one row in by_row, then the end
+  for (size_t i = 0; i < by_row.size(); ++i) {
+    if (i == 0 || by_row[i].first != by_row[i - 1].first) run_starts.push_back(i);
+  }
+  run_starts.push_back(static_cast<int64_t>(by_row.size()));
+  const int64_t runs = static_cast<int64_t>(run_starts.size()) - 1;
+  const int64_t col_blocks = ceil_div(d, kFeatureBlock);
+  // Round-robin over tasks: a frequent id's feature blocks go to different threads.
+#pragma omp parallel for schedule(static, 1) if (tokens * d > kParallelElements)
+  for (int64_t task = 0; task < runs * col_blocks; ++task) {
+    const int64_t run = task / col_blocks, cb = task % col_blocks;
+    const int64_t j0 = cb * kFeatureBlock, j1 = std::min(d, j0 + kFeatureBlock);
+    float* dst = dw + by_row[run_starts[run]].first * ld_table;
+    for (int64_t i = run_starts[run]; i < run_starts[run + 1]; ++i) {
+      const float* src = grad + by_row[i].second * ld;
 #pragma omp simd
       for (int64_t j = j0; j < j1; ++j) dst[j] += src[j];
     }
@@ -93,15 +112,18 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
   const int64_t batch = tokens / seq;
   const float* in = dx.data();
   float* grad = dtable.data();
-  // Parallel over positions: each position's row is owned by one thread, and
-  // sums its sequences in order.
+  // Parallel over (position, feature block): each element is owned by one
+  // thread, and sums its sequences in order.
+  const int64_t col_blocks = ceil_div(d, kFeatureBlock);
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
-  for (int64_t t = 0; t < seq; ++t) {
+  for (int64_t task = 0; task < seq * col_blocks; ++task) {
+    const int64_t t = task / col_blocks, cb = task % col_blocks;
+    const int64_t j0 = cb * kFeatureBlock, j1 = std::min(d, j0 + kFeatureBlock);
     float* row = grad + t * d;
     for (int64_t b = 0; b < batch; ++b) {
       const float* src = in + (b * seq + t) * d;
 #pragma omp simd
-      for (int64_t j = 0; j < d; ++j) row[j] += src[j];
+      for (int64_t j = j0; j < j1; ++j) row[j] += src[j];
     }
   }
 }

@@ -8,7 +8,8 @@
 //     forward   x[t] += table[t % seq]
 //     backward  dtable[p] += sum over sequences b of dx[b * seq + p]
 // Gradients accumulate, and always in token order for each row (parallel over
-// feature blocks or positions, never over tokens): deterministic, no atomics.
+// (distinct id, feature block) or (position, feature block), never over the
+// tokens of one row): deterministic, no atomics.
 #pragma once
 
 #include <cstdint>

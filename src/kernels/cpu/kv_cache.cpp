@@ -1,7 +1,9 @@
 // The KV cache kernels on the CPU: a row copy, and per (sequence, query head)
 // two GEMMs around a causal softmax, like kernels/cpu/attention.cpp but with
-// the keys read from the cache. Parallel over (sequence, query head); inside
-// the OpenMP region OpenBLAS runs single-threaded.
+// the keys read from the cache. Parallel over (sequence, query head, block of
+// new query rows), so a prefill of one sequence still makes many tasks; each
+// task writes its own rows, so the split changes no bits. Inside the OpenMP
+// region OpenBLAS runs single-threaded.
 #include "kernels/cpu/kv_cache.h"
 
 #include <algorithm>
@@ -59,29 +61,34 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hs)));
   // Row (t, h) of the scores as a [B*n, NH*L] matrix: head h of token t.
   const Tensor score_rows = scores.view({d.batch * n, n_head * d.capacity});
-  const int64_t units = d.batch * n_head;
+  const int64_t units = d.batch * n_head, blocks = ceil_div(n, kQueryBlock);
+  const int64_t tasks = units * blocks;
   int64_t keys = 0;
   for (int64_t s : rows.starts) keys += s + n;
   const int64_t work = keys * n * n_head * hs;
-#pragma omp parallel for schedule(static) if (units > 1 && work > kParallelElements)
-  for (int64_t u = 0; u < units; ++u) {
+  // Later query blocks see more keys: they go first.
+#pragma omp parallel for schedule(dynamic) if (tasks > 1 && work > kParallelElements)
+  for (int64_t task = 0; task < tasks; ++task) {
+    const int64_t blk = blocks - 1 - task / units, u = task % units;
     const int64_t b = u / n_head, h = u % n_head, g = h / group;
-    const int64_t start = rows.starts[b], end = start + n;  // keys [0, end)
+    const int64_t r0 = blk * kQueryBlock, r1 = std::min(n, r0 + kQueryBlock), m = r1 - r0;
+    const int64_t start = rows.starts[b], end = start + n;  // the step's keys: [0, end)
+    const int64_t seen = start + r1;                        // these rows' keys: [0, seen)
     const int64_t cache_head = (rows.slots[b] * d.n_kv_head + g) * d.capacity;
     const Tensor k =
-        k_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
+        k_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, seen);
     const Tensor v =
-        v_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, end);
-    const Tensor q_bh = q.slice(0, b * n, n).slice(1, h * hs, hs);           // [n, HS]
-    Tensor s = score_rows.slice(0, b * n, n).slice(1, h * d.capacity, end);  // [n, end]
-    // S = scale Q K^T  ([n, HS] x [HS, end])
+        v_cache.view({d.slots * d.n_kv_head * d.capacity, hs}).slice(0, cache_head, seen);
+    const Tensor q_bh = q.slice(0, b * n + r0, m).slice(1, h * hs, hs);            // [m, HS]
+    Tensor s = score_rows.slice(0, b * n + r0, m).slice(1, h * d.capacity, seen);  // [m, seen]
+    // S = scale Q K^T  ([m, HS] x [HS, seen])
     gemm(Trans::kNo, Trans::kYes, scale, q_bh, k, 0.0f, s);
-    for (int64_t i = 0; i < n; ++i) {
-      const int64_t last = start + i;
-      causal_softmax(s.data() + i * s.stride(0), first_visible_key(last, window), last, end);
+    for (int64_t i = r0; i < r1; ++i) {
+      const int64_t last = start + i;  // zeros after it up to the step's end
+      causal_softmax(s.data() + (i - r0) * s.stride(0), first_visible_key(last, window), last, end);
     }
-    // O = P V  ([n, end] x [end, HS])
-    Tensor o = out.slice(0, b * n, n).slice(1, h * hs, hs);
+    // O = P V  ([m, seen] x [seen, HS])
+    Tensor o = out.slice(0, b * n + r0, m).slice(1, h * hs, hs);
     gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
   }
 }

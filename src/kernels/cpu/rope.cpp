@@ -9,8 +9,6 @@
 namespace colrow::kernels::cpu {
 namespace {
 
-// Below this many elements one thread is faster.
-
 // y = R(sign * angle) x for every head of every token. Each pair (i, i + half)
 // is read before it is written, so y may alias x.
 void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y) {
@@ -46,11 +44,15 @@ void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, T
   const int64_t half = static_cast<int64_t>(inv_freq.size());
   ensure_shape(cos, {seq, half}, Device::cpu());
   ensure_shape(sin, {seq, half}, Device::cpu());
-  for (int64_t i = 0; i < half; ++i) {
-    for (int64_t p = 0; p < seq; ++p) {
+  float *c = cos.data(), *s = sin.data();
+  // Parallel over positions: a long context's table is millions of double
+  // cos and sin, each computed alone (no sums), so the split changes no bits.
+#pragma omp parallel for schedule(static) if (seq * half > kParallelElements)
+  for (int64_t p = 0; p < seq; ++p) {
+    for (int64_t i = 0; i < half; ++i) {
       const double angle = static_cast<double>(p) * inv_freq[i];
-      cos.data()[p * half + i] = static_cast<float>(std::cos(angle));
-      sin.data()[p * half + i] = static_cast<float>(std::sin(angle));
+      c[p * half + i] = static_cast<float>(std::cos(angle));
+      s[p * half + i] = static_cast<float>(std::sin(angle));
     }
   }
 }
