@@ -64,25 +64,35 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 
 const std::vector<int64_t> kSizes = {1, 3, 17, 1001, 1024, 4099};
 
+// Chunks of at most 32K floats x ranks are summed whole on every rank (one
+// barrier); larger ones slice by slice (two). kSizes with small slots take
+// the first path, kLargeSizes with 1 MiB slots the second.
+const std::vector<int64_t> kLargeSizes = {40000, 300001};
+constexpr size_t kLargeSlot = size_t{1} << 20;
+
 TEST(ShmCommunicator, AllReduceSumMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();
-  auto shm = shm_group();
-  for (int64_t n : kSizes) {
-    Tensor a = integers(shm->rank(), n), b = integers(shm->rank(), n);
-    shm->all_reduce_sum(a);
-    mpi->all_reduce_sum(b);
-    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  for (bool large : {false, true}) {
+    auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
+    for (int64_t n : large ? kLargeSizes : kSizes) {
+      Tensor a = integers(shm->rank(), n), b = integers(shm->rank(), n);
+      shm->all_reduce_sum(a);
+      mpi->all_reduce_sum(b);
+      EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+    }
   }
 }
 
 TEST(ShmCommunicator, AllReduceMaxMatchesMpiBitwise) {
   auto mpi = mpi_group();
-  auto shm = shm_group();
-  for (int64_t n : kSizes) {
-    Tensor a = randoms(shm->rank(), n, 5), b = randoms(shm->rank(), n, 5);
-    shm->all_reduce_max(a);
-    mpi->all_reduce_max(b);
-    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  for (bool large : {false, true}) {
+    auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
+    for (int64_t n : large ? kLargeSizes : kSizes) {
+      Tensor a = randoms(shm->rank(), n, 5), b = randoms(shm->rank(), n, 5);
+      shm->all_reduce_max(a);
+      mpi->all_reduce_max(b);
+      EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+    }
   }
 }
 

@@ -25,6 +25,10 @@ constexpr size_t kPage = 4096;
 constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
 constexpr int64_t kLineFloats = 16;  // slices start on cache lines
 constexpr int64_t kBlockFloats = 4096;  // 16 KiB: a unit of parallel copying and summing
+// Up to this many floats read per rank (chunk x ranks), an all-reduce sums the
+// whole chunk on every rank: one barrier instead of two, which is what small
+// messages (decoding's [batch, d_model]) pay for.
+constexpr int64_t kWholeReduceFloats = int64_t{1} << 15;
 constexpr int kSpinsBeforeYield = 200;  // a few microseconds of pause, then yield
 
 size_t round_up(size_t n, size_t unit) {
@@ -150,6 +154,17 @@ void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wha
     const int set = next_set();
     copy_floats(slot(me, set), data + offset, count);
     arrive_and_wait();
+    if (count * ranks <= kWholeReduceFloats) {
+      // Small: every rank sums the whole chunk itself, in the same rank
+      // order (so the same bits everywhere), and needs no second barrier.
+      for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set);
+      if (reduction == Reduction::kMax) {
+        combine<true>(data + offset, sources, count);
+      } else {
+        combine<false>(data + offset, sources, count);
+      }
+      continue;
+    }
     const Slice mine = slice_of(me, ranks, count);
     for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set) + mine.begin;
     float* reduced = slot(me, set) + mine.begin;

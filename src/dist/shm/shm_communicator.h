@@ -4,7 +4,9 @@
 // collective may start writing while ranks still read the previous one).
 //   all_reduce: each rank copies its chunk into its slot; barrier; rank r sums
 //     slice r of every slot, in rank order, into slice r of its own slot;
-//     barrier; every rank copies the R reduced slices out.
+//     barrier; every rank copies the R reduced slices out. Small chunks
+//     (chunk x R <= 32K floats): every rank sums the whole chunk in rank
+//     order after the first barrier, and there is no second.
 //   all_gather: copy in; barrier; copy every rank's slot out.
 //   reduce_scatter: copy in; barrier; rank r sums block r of every slot.
 // Each element's sum runs over ranks 0, 1, ..., R-1 whatever the threads or
