@@ -1,4 +1,5 @@
-// colrow: the command-line tool. Verbs: train, eval, generate, tokenize, bench mlp|decode|comm.
+// colrow: the command-line tool. Verbs: train, eval, generate, tokenize,
+// bench mlp|decode|comm|tp-profile.
 // Run under mpirun; every rank parses the same flags and validates the same configuration, so a
 // bad flag or size fails on every rank alike with one clear line each.
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include "bench_comm.h"
 #include "bench_decode.h"
 #include "bench_mlp.h"
+#include "bench_tp_profile.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/runtime/blas_kernels.h"
@@ -79,6 +81,29 @@ void add_bench_comm(CLI::App& bench, colrow::apps::CommBenchOptions& o) {
   comm->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
   comm->add_flag("--json", o.json, "Print one JSON object instead of text");
+}
+
+void add_bench_tp_profile(CLI::App& bench, colrow::apps::TpProfileOptions& o) {
+  CLI::App* profile = bench.add_subcommand(
+      "tp-profile",
+      "Measure t_comm / t_compute of the tensor-parallel MLP forward for R = 1, 2, 4, ... and "
+      "d_model, beside the cost model (R-1)/d * lambda_compute / (4 lambda_comm)");
+  profile->add_option("--min-d", o.min_d, "Smallest d_model (doubling up to --max-d)")
+      ->capture_default_str();
+  profile->add_option("--max-d", o.max_d, "Largest d_model")->capture_default_str();
+  profile->add_option("--tokens", o.tokens, "Tokens per forward (batch x sequence)")
+      ->capture_default_str();
+  profile->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
+      ->capture_default_str();
+  profile->add_option("--iterations", o.iterations, "Timed iterations per measurement (median)")
+      ->capture_default_str();
+  profile->add_option("--comm", o.comm, "auto (shared memory on one node), shm or mpi")
+      ->capture_default_str();
+  profile->add_option("--out-json", o.out_json, "JSON file rank 0 writes (\"\" = none)")
+      ->capture_default_str();
+  profile->add_option("--out-svg", o.out_svg, "SVG plot rank 0 writes (\"\" = none)")
+      ->capture_default_str();
+  profile->add_flag("--json", o.json, "Print the JSON to stdout instead of the table");
 }
 
 void add_bench_decode(CLI::App& bench, colrow::apps::DecodeBenchOptions& o) {
@@ -179,6 +204,8 @@ int main(int argc, char** argv) {
   add_bench_decode(*bench, decode_options);
   colrow::apps::CommBenchOptions comm_options;
   add_bench_comm(*bench, comm_options);
+  colrow::apps::TpProfileOptions tp_profile_options;
+  add_bench_tp_profile(*bench, tp_profile_options);
   colrow::apps::EvalOptions eval_options;
   add_eval(app, eval_options);
   colrow::apps::GenerateOptions generate_options;
@@ -201,6 +228,9 @@ int main(int argc, char** argv) {
     const colrow::Launch launch{mpi.world(), mpi.local_rank(), mpi.local_ranks()};
     if (bench->got_subcommand("mlp")) return colrow::apps::run_mlp_bench(mlp_options, launch);
     if (bench->got_subcommand("comm")) return colrow::apps::run_comm_bench(comm_options, launch);
+    if (bench->got_subcommand("tp-profile")) {
+      return colrow::apps::run_tp_profile_bench(tp_profile_options, launch);
+    }
     if (bench->got_subcommand("decode")) {
       return colrow::apps::run_decode_bench(decode_options, launch);
     }
