@@ -22,6 +22,11 @@ void require_contiguous(const Tensor& t, const char* what, const std::string& gr
   }
 }
 
+void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
+  require_host(t, what, group);
+  require_contiguous(t, what, group);
+}
+
 void require_gather_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group) {
   if (out.numel() != in.numel() * size) {
     throw InternalError("[dist] all_gather over " + group + ": output " +

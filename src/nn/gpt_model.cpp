@@ -218,15 +218,16 @@ void GptModel::backward() {
 
 void GptModel::stash_sequence_parallel_grads() {
   if (!sequence_parallel_ || tp_.size() == 1) return;
-  if (sequence_parallel_params_.empty()) {
+  if (!sp_grads_.owns_storage()) {
     int64_t total = 0;
     for (Parameter* p : parameters()) {
       if (!p->sequence_parallel) continue;
       sequence_parallel_params_.push_back(p);
       total += p->grad.numel();
     }
-    sp_grads_ = Tensor::empty({total}, device_);
-    sp_grad_stash_ = Tensor::empty({total}, device_);
+    const Device device = sequence_parallel_params_.front()->grad.device();
+    sp_grads_ = Tensor::empty({total}, device);
+    sp_grad_stash_ = Tensor::empty({total}, device);
   }
   int64_t offset = 0;
   for (Parameter* p : sequence_parallel_params_) {

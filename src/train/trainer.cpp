@@ -22,6 +22,7 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/nn/vocab_parallel_cross_entropy.h"
 #include "colrow/runtime/threads.h"
 #include "colrow/train/adamw.h"
 #include "colrow/train/lr_schedule.h"
@@ -60,7 +61,6 @@ double dp_mean(Communicator& dp, double value) {
 // validation batch may not split. Rows of ignored targets make it split
 // without changing the loss (the mean counts the real targets only).
 void pad_rows_for_sequence_parallel(Batch& b, int tp) {
-  constexpr int32_t kIgnoreIndex = -100;  // VocabParallelCrossEntropy's default
   while ((b.rows * b.seq_len) % tp != 0) {
     b.ids.insert(b.ids.end(), b.seq_len, 0);
     b.targets.insert(b.targets.end(), b.seq_len, kIgnoreIndex);

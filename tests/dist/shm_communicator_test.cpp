@@ -12,6 +12,9 @@
 
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <sys/resource.h>
+
+#include <csignal>
 
 #include <cmath>
 #include <cstring>
@@ -21,6 +24,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "colrow/dist/device_communicator.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -291,6 +295,43 @@ TEST(ShmCommunicator, WrongOperandsThrowBeforeSharing) {
   Tensor x = Tensor::full({3}, 1.0f);
   shm->all_reduce_sum(x);
   EXPECT_EQ(x.data()[0], static_cast<float>(shm->size()));
+}
+
+// A segment /dev/shm cannot hold: rank 0's posix_fallocate fails (made to
+// here by a file-size limit, its SIGXFSZ ignored). Every rank throws, none
+// hangs: rank 0 names the call and the reason, the others name rank 0.
+// --comm shm reports it; --comm auto falls back to Open MPI.
+TEST(ShmCommunicator, SegmentThatCannotBeMadeFailsOnEveryRank) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  void (*saved_handler)(int) = SIG_DFL;
+  if (mpi_world().rank() == 0) {
+    saved_handler = std::signal(SIGXFSZ, SIG_IGN);
+    const rlimit small{4096, saved.rlim_max};
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  }
+  try {
+    shm_group(size_t{1} << 20);
+    ADD_FAILURE() << "a segment larger than the file-size limit was made";
+  } catch (const BackendError& e) {
+    const std::string expected = mpi_world().rank() == 0
+                                     ? "creating the segment on rank 0: posix_fallocate failed"
+                                     : "creating the segment failed on rank 0";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  if (mpi_world().size() > 1) {
+    EXPECT_THROW(make_device_communicator(mpi_group(), Device::cpu(), CommKind::kShm),
+                 BackendError);
+    auto fallback = make_device_communicator(mpi_group(), Device::cpu(), CommKind::kAuto);
+    EXPECT_NE(dynamic_cast<MpiCommunicator*>(fallback.get()), nullptr);
+    Tensor x = Tensor::full({3}, 1.0f);
+    fallback->all_reduce_sum(x);
+    EXPECT_EQ(x.data()[0], static_cast<float>(mpi_world().size()));
+  }
+  if (mpi_world().rank() == 0) {
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, saved_handler);
+  }
 }
 
 TEST(ShmCommunicator, MpiWorldOfOneMachineIsOnOneNode) {

@@ -23,6 +23,9 @@
 
 namespace colrow {
 
+// The target that does not count, PyTorch's and Hugging Face's default.
+constexpr int32_t kIgnoreIndex = -100;
+
 struct CrossEntropyOutput {
   Tensor losses;        // [tokens]: per-token loss, 0 where target == ignore_index (a view
                         // of the layer's buffer, valid until the next forward)
@@ -39,7 +42,7 @@ void validate_cross_entropy(int64_t vocab_size, int64_t padded_vocab_size, int t
 class VocabParallelCrossEntropy {
  public:
   VocabParallelCrossEntropy(Communicator& tp, int64_t vocab_size, int64_t padded_vocab_size,
-                            float label_smoothing = 0.0f, int32_t ignore_index = -100);
+                            float label_smoothing = 0.0f, int32_t ignore_index = kIgnoreIndex);
 
   // logits_local: [tokens, padded_vocab_size/tp], my classes; must stay
   // unchanged until backward. targets: [tokens], each in [0, vocab_size) or

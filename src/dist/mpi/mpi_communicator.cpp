@@ -14,12 +14,9 @@
 namespace colrow {
 namespace {
 
-constexpr int64_t kMaxChunk = INT_MAX / 2;  // elements per MPI call
+using collective_checks::require_host_contiguous;
 
-void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
-  collective_checks::require_host(t, what, group);
-  collective_checks::require_contiguous(t, what, group);
-}
+constexpr int64_t kMaxChunk = INT_MAX / 2;  // elements per MPI call
 
 int world_rank() {
   int initialized = 0;

@@ -24,7 +24,6 @@ namespace {
 constexpr size_t kPage = 4096;
 constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
 constexpr int64_t kLineFloats = 16;  // slices start on cache lines
-constexpr int64_t kBlockFloats = 4096;  // 16 KiB: a unit of parallel copying and summing
 // Up to this many floats read per rank (chunk x ranks), an all-reduce sums the
 // whole chunk on every rank: one barrier instead of two, which is what small
 // messages (decoding's [batch, d_model]) pay for.
@@ -43,14 +42,14 @@ uint64_t* flag_of(std::byte* segment, int rank) {
   return reinterpret_cast<uint64_t*>(segment + static_cast<size_t>(rank) * kFlagBytes);
 }
 
+using kernels::cpu::for_each_element_block;
+using kernels::cpu::kElementBlock;
+
 // dst = src, n floats, in parallel blocks when large.
 void copy_floats(float* dst, const float* src, int64_t n) {
-  const int64_t blocks = (n + kBlockFloats - 1) / kBlockFloats;
-#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kBlockFloats;
-    std::memcpy(dst + lo, src + lo, sizeof(float) * std::min(kBlockFloats, n - lo));
-  }
+  for_each_element_block(n, [&](int64_t lo, int64_t hi) {
+    std::memcpy(dst + lo, src + lo, sizeof(float) * (hi - lo));
+  });
 }
 
 // max that keeps a NaN from either side, as a sum would.
@@ -63,11 +62,9 @@ inline float max_keeping_nan(float a, float b) {
 // accumulator and written once.
 template <bool kMax>
 void combine(float* out, const std::vector<const float*>& sources, int64_t n) {
-  const int64_t blocks = (n + kBlockFloats - 1) / kBlockFloats;
-#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t lo = b * kBlockFloats, len = std::min(kBlockFloats, n - lo);
-    alignas(64) float acc[kBlockFloats];
+  for_each_element_block(n, [&](int64_t lo, int64_t hi) {
+    const int64_t len = hi - lo;
+    alignas(64) float acc[kElementBlock];
     std::memcpy(acc, sources[0] + lo, sizeof(float) * len);
     for (size_t q = 1; q < sources.size(); ++q) {
       const float* s = sources[q] + lo;
@@ -79,7 +76,7 @@ void combine(float* out, const std::vector<const float*>& sources, int64_t n) {
       }
     }
     std::memcpy(out + lo, acc, sizeof(float) * len);
-  }
+  });
 }
 
 // Rank r's slice [begin, end) of a chunk of n floats: equal parts of whole
@@ -94,10 +91,7 @@ Slice slice_of(int rank, int ranks, int64_t n) {
   return {begin, std::min(n, begin + per)};
 }
 
-void require_host_contiguous(const Tensor& t, const char* what, const std::string& group) {
-  collective_checks::require_host(t, what, group);
-  collective_checks::require_contiguous(t, what, group);
-}
+using collective_checks::require_host_contiguous;
 
 }  // namespace
 
@@ -349,12 +343,6 @@ void ShmCommunicator::require_idle(const char* what) const {
 }
 
 std::unique_ptr<PendingCollective> ShmCommunicator::start(std::function<void()> collective) {
-  if (size() == 1) {  // returns at once: no thread needed
-    collective();
-    std::promise<void> finished;
-    finished.set_value();
-    return std::make_unique<BackgroundCollective>(finished.get_future(), pending_);
-  }
   pending_->store(true);
   if (!background_) background_ = std::make_unique<Background>();
   return std::make_unique<BackgroundCollective>(background_->run(std::move(collective)), pending_);
@@ -363,6 +351,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start(std::function<void()> 
 std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum(Tensor& x) {
   require_idle("start_all_reduce_sum");
   require_host_contiguous(x, "all_reduce_sum", name());
+  if (size() == 1) return Communicator::start_all_reduce_sum(x);  // returns at once
   return start([this, &x] { all_reduce(x, Reduction::kSum, "all_reduce_sum"); });
 }
 
@@ -370,6 +359,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tenso
                                                                      Tensor& out) {
   require_idle("start_all_gather");
   check_gather(in, out);
+  if (size() == 1) return Communicator::start_all_gather(in, out);
   return start([this, &in, &out] { gather(in, out); });
 }
 
@@ -377,6 +367,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(con
                                                                              Tensor& out) {
   require_idle("start_reduce_scatter_sum");
   check_scatter(in, out);
+  if (size() == 1) return Communicator::start_reduce_scatter_sum(in, out);
   return start([this, &in, &out] { scatter(in, out); });
 }
 
