@@ -93,7 +93,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
-  ProcessMesh mesh(world, tp_size, 1, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, /*pp=*/1, /*dp=*/1, placement.device, placement.comm);
   GptModel model(mesh.tp(), config, o.seed);
   if (checkpoint) load_checkpoint(model, o.model);
   model.to(placement.device);

@@ -158,7 +158,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // Everything is checked before anything is allocated, identically on every rank.
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, o.dp, world.size());
+  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
   MlpConfig config;
   config.d_model = o.d_model;
   config.ffn_hidden_size = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * o.d_model;
@@ -174,7 +174,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
-  ProcessMesh mesh(world, tp_size, o.dp, device, placement.comm);
+  ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, device, placement.comm);
   const Tensor x_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.x");
   const Tensor dy_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
 

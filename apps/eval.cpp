@@ -44,7 +44,7 @@ void require_ids_in_vocab(const TokenFile& file, int64_t vocab_size) {
 int run_eval(const EvalOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, o.dp, world.size());
+  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
   if (o.seq_len < 1 || o.seq_len > config.max_position_embeddings) {
@@ -70,7 +70,7 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
   // over it are exactly the windows described above.
   const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));
 
-  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, placement.device, placement.comm);
   std::optional<MemoryPhase> phase(std::in_place, "model parameters");
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);

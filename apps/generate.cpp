@@ -73,7 +73,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   const std::unique_ptr<Tokenizer> tokenizer_owner = load_tokenizer(o.model);
   const Tokenizer& tokenizer = *tokenizer_owner;
   const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, o.dp, world.size());
+  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
   if (o.prompt.empty() == o.prompts.empty()) {
     throw ConfigError("[generate] give exactly one of --prompt TEXT and --prompts FILE.");
   }
@@ -100,7 +100,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
-  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, placement.device, placement.comm);
   std::optional<MemoryPhase> phase(std::in_place, "model parameters");
   GptModel model(mesh.tp(), config);
   load_checkpoint(model, o.model);

@@ -6,8 +6,9 @@
 namespace colrow::apps {
 
 CLI::App* add_train(CLI::App& app, TrainOptions& o) {
-  CLI::App* t = app.add_subcommand(
-      "train", "Train a GPT-2 or LLaMA-style model with tensor x data parallelism (under mpirun)");
+  CLI::App* t = app.add_subcommand("train",
+                                   "Train a GPT-2 or LLaMA-style model with tensor x pipeline x "
+                                   "data parallelism (under mpirun)");
   t->add_option("--model", o.model,
                 "Preset (gpt2-tiny, gpt2-124m, llama-tiny, ...) or a directory "
                 "with config.json (fresh weights of that shape)")
@@ -30,8 +31,14 @@ CLI::App* add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--grad-clip", o.grad_clip, "Clip the global gradient norm (0 = off)")
       ->capture_default_str();
   t->add_option("--seed", o.seed, "Seed of initialization and data order")->capture_default_str();
-  t->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+  t->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / (pp x dp))")
       ->capture_default_str();
+  t->add_option("--pp", o.pp,
+                "Pipeline stages (1F1B over the --grad-accum micro-batches; world = tp x pp x dp)")
+      ->capture_default_str();
+  t->add_option("--pp-layers", o.pp_layers,
+                "Layers per pipeline stage, e.g. 5,7 (default: as even as it goes)")
+      ->delimiter(',');
   t->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
   t->add_option("--zero", o.zero,
                 "1: shard AdamW state over dp (ZeRO-1; default when dp > 1), 0: not")

@@ -9,7 +9,7 @@
 
 int main(int argc, char** argv) {
   colrow::MpiSession mpi(&argc, &argv);
-  colrow::ProcessMesh mesh(mpi.world(), /*tp=*/mpi.world().size(), /*dp=*/1);
+  colrow::ProcessMesh mesh(mpi.world(), /*tp=*/mpi.world().size(), /*pp=*/1, /*dp=*/1);
 
   colrow::MlpConfig config;
   config.d_model = 64;

@@ -2,6 +2,7 @@
 #include "dist/collective_checks.h"
 
 #include "colrow/core/error.h"
+#include "colrow/dist/communicator.h"
 
 namespace colrow::collective_checks {
 
@@ -48,6 +49,28 @@ void require_root(int root, int size, const std::string& group) {
   if (root < 0 || root >= size) {
     throw InternalError("[dist] broadcast root (" + std::to_string(root) + ") must be a rank of " +
                         group + " (size " + std::to_string(size) + ")");
+  }
+}
+
+void require_peer(int peer, const char* role, int rank, int size, const char* what,
+                  const std::string& group) {
+  const std::string head = "[dist] " + std::string(what) + " over " + group + ": " + role + " (" +
+                           std::to_string(peer) + ")";
+  if (peer < 0 || peer >= size) {
+    throw InternalError(head + " must be a rank of " + group + " (0 <= " + role + " < " +
+                        std::to_string(size) + ")");
+  }
+  if (peer == rank) {
+    throw InternalError(head + " must differ from this rank (" + std::to_string(rank) +
+                        "): point to point has no message to itself. Keep the tensor instead.");
+  }
+}
+
+void require_tag(int tag, const char* what, const std::string& group) {
+  if (tag < 0 || tag > Communicator::kMaxTag) {
+    throw InternalError("[dist] " + std::string(what) + " over " + group + ": tag (" +
+                        std::to_string(tag) + ") must be in [0, " +
+                        std::to_string(Communicator::kMaxTag) + "]");
   }
 }
 

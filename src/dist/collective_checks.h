@@ -24,5 +24,11 @@ void require_gather_sizes(const Tensor& in, const Tensor& out, int size, const s
 void require_scatter_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group);
 // 0 <= root < size.
 void require_root(int root, int size, const std::string& group);
+// Point to point (`what`: "send" or "recv"): `peer` (named `role`, "dst" or
+// "src") is a rank of the group other than `rank`, and 0 <= tag <= kMaxTag.
+// A message to oneself would wait for a receive this rank cannot post.
+void require_peer(int peer, const char* role, int rank, int size, const char* what,
+                  const std::string& group);
+void require_tag(int tag, const char* what, const std::string& group);
 
 }  // namespace colrow::collective_checks

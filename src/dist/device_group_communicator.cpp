@@ -100,6 +100,26 @@ void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   device_broadcast(x, root);
 }
 
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_send(const Tensor& x, int dst,
+                                                                       int tag) {
+  if (all_on_host("send", {&x})) return host_->start_send(x, dst, tag);
+  require_contiguous(x, "send", name());
+  collective_checks::require_peer(dst, "dst", rank(), size(), "send", name());
+  collective_checks::require_tag(tag, "send", name());
+  return device_start_send(x, dst, tag);
+}
+
+void DeviceGroupCommunicator::recv(Tensor& x, int src, int tag) {
+  if (all_on_host("recv", {&x})) {
+    host_->recv(x, src, tag);
+    return;
+  }
+  require_contiguous(x, "recv", name());
+  collective_checks::require_peer(src, "src", rank(), size(), "recv", name());
+  collective_checks::require_tag(tag, "recv", name());
+  device_recv(x, src, tag);
+}
+
 void DeviceGroupCommunicator::barrier() {
   host_->barrier();
 }

@@ -2,8 +2,9 @@
 // share. It owns the group's MPI communicator, which carries every host
 // tensor and all control traffic (barrier, failure agreement, abort), checks
 // each collective's operands once (all on the host or all on this rank's GPU,
-// contiguous, sizes that match) at every group size, answers groups of one and
-// empty tensors itself, and hands the remaining GPU work to its backend.
+// contiguous, sizes that match; peers and tags of messages) at every group
+// size, answers groups of one and empty tensors itself (for collectives), and
+// hands the remaining GPU work to its backend.
 #pragma once
 
 #include <initializer_list>
@@ -29,6 +30,10 @@ class DeviceGroupCommunicator : public Communicator {
   void broadcast(Tensor& x, int root) override;
   // The MPI group's barrier: it orders the ranks' host code, not queued GPU work.
   void barrier() override;
+  // Host tensors go to the MPI group; device ones, checked (contiguous, on
+  // device(), peer and tag), to the backend.
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
+  void recv(Tensor& x, int src, int tag) override;
   // Splits the MPI group and gives the new group the same kind of backend.
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double timeout_seconds) override;
@@ -47,6 +52,11 @@ class DeviceGroupCommunicator : public Communicator {
   virtual void device_all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void device_reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;
   virtual void device_broadcast(Tensor& x, int root) = 0;
+  // Checked operand on device(), a valid peer and tag; empty tensors included
+  // (the two sides must still pair up).
+  virtual std::unique_ptr<PendingCollective> device_start_send(const Tensor& x, int dst,
+                                                               int tag) = 0;
+  virtual void device_recv(Tensor& x, int src, int tag) = 0;
   // The same backend over a split of the MPI group.
   virtual std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) = 0;
 

@@ -1,42 +1,66 @@
-// The tp x dp grid over the world communicator (tp innermost).
+// The tp x pp x dp grid over the world communicator (tp innermost, dp outermost).
 #include "colrow/dist/process_mesh.h"
 
 #include <sstream>
+#include <string>
+#include <utility>
 
 #include "colrow/core/error.h"
 
 namespace colrow {
 
-void ProcessMesh::validate(int tp, int dp, int world_size) {
-  if (tp < 1 || dp < 1) {
-    throw ConfigError("[mesh] tp (" + std::to_string(tp) + ") and dp (" + std::to_string(dp) +
-                      ") must be at least 1. Pass --tp and --dp as positive integers.");
+void ProcessMesh::validate(int tp, int pp, int dp, int world_size) {
+  if (tp < 1 || pp < 1 || dp < 1) {
+    // The fix names only the degrees that are wrong: tools without pipeline
+    // stages pass pp = 1 and have no --pp.
+    const std::pair<const char*, int> degrees[] = {{"--tp", tp}, {"--pp", pp}, {"--dp", dp}};
+    std::string flags;
+    int wrong = 0;
+    for (const auto& [flag, value] : degrees) {
+      if (value >= 1) continue;
+      flags += (wrong++ > 0 ? " and " : "") + std::string(flag);
+    }
+    throw ConfigError("[mesh] tp (" + std::to_string(tp) + "), pp (" + std::to_string(pp) +
+                      ") and dp (" + std::to_string(dp) + ") must be at least 1. Pass " + flags +
+                      (wrong > 1 ? " as positive integers." : " as a positive integer."));
   }
-  if (static_cast<int64_t>(tp) * dp == world_size) return;
+  const int64_t product = static_cast<int64_t>(tp) * pp * dp;
+  if (product == world_size) return;
+  // The fix keeps tp, then pp, where the world size allows. It names --pp
+  // only when pp was asked for: tools without pipeline stages have no --pp.
+  int tp_fix = world_size, pp_fix = 1, dp_fix = 1;
+  if (world_size % (static_cast<int64_t>(tp) * pp) == 0) {
+    tp_fix = tp;
+    pp_fix = pp;
+    dp_fix = static_cast<int>(world_size / (static_cast<int64_t>(tp) * pp));
+  } else if (world_size % tp == 0) {
+    tp_fix = tp;
+    dp_fix = world_size / tp;
+  }
   std::ostringstream msg;
-  msg << "[mesh] tp (" << tp << ") x dp (" << dp << ") = " << static_cast<int64_t>(tp) * dp
-      << " must equal the world size (" << world_size << "). Launch with mpirun -np "
-      << static_cast<int64_t>(tp) * dp << ", or choose tp x dp = " << world_size;
-  if (world_size % tp == 0) {
-    msg << " (e.g. --tp " << tp << " --dp " << world_size / tp << ")";
-  } else {
-    msg << " (e.g. --tp " << world_size << " --dp 1)";
-  }
-  msg << ".";
+  msg << "[mesh] tp (" << tp << ") x pp (" << pp << ") x dp (" << dp << ") = " << product
+      << " must equal the world size (" << world_size << "). Launch with mpirun -np " << product
+      << ", or choose tp x pp x dp = " << world_size << " (e.g. --tp " << tp_fix;
+  if (pp != 1) msg << " --pp " << pp_fix;
+  msg << " --dp " << dp_fix << ").";
   throw ConfigError(msg.str());
 }
 
-ProcessMesh::ProcessMesh(Communicator& world, int tp, int dp) : world_(world) {
-  validate(tp, dp, world.size());
+ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp) : world_(world) {
+  validate(tp, pp, dp, world.size());
   const int r = world.rank();
-  // tp innermost: consecutive world ranks share a tp group.
-  tp_ = world.split(/*color=*/r / tp, /*key=*/r % tp, "tp");
-  dp_ = world.split(/*color=*/r % tp, /*key=*/r / tp, "dp");
+  const int tp_rank = r % tp, pp_rank = (r / tp) % pp, dp_rank = r / (tp * pp);
+  // Every rank splits in the same order: tp, pp, dp.
+  tp_ = world.split(/*color=*/r / tp, /*key=*/tp_rank, "tp");
+  pp_ = world.split(/*color=*/dp_rank * tp + tp_rank, /*key=*/pp_rank, "pp");
+  dp_ = world.split(/*color=*/pp_rank * tp + tp_rank, /*key=*/dp_rank, "dp");
+  model_parallel_ = world.split(/*color=*/dp_rank, /*key=*/pp_rank * tp + tp_rank, "model");
 }
 
-ProcessMesh::ProcessMesh(Communicator& world, int tp, int dp, Device device, CommKind comm)
-    : ProcessMesh(world, tp, dp) {
+ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp, Device device, CommKind comm)
+    : ProcessMesh(world, tp, pp, dp) {
   tp_ = make_device_communicator(std::move(tp_), device, comm);
+  pp_ = make_device_communicator(std::move(pp_), device, comm);
   dp_ = make_device_communicator(std::move(dp_), device, comm);
 }
 

@@ -79,6 +79,19 @@ std::unique_ptr<PendingCollective> RecordingCommunicator::start_reduce_scatter_s
                         [&] { return inner_.start_reduce_scatter_sum(in, out); });
 }
 
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_send(const Tensor& x, int dst,
+                                                                     int tag) {
+  std::unique_ptr<PendingCollective> sent =
+      record_started("send", x.numel(), [&] { return inner_.start_send(x, dst, tag); });
+  events_.back().peer = dst;
+  return sent;
+}
+
+void RecordingCommunicator::recv(Tensor& x, int src, int tag) {
+  record("recv", x.numel(), [&] { inner_.recv(x, src, tag); });
+  events_.back().peer = src;
+}
+
 void RecordingCommunicator::all_reduce_sum(Tensor& x) {
   record("all_reduce_sum", x.numel(), [&] { inner_.all_reduce_sum(x); });
 }

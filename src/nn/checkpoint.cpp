@@ -9,8 +9,11 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <sstream>
 
 #include "colrow/core/error.h"
+#include "colrow/dist/gather_text.h"
 #include "colrow/io/safetensors.h"
 
 namespace colrow {
@@ -105,6 +108,32 @@ void write_text_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+// The (name, shape) entries of every rank of `writers`, each once, in name
+// order: the whole file's tensor list when each pipeline stage knows its own.
+std::vector<std::pair<std::string, Shape>> entries_of_every_stage(
+    Communicator& writers, const std::vector<std::pair<std::string, Shape>>& mine) {
+  std::string text;  // one "name<TAB>d0,d1,...<LF>" per entry
+  for (const auto& [name, shape] : mine) {
+    text += name + '\t';
+    for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+    text += '\n';
+  }
+  std::map<std::string, Shape> all;
+  for (const std::string& rank_text : all_gather_text(writers, text)) {  // [writers] the lists
+    std::istringstream lines(rank_text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const size_t tab = line.find('\t');
+      Shape shape;
+      std::istringstream dims(line.substr(tab + 1));
+      std::string dim;
+      while (std::getline(dims, dim, ',')) shape.push_back(std::stoll(dim));
+      all.emplace(line.substr(0, tab), shape);
+    }
+  }
+  return {all.begin(), all.end()};
+}
+
 }  // namespace
 
 std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model) {
@@ -154,14 +183,17 @@ void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
 }
 
 void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
-                  const std::function<const Tensor&(const Parameter&)>& tensor_of,
-                  Communicator& tp) {
+                  const std::function<const Tensor&(const Parameter&)>& tensor_of, Communicator& tp,
+                  Communicator& writers) {
   std::vector<std::pair<std::string, Shape>> entries;
   for (const CheckpointBinding& b : bindings) {
+    if (b.parameter->pipeline_copy) continue;  // the first stage saves the table
     if (b.row_offset == 0) entries.emplace_back(b.file_name, b.file_shape);  // fused: once
   }
-  SafetensorsWriter writer(tp, path, entries);
+  if (writers.size() > tp.size()) entries = entries_of_every_stage(writers, entries);
+  SafetensorsWriter writer(writers, path, entries);
   for (const CheckpointBinding& b : bindings) {
+    if (b.parameter->pipeline_copy) continue;
     const ShardSpec& shard = b.parameter->shard;
     if (!shard.first_replica(tp.rank(), tp.size())) continue;  // one replica writes
     const Block blk = block_of(shard);
@@ -201,15 +233,16 @@ void load_checkpoint(GptModel& model, const std::string& dir) {
       [](Parameter& p) -> Tensor& { return p.value; }, model.config().family == ModelFamily::kGpt2);
 }
 
-void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) {
-  make_directory(dir, tp);
+void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,
+                     Communicator& writers) {
+  make_directory(dir, writers);
   save_tensors(
       checkpoint_bindings(model), dir + "/" + kWeightsFile,
-      [](const Parameter& p) -> const Tensor& { return p.value; }, tp);
-  if (tp.rank() == 0) {
+      [](const Parameter& p) -> const Tensor& { return p.value; }, tp, writers);
+  if (writers.rank() == 0) {
     write_text_atomically(dir + "/" + kConfigFile, hf_config_json(model.config()));
   }
-  tp.barrier();
+  writers.barrier();
 }
 
 }  // namespace colrow

@@ -41,26 +41,43 @@ LinearSpec lm_head_spec(const ModelConfig& c, int64_t padded_vocab, uint64_t see
 
 GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed,
                    bool sequence_parallel)
+    : GptModel(tp, config, PipelineStage::whole(config), seed, sequence_parallel) {}
+
+GptModel::GptModel(Communicator& tp, const ModelConfig& config, const PipelineStage& stage,
+                   uint64_t seed, bool sequence_parallel)
     : tp_(tp),
       config_(validated(config, tp.size())),
+      stage_(stage),
       sequence_parallel_(sequence_parallel),
-      embedding_(tp, is_gpt2(config) ? "wte" : "model.embed_tokens", config.vocab_size,
-                 colrow::padded_vocab_size(config.vocab_size, tp.size(), config.vocab_multiple),
-                 config.d_model, Init::normal(0.02f), seed),
-      final_norm_(config, is_gpt2(config) ? "ln_f" : "model.norm", seed),
-      head_input_(tp, sequence_parallel),
-      loss_(tp, config.vocab_size, embedding_.padded_vocab_size()) {
-  if (is_gpt2(config)) {
+      padded_vocab_size_(
+          colrow::padded_vocab_size(config.vocab_size, tp.size(), config.vocab_multiple)) {
+  if (stage.n_layers < 1 || stage.first_layer < 0 ||
+      stage.first_layer + stage.n_layers > config.n_layer) {
+    throw InternalError("[model] stage " + std::to_string(stage.index) + " holds layers " +
+                        std::to_string(stage.first_layer) + " + " + std::to_string(stage.n_layers) +
+                        " of " + std::to_string(config.n_layer));
+  }
+  const bool tied_head_here = stage.is_last() && config.tie_word_embeddings;
+  if (stage.is_first() || tied_head_here) {
+    embedding_.emplace(tp, is_gpt2(config) ? "wte" : "model.embed_tokens", config.vocab_size,
+                       padded_vocab_size_, config.d_model, Init::normal(0.02f), seed);
+    embedding_->weight().pipeline_copy = !stage.is_first();
+  }
+  if (stage.is_first() && is_gpt2(config)) {
     positions_.emplace("wpe", config.max_position_embeddings, config.d_model, Init::normal(0.01f),
                        seed);
   }
-  for (int layer = 0; layer < config.n_layer; ++layer) {
+  for (int layer = stage.first_layer; layer < stage.first_layer + stage.n_layers; ++layer) {
     blocks_.push_back(
         std::make_unique<TransformerBlock>(tp, config, layer, seed, sequence_parallel));
   }
-  for (Parameter* p : final_norm_.parameters()) p->sequence_parallel = sequence_parallel;
+  if (!stage.is_last()) return;
+  final_norm_.emplace(config, is_gpt2(config) ? "ln_f" : "model.norm", seed);
+  for (Parameter* p : final_norm_->parameters()) p->sequence_parallel = sequence_parallel;
+  head_input_.emplace(tp, sequence_parallel);
+  loss_.emplace(tp, config.vocab_size, padded_vocab_size_);
   if (!config.tie_word_embeddings) {
-    lm_head_.emplace(tp, lm_head_spec(config, embedding_.padded_vocab_size(), seed));
+    lm_head_.emplace(tp, lm_head_spec(config, padded_vocab_size_, seed));
     // Padded vocabulary rows hold zeros, as the embedding's do: they never
     // receive probability, are not saved, and load as zero.
     Tensor& w = lm_head_->weight().value;
@@ -76,44 +93,107 @@ void GptModel::to(Device device) {
   device_ = device;
 }
 
+std::unique_ptr<GptModel> GptModel::make_replica() {
+  auto replica = std::make_unique<GptModel>(tp_, config_, stage_, /*seed=*/0, sequence_parallel_);
+  replica->share_parameters_of(*this);
+  return replica;
+}
+
+void GptModel::share_parameters_of(GptModel& owner) {
+  const std::vector<Parameter*> mine = parameters(), theirs = owner.parameters();
+  bool same = mine.size() == theirs.size();
+  for (size_t i = 0; same && i < mine.size(); ++i) {
+    same = mine[i]->name == theirs[i]->name && mine[i]->value.shape() == theirs[i]->value.shape();
+  }
+  if (!same) {
+    throw InternalError("[model] a replica shares parameters only with a model of the same stage");
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    mine[i]->value = theirs[i]->value;  // handles onto the owner's storage
+    mine[i]->grad = theirs[i]->grad;
+  }
+  device_ = owner.device_;
+}
+
+void GptModel::require_whole_model(const char* what) const {
+  if (stage_.count != 1) {
+    throw InternalError(std::string("[model] ") + what + " runs the whole model; stage " +
+                        std::to_string(stage_.index) + " of " + std::to_string(stage_.count) +
+                        " runs forward_stage/backward_stage");
+  }
+}
+
+int64_t GptModel::boundary_rows(int64_t batch, int64_t seq) const {
+  return sequence_parallel_ ? batch * seq / tp_.size() : batch * seq;
+}
+
 CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
                                      const std::vector<int32_t>& targets, int64_t batch,
                                      int64_t seq) {
-  if (batch < 1 || seq < 1 || static_cast<int64_t>(ids.size()) != batch * seq ||
-      ids.size() != targets.size()) {
+  require_whole_model("forward");
+  return forward_stage(ids, nullptr, targets, batch, seq).loss;
+}
+
+GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
+                                               const std::vector<int32_t>& targets, int64_t batch,
+                                               int64_t seq) {
+  const int64_t tokens = batch * seq;
+  if (batch < 1 || seq < 1 || (stage_.is_first() && static_cast<int64_t>(ids.size()) != tokens) ||
+      (stage_.is_last() && static_cast<int64_t>(targets.size()) != tokens)) {
     throw InvalidInputError("[model] " + std::to_string(ids.size()) + " ids and " +
                             std::to_string(targets.size()) + " targets must both equal batch (" +
                             std::to_string(batch) + ") x seq (" + std::to_string(seq) + ").");
   }
-  if (sequence_parallel_) require_tokens_divisible(batch * seq, tp_.size(), "model");
+  if (sequence_parallel_) require_tokens_divisible(tokens, tp_.size(), "model");
   batch_ = batch;
   seq_ = seq;
+  const Tensor* h = input;
+  if (stage_.is_first()) {
+    h = &embed(ids, batch, seq);
+  } else if (input == nullptr || input->ndim() != 2 ||
+             input->size(0) != boundary_rows(batch, seq) || input->size(1) != config_.d_model) {
+    throw InternalError("[model] stage " + std::to_string(stage_.index) +
+                        " needs the previous stage's output of [" +
+                        std::to_string(boundary_rows(batch, seq)) + ", " +
+                        std::to_string(config_.d_model) + "]");
+  }
+  for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
+  StageForward out;
+  if (stage_.is_last()) {
+    out.loss = head_and_loss(*h, targets);
+  } else {
+    out.output = h;
+  }
+  return out;
+}
+
+const Tensor& GptModel::embed(const std::vector<int32_t>& ids, int64_t batch, int64_t seq) {
   // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
-  const Tensor& embedded = embedding_.forward(ids);
+  const Tensor& embedded = embedding_->forward(ids);
   ensure_shape(x_, embedded.shape(), embedded.device());
   x_.copy_from(embedded);
   if (positions_) positions_->forward(x_, batch, seq);
+  if (!sequence_parallel_) return x_;
+  // my block of token rows; no communication
+  const int64_t rows = x_.size(0) / tp_.size();
+  x_block_ = x_.slice(0, tp_.rank() * rows, rows);
+  return x_block_;
+}
 
-  const Tensor* h = &x_;
-  if (sequence_parallel_) {  // my block of token rows; no communication
-    const int64_t rows = x_.size(0) / tp_.size();
-    x_block_ = x_.slice(0, tp_.rank() * rows, rows);
-    h = &x_block_;
-  }
-  for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
+CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<int32_t>& targets) {
   // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
-  const Tensor& normed = head_input_.forward(final_norm_.forward(*h));
+  const Tensor& normed = head_input_->forward(final_norm_->forward(h));
 
   // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
   if (lm_head_) {
     logits_local_ = lm_head_->forward(normed);  // column-parallel: no communication
   } else {
     // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
-    ensure_shape(logits_local_, {normed.size(0), embedding_.vocab_size_local()}, normed.device());
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
+    ensure_shape(logits_local_, {normed.size(0), embedding_->vocab_size_local()}, normed.device());
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
               logits_local_);
   }
-  return loss_.forward(logits_local_, targets);  // three all-reduces of [tokens]
+  return loss_->forward(logits_local_, targets);  // three all-reduces of [tokens]
 }
 
 KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
@@ -132,6 +212,7 @@ KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
 const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
                                        const std::vector<int64_t>& slots, int64_t n_new,
                                        KvCache& cache) {
+  require_whole_model("forward_cached");
   if (sequence_parallel_) {
     throw InternalError(
         "[model] forward_cached runs without sequence parallelism: build the "
@@ -156,7 +237,7 @@ const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
   }
   batch_ = 0;  // no backward after decoding
   // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
-  const Tensor& embedded = embedding_.forward(ids);
+  const Tensor& embedded = embedding_->forward(ids);
   ensure_shape(x_, embedded.shape(), embedded.device());
   x_.copy_from(embedded);
   if (positions_) {  // wpe's rows at each token's own position
@@ -172,48 +253,70 @@ const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
   for (int64_t slot : slots) cache.advance(slot, n_new);
   // Only each sequence's last token is predicted from: rows n_new - 1 (prefill) or all (decode).
   const Tensor last = n_new == 1 ? *h : h->slice(0, n_new - 1, 1);
-  const Tensor& normed = final_norm_.forward(last);
+  const Tensor& normed = final_norm_->forward(last);
   // normed: [batch, d_model] (replicated) -> logits_local: [batch, V_pad/tp], no communication
   if (lm_head_) {
     logits_local_ = lm_head_->forward(normed);
   } else {
-    ensure_shape(logits_local_, {batch, embedding_.vocab_size_local()}, normed.device());
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_.weight_local(), 0.0f,
+    ensure_shape(logits_local_, {batch, embedding_->vocab_size_local()}, normed.device());
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
               logits_local_);
   }
   return logits_local_;
 }
 
 void GptModel::backward() {
+  require_whole_model("backward");
+  backward_stage(nullptr);
+}
+
+const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
+  if (!stage_.is_last() && grad_output == nullptr) {
+    throw InternalError("[model] stage " + std::to_string(stage_.index) +
+                        " needs the next stage's input gradient");
+  }
   stash_sequence_parallel_grads();
-  const Tensor& dlogits_local = loss_.backward();  // [tokens, V_pad/tp], no communication
-  Tensor& dh = head_input_.partial_grad();         // [tokens, d_model], partial over tp
+  const Tensor* dx = stage_.is_last() ? &head_backward() : grad_output;
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
+  if (stage_.is_first()) {
+    embedding_backward(*dx);
+    dx = nullptr;
+  }
+  reduce_sequence_parallel_grads();
+  return dx;
+}
+
+const Tensor& GptModel::head_backward() {
+  const Tensor& dlogits_local = loss_->backward();  // [tokens, V_pad/tp], no communication
+  Tensor& dh = head_input_->partial_grad();         // [tokens, d_model], partial over tp
   if (lm_head_) {
     lm_head_->backward_input(dlogits_local, dh, /*accumulate=*/false);
   } else {
     // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
-    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_.weight_local(), 0.0f, dh);
+    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_->weight_local(), 0.0f, dh);
   }
   // [f bwd] all-reduce (or reduce-scatter to my rows) of dh, while the head's
   // weight gradient computes
-  head_input_.reduce_partial_grad();
+  head_input_->reduce_partial_grad();
   if (lm_head_) {
     lm_head_->backward_weights(dlogits_local);
   } else {
     // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_input_.input(), 1.0f,
-              embedding_.weight().grad);
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_input_->input(), 1.0f,
+              embedding_->weight().grad);
   }
-  const Tensor* dx = &final_norm_.backward(head_input_.grad());
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
+  return final_norm_->backward(head_input_->grad());
+}
+
+void GptModel::embedding_backward(const Tensor& dx_blocks) {
+  const Tensor* dx = &dx_blocks;
   if (sequence_parallel_) {  // the embeddings were whole: gather dx's row blocks
     ensure_shape(dx_, x_.shape(), x_.device());
     tp_.all_gather(*dx, dx_);
     dx = &dx_;
   }
   if (positions_) positions_->backward(*dx, batch_, seq_);
-  embedding_.backward(*dx);  // no communication ([g bwd] identity)
-  reduce_sequence_parallel_grads();
+  embedding_->backward(*dx);  // no communication ([g bwd] identity)
 }
 
 void GptModel::stash_sequence_parallel_grads() {
@@ -261,11 +364,12 @@ std::vector<Parameter*> GptModel::parameters() {
   auto append = [&params](std::vector<Parameter*> more) {
     params.insert(params.end(), more.begin(), more.end());
   };
-  append(embedding_.parameters());
+  if (embedding_ && stage_.is_first()) append(embedding_->parameters());
   if (positions_) append(positions_->parameters());
   for (auto& block : blocks_) append(block->parameters());
-  append(final_norm_.parameters());
+  if (final_norm_) append(final_norm_->parameters());
   if (lm_head_) params.push_back(&lm_head_->weight());
+  if (embedding_ && !stage_.is_first()) append(embedding_->parameters());  // the tied head's copy
   return params;
 }
 

@@ -41,8 +41,9 @@ void validate(const AdamWConfig& c) {
   if (!c.decays) throw ConfigError("[adamw] decays must be set. Use decays_matrices.");
 }
 
-AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config)
-    : tp_(tp), dp_(dp), params_(std::move(params)), config_(std::move(config)) {
+AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config,
+             Communicator* pp)
+    : tp_(tp), dp_(dp), pp_(pp), params_(std::move(params)), config_(std::move(config)) {
   validate(config_);
   for (const Parameter* p : params_) {
     if (!p->value.is_contiguous() || !p->grad.is_contiguous() ||
@@ -51,7 +52,7 @@ AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params,
     }
     offsets_.push_back(total_size_);
     total_size_ += p->value.numel();
-    counted_.push_back(p->shard.first_replica(tp_.rank(), tp_.size()));
+    counted_.push_back(p->shard.first_replica(tp_.rank(), tp_.size()) && !p->pipeline_copy);
     decayed_.push_back(config_.decays(*p));
   }
   const Device device = params_.empty() ? Device::cpu() : params_.front()->value.device();
@@ -126,7 +127,10 @@ double AdamW::reduce_and_norm() {
     partial = sum_over(dp_, partial);
   }
   // [norm] sum over tp, each element of the full model counted once
-  return std::sqrt(sum_over(tp_, partial));
+  partial = sum_over(tp_, partial);
+  // [norm] and over the pipeline stages, which hold different layers
+  if (pp_ != nullptr) partial = sum_over(*pp_, partial);
+  return std::sqrt(partial);
 }
 
 // torch.optim.AdamW's _single_tensor_adamw on this rank's slice, one kernel

@@ -82,6 +82,7 @@ void write_state(const std::string& path, const TrainState& s, const AdamW& opt,
                       {"adam_steps", opt.step_count()},
                       {"zero", opt.config().zero},
                       {"tp", mesh.tp_size()},
+                      {"pp", mesh.pp_size()},
                       {"dp", mesh.dp_size()}};
   std::ofstream out(path);
   out << j.dump(2) << "\n";
@@ -113,17 +114,18 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
   // Moments gathered over dp first: every rank takes part.
   const Tensor exp_avg = whole_moment(opt, opt.exp_avg(), mesh.dp());
   const Tensor exp_avg_sq = whole_moment(opt, opt.exp_avg_sq(), mesh.dp());
-  if (mesh.dp_rank() == 0) {  // one replica writes; its tp ranks write their slices
-    save_checkpoint(model, tmp_dir, mesh.tp());
+  if (mesh.dp_rank() == 0) {  // one replica writes; each of its tp x pp ranks its slices
+    Communicator& writers = mesh.model_parallel();
+    save_checkpoint(model, tmp_dir, mesh.tp(), writers);
     const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
     Segments m(opt, exp_avg), v(opt, exp_avg_sq);
     save_tensors(
         bindings, tmp_dir + "/" + kExpAvg,
-        [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp());
+        [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp(), writers);
     save_tensors(
         bindings, tmp_dir + "/" + kExpAvgSq,
-        [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp());
-    if (mesh.tp_rank() == 0) write_state(tmp_dir + "/" + kState, state, opt, mesh);
+        [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp(), writers);
+    if (writers.rank() == 0) write_state(tmp_dir + "/" + kState, state, opt, mesh);
   }
   world.barrier();
   int err = 0;

@@ -26,6 +26,8 @@
 #include "colrow/runtime/threads.h"
 #include "colrow/train/adamw.h"
 #include "colrow/train/lr_schedule.h"
+#include "colrow/train/pipeline_runner.h"
+#include "colrow/train/pipeline_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
 #include "kernels/ops.h"
@@ -38,12 +40,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<int> g_signal{0};  // the last stop signal received
 extern "C" void on_interrupt(int sig) {
   g_signal = sig;
-}
-
-// ", micro-batch 2 of 4" with gradient accumulation, "" without.
-std::string micro_batch_text(int64_t micro, int64_t count) {
-  if (count == 1) return "";
-  return ", micro-batch " + std::to_string(micro + 1) + " of " + std::to_string(count);
 }
 
 void require(bool ok, const std::string& message) {
@@ -68,20 +64,25 @@ void pad_rows_for_sequence_parallel(Batch& b, int tp) {
   }
 }
 
+// The last pipeline stage's value, on every stage.
+double from_last_stage(Communicator& pp, double value) {
+  if (pp.size() == 1) return value;
+  Tensor t = Tensor::full({1}, pp.rank() == pp.size() - 1 ? static_cast<float>(value) : 0.0f);
+  pp.all_reduce_sum(t);  // [pp] the loss lives on the last stage
+  return t.data()[0];
+}
+
 // Mean loss over the held-out windows (capped), on every rank.
-double validation_loss(GptModel& model, const TokenDataset& data, ProcessMesh& mesh,
-                       const TrainOptions& o) {
-  double sum = 0.0, count = 0.0;
-  for (const Batch& b : data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len,
-                                                o.eval_windows)) {
-    Batch padded = b;
-    if (model.sequence_parallel()) pad_rows_for_sequence_parallel(padded, mesh.tp_size());
-    const CrossEntropyOutput out =
-        model.forward(padded.ids, padded.targets, padded.rows, o.seq_len);
-    sum += static_cast<double>(out.mean) * out.counted;
-    count += static_cast<double>(out.counted);
+double validation_loss(PipelineRunner& runner, bool sequence_parallel, const TokenDataset& data,
+                       ProcessMesh& mesh, const TrainOptions& o) {
+  std::vector<Batch> batches =
+      data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len, o.eval_windows);
+  if (sequence_parallel) {
+    for (Batch& b : batches) pad_rows_for_sequence_parallel(b, mesh.tp_size());
   }
+  const auto [sum, count] = runner.evaluate(batches);
   Tensor totals = Tensor::from_vector({2}, {static_cast<float>(sum), static_cast<float>(count)});
+  mesh.pp().all_reduce_sum(totals);  // the last stage's; zeros from the others
   mesh.dp().all_reduce_sum(totals);  // loss sums and token counts of the replicas
   return totals.data()[0] / std::max(1.0f, totals.data()[1]);
 }
@@ -110,11 +111,13 @@ std::string mib(double bytes) {
 int run_training(const TrainOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // ---- everything checked before anything is allocated, identically on every rank
-  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, o.dp, world.size());
+  const int tp_size =
+      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp * std::max(1, o.pp)));
+  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config =
       resolve_model_config(o.model);  // a directory: fresh weights of its shape
   validate(config, tp_size);
+  const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, o.pp_layers);
   require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
   require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
           "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
@@ -153,15 +156,17 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   set_threads(threads);
 
   // ---- the run
-  ProcessMesh mesh(world, tp_size, o.dp, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
   std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
-  GptModel model(mesh.tp(), config, o.seed, o.sequence_parallel);
+  const PipelineStage stage = pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers);
+  GptModel model(mesh.tp(), config, stage, o.seed, o.sequence_parallel);
   if (!o.init.empty()) load_checkpoint(model, o.init);
   model.to(placement.device);
   phase.emplace("AdamW moments");
-  AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam);
+  AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam, o.pp > 1 ? &mesh.pp() : nullptr);
   phase.reset();
+  PipelineRunner runner(model, mesh.pp());
   TrainState state;
   state.seed = o.seed;
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
@@ -174,7 +179,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "
         << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
         << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
-        << "  mesh tp " << tp_size << " x dp " << o.dp << ", ZeRO-" << zero
+        << "  mesh tp " << tp_size << " x pp " << o.pp << " x dp " << o.dp << ", ZeRO-" << zero
         << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
@@ -207,16 +212,14 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, state.step);
     const MemoryPhase step_phase("train step " + std::to_string(state.step + 1));
-    double loss = 0.0;
-    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      const Batch batch = data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
-                                           mesh.dp_size(), mesh.dp_rank(), o.seq_len);
-      const std::string of_micro = micro_batch_text(micro, o.grad_accum);
-      phase.emplace("forward pass" + of_micro);
-      loss += model.forward(batch.ids, batch.targets, batch.rows, o.seq_len).mean;
-      phase.emplace("backward pass" + of_micro);
-      model.backward();
-    }
+    phase.emplace(o.grad_accum == 1 ? std::string("forward and backward pass")
+                                    : "forward and backward passes of " +
+                                          std::to_string(o.grad_accum) + " micro-batches");
+    // 1F1B over the micro-batches (pp = 1: forward, backward, forward, ...)
+    double loss = runner.train_step(static_cast<int>(o.grad_accum), [&](int micro) {
+      return data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
+                              mesh.dp_size(), mesh.dp_rank(), o.seq_len);
+    });
     if (o.grad_accum > 1) {  // the mean over micro-batches
       for (Parameter* p : params) ops::divide(p->grad, static_cast<float>(o.grad_accum));
     }
@@ -225,7 +228,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     phase.reset();
     optimizer.zero_grad();
     ++state.step;
-    loss = dp_mean(mesh.dp(), loss / o.grad_accum);
+    loss = dp_mean(mesh.dp(), from_last_stage(mesh.pp(), loss) / o.grad_accum);
     if (!std::isfinite(loss)) {
       throw InvalidInputError(
           "[train] loss (" + std::to_string(loss) + ") at step " + std::to_string(state.step) +
@@ -265,7 +268,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     const bool last = state.step == o.steps;
     if (last || (o.eval_every > 0 && state.step % o.eval_every == 0)) {
       const MemoryPhase validation("validation");
-      m.val_loss = validation_loss(model, data, mesh, o);
+      m.val_loss = validation_loss(runner, model.sequence_parallel(), data, mesh, o);
     }
     // The signal, if any rank got one: every rank stops after the same step.
     // SIGINT/SIGTERM: the launcher may no longer relay output, so the rest

@@ -95,7 +95,7 @@ expect_in_message "Choose tp in {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 20
 
 # (b) a 2 x 1 mesh on 3 ranks.
 run_case mesh --d-model 48 --tokens 8 --tp 2 --dp 1
-expect_in_message "[mesh] tp (2) x dp (1) = 2 must equal the world size (3)"
+expect_in_message "[mesh] tp (2) x pp (1) x dp (1) = 2 must equal the world size (3)"
 expect_in_message "--tp 3 --dp 1"
 
 # (c) unknown flags are errors, not ignored.

@@ -1,8 +1,9 @@
 // What the GPU communicator tests (staged, NCCL) check alike: each collective
 // through the communicator under test against MPI on the world, on host copies
 // of the same small-integer inputs (exact in any summation order), bad
-// operands rejected on every rank, and split groups. Header-only: each test
-// binary includes it once.
+// operands rejected on every rank, split groups, and point-to-point messages
+// (a ring, and a pair exchange, as pipeline stages send activations one way and
+// gradients the other). Header-only: each test binary includes it once.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -170,6 +171,47 @@ inline void check_rejects_bad_operands(Communicator& c, Device d) {
   Tensor host_block = Tensor::zeros({4, 3});
   expect_internal_error([&] { c.all_gather(host_block, gathered); }, "all on the host or all on",
                         "all_gather from the host into the GPU");
+}
+
+// Each rank sends to the next and receives from the previous one (a ring),
+// on tensors on `d`; the message must be the sender's input, bit for bit.
+inline void check_ring_exchange(Communicator& c, Device d, int64_t n) {
+  if (c.size() < 2) return;
+  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
+  const Tensor out = input({n}, c.rank(), 6).to(d);
+  Tensor in = Tensor::full({n}, -1.0f, d);
+  std::unique_ptr<PendingCollective> sent = c.start_send(out, next, /*tag=*/0);
+  c.recv(in, prev, /*tag=*/0);
+  sent->wait();
+  expect_bitwise(in, input({n}, prev, 6), label("ring exchange", c, d, n));
+}
+
+// Ranks 2k and 2k + 1 swap messages on two tags, each sending first: 2k
+// sends forward on tag 0 and receives on tag 1, 2k + 1 the reverse (a
+// pipeline's activations and gradients). An odd last rank sits out.
+inline void check_pair_exchange(Communicator& c, Device d, int64_t n) {
+  const int rank = c.rank(), partner = rank ^ 1;
+  if (partner >= c.size()) return;
+  const bool first = rank % 2 == 0;
+  const Tensor out = input({n}, rank, 7).to(d);
+  Tensor in = Tensor::full({n}, -1.0f, d);
+  std::unique_ptr<PendingCollective> sent = c.start_send(out, partner, first ? 0 : 1);
+  c.recv(in, partner, first ? 1 : 0);
+  sent->wait();
+  expect_bitwise(in, input({n}, partner, 7), label("pair exchange", c, d, n));
+}
+
+inline void check_rejects_bad_peers(Communicator& c, Device d) {
+  Tensor x = Tensor::zeros({3}, d);
+  expect_internal_error([&] { c.start_send(x, c.rank(), 0); }, "must differ from this rank",
+                        "send to oneself");
+  expect_internal_error([&] { c.recv(x, c.size(), 0); }, "must be a rank of",
+                        "receive from past the group");
+  if (c.size() < 2) return;  // a group of one has no peer to try the rest with
+  const int next = (c.rank() + 1) % c.size();
+  expect_internal_error([&] { c.recv(x, next, -1); }, "tag (-1)", "negative tag");
+  Tensor strided = Tensor::zeros({4, 6}, d).slice(1, 0, 3);
+  expect_internal_error([&] { c.start_send(strided, next, 0); }, "contiguous", "strided send");
 }
 
 inline void check_split(Communicator& c, Device d) {

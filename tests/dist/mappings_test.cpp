@@ -172,7 +172,7 @@ TEST(MappingsTest, TpGroupOfEveryMesh) {
   for (int tp = 1; tp <= world.size(); ++tp) {
     if (world.size() % tp != 0) continue;
     SCOPED_TRACE("tp " + std::to_string(tp) + " x dp " + std::to_string(world.size() / tp));
-    ProcessMesh mesh(world, tp, world.size() / tp);
+    ProcessMesh mesh(world, tp, /*pp=*/1, world.size() / tp);
     check_all_mappings(mesh.tp(), 100000.0f * static_cast<float>(mesh.dp_rank()));
   }
 }
@@ -180,7 +180,7 @@ TEST(MappingsTest, TpGroupOfEveryMesh) {
 TEST(MappingsTest, TpHalfOfFourRanks) {
   Communicator& world = testing::world();
   if (world.size() != 4) GTEST_SKIP() << "the tp = 2 x dp = 2 mesh needs 4 ranks";
-  ProcessMesh mesh(world, 2, 2);
+  ProcessMesh mesh(world, 2, /*pp=*/1, 2);
   ASSERT_EQ(mesh.tp_size(), 2);
   check_all_mappings(mesh.tp(), 100000.0f * static_cast<float>(mesh.dp_rank()));
   // Spelled out for world rank 1 (tp_rank 1 of {0, 1}): gather_from_tp of

@@ -3,7 +3,8 @@
 // integers, which sum exactly in any order) at 1, 3 and 1000 elements per
 // rank; collectives queued back to back with no host synchronization; bad
 // operands rejected on every rank before NCCL is called; split; CPU tensors
-// passed to MPI; auto's choice. NCCL refuses two ranks on one GPU, so with
+// passed to MPI; auto's choice; messages (held sends grouped with the next
+// receive). NCCL refuses two ranks on one GPU, so with
 // more ranks than GPUs on a node (np 2 on one GPU) these tests skip, except the
 // one that checks that refusal.
 #include <gtest/gtest.h>
@@ -113,6 +114,19 @@ TEST(NcclCommunicatorTest, BadOperandsAreRejectedAtEverySize) {
   check_rejects_bad_operands(*c, gpu());
   // Still usable afterwards: nobody was left inside NCCL.
   check_all_reduce(*c, gpu(), 3, false);
+}
+
+TEST(NcclCommunicatorTest, HeldSendsPairUpWithTheNextReceive) {
+  COLROW_REQUIRE_GPU();
+  COLROW_REQUIRE_GPU_PER_RANK();
+  auto c = make_nccl();
+  // Every rank sends first; NCCL pairs a send with a receive only in one
+  // group, which the held send and the next receive form.
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1} << 22}) {
+    check_ring_exchange(*c, gpu(), n);
+    check_pair_exchange(*c, gpu(), n);
+  }
+  check_rejects_bad_peers(*c, gpu());
 }
 
 TEST(NcclCommunicatorTest, SplitBuildsAnNcclGroup) {

@@ -2,7 +2,8 @@
 // MpiCommunicator on the same inputs (small integers, which sum exactly in any
 // order) at 1, 3 and 1000 elements per rank; non-contiguous and misplaced
 // operands rejected on every rank before communicating; split; CPU tensors
-// passed straight to MPI; the staging buffer reused. At np 2 on a one-GPU
+// passed straight to MPI; the staging buffer reused; messages (ring, pair
+// exchange, count mismatch). At np 2 on a one-GPU
 // machine both ranks use cuda:0: the case this communicator exists for.
 #include "dist/staged/staged_communicator.h"
 
@@ -67,6 +68,30 @@ TEST(StagedCommunicatorTest, BadOperandsAreRejectedAtEverySize) {
   COLROW_REQUIRE_GPU();
   auto c = make_staged();
   check_rejects_bad_operands(*c, gpu());
+}
+
+TEST(StagedCommunicatorTest, MessagesTravelThroughTheHost) {
+  COLROW_REQUIRE_GPU();
+  auto c = make_staged();
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}}) {
+    check_ring_exchange(*c, gpu(), n);
+    check_pair_exchange(*c, gpu(), n);
+    check_ring_exchange(*c, Device::cpu(), n);  // host tensors go straight to MPI
+  }
+  check_rejects_bad_peers(*c, gpu());
+}
+
+TEST(StagedCommunicatorTest, MessageCountMismatchIsAnError) {
+  COLROW_REQUIRE_GPU();
+  auto c = make_staged();
+  if (c->size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int next = (c->rank() + 1) % c->size(), prev = (c->rank() + c->size() - 1) % c->size();
+  const Tensor out = Tensor::zeros({7}, gpu());
+  Tensor in = Tensor::zeros({8}, gpu());
+  std::unique_ptr<PendingCollective> sent = c->start_send(out, next, 0);
+  expect_internal_error([&] { c->recv(in, prev, 0); }, "message count (7) must equal",
+                        "7 floats received into 8");
+  sent->wait();
 }
 
 TEST(StagedCommunicatorTest, MpiRejectsGpuTensorsAndNamesTheFix) {

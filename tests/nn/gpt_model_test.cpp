@@ -199,11 +199,12 @@ TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
 TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
   Communicator& world_group = world();
   if (world_group.size() != 4) GTEST_SKIP() << "needs 4 ranks: tp 2 x dp 2, then tp 4";
-  ProcessMesh mesh(world_group, /*tp=*/2, /*dp=*/2);
+  ProcessMesh mesh(world_group, /*tp=*/2, /*pp=*/1, /*dp=*/2);
   for (const ModelCase& c : model_cases()) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, 4)) continue;
-    const std::string dir = shared_temp_dir(world_group, std::string("gpt_model_test_") + c.name + "_tp2");
+    const std::string dir =
+        shared_temp_dir(world_group, std::string("gpt_model_test_") + c.name + "_tp2");
     GptModel at_tp2(mesh.tp(), c.config, kSeed);
     if (mesh.dp_rank() == 0) save_checkpoint(at_tp2, dir, mesh.tp());  // one replica saves
     world_group.barrier();

@@ -190,7 +190,7 @@ TEST(AdamW, ClippingMovesTheReferenceBeyondTheTolerance) {
 
 TEST(AdamW, MatchesDoubleReferenceOnEveryMesh) {
   for (auto [tp_size, dp_size] : meshes()) {
-    ProcessMesh mesh(world(), tp_size, dp_size);
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
     const Reference ref = reference_run(dp_size, kSteps);
     for (int zero : {0, 1}) {
       SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
@@ -222,7 +222,7 @@ TEST(AdamW, MatchesDoubleReferenceOnEveryMesh) {
 TEST(AdamW, ZeroOneGivesTheSameParametersAsZeroZero) {
   for (auto [tp_size, dp_size] : meshes()) {
     SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size));
-    ProcessMesh mesh(world(), tp_size, dp_size);
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
     TrainRun plain = train(mesh.tp(), mesh.dp(), 0, kSteps);
     TrainRun sharded = train(mesh.tp(), mesh.dp(), 1, kSteps);
     for (size_t i = 0; i < kCount; ++i) {
@@ -242,7 +242,7 @@ TEST(AdamW, ZeroOneGivesTheSameParametersAsZeroZero) {
 
 TEST(AdamW, WeightDecayAppliesToMatricesOnly) {
   for (auto [tp_size, dp_size] : meshes()) {
-    ProcessMesh mesh(world(), tp_size, dp_size);
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
     for (int zero : {0, 1}) {
       for (bool decay_none : {false, true}) {
         std::vector<std::unique_ptr<Parameter>> params;
@@ -277,7 +277,7 @@ TEST(AdamW, WeightDecayAppliesToMatricesOnly) {
 
 TEST(AdamW, OneStepIssuesExactlyTheseCollectives) {
   for (auto [tp_size, dp_size] : meshes()) {
-    ProcessMesh mesh(world(), tp_size, dp_size);
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
     for (int zero : {0, 1}) {
       SCOPED_TRACE("tp " + std::to_string(tp_size) + " zero " + std::to_string(zero));
       RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());

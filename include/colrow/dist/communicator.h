@@ -55,6 +55,20 @@ class Communicator {
   virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                                       Tensor& out);
 
+  // Point to point, for pipeline stages: activations go to the next stage,
+  // gradients back to the previous one. Only the two ranks take part; `dst`
+  // and `src` are ranks of this group other than this rank's own. A `tag`
+  // (0 <= tag <= kMaxTag) keeps channels apart: a receive matches only a send
+  // with its tag, and messages with the same (src, dst, tag) arrive in the
+  // order sent (MPI's non-overtaking rule), so one tag per direction needs no
+  // sequence numbers. Whole contiguous tensors; the receiver preallocates x
+  // with the count sent, and another count is an error, never a truncation.
+  // start_send returns at once so a rank may send to both neighbours before
+  // receiving without deadlock; x must not change until wait(), as above.
+  static constexpr int kMaxTag = 32767;  // the least tag bound MPI guarantees
+  virtual std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) = 0;
+  virtual void recv(Tensor& x, int src, int tag) = 0;
+
   // Ranks with the same color form a new group, ordered by key.
   virtual std::unique_ptr<Communicator> split(int color, int key, const std::string& name) = 0;
 

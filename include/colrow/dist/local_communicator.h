@@ -1,6 +1,7 @@
 // LocalCommunicator: the group of one process, with no MPI underneath. Used for
 // the unsharded computation a benchmark verifies against and for single-process
-// tools; every collective is the identity (all_gather and reduce_scatter copy).
+// tools; every collective is the identity (all_gather and reduce_scatter copy),
+// and point to point, having no peer, is an error.
 #pragma once
 
 #include "colrow/dist/communicator.h"
@@ -21,6 +22,9 @@ class LocalCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor&, int root) override;
   void barrier() override {}
+  // A group of one has no peer: both are InternalError.
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
+  void recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double) override { return true; }
   [[noreturn]] void abort(int exit_code) override;

@@ -37,6 +37,10 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;
+  // MPI_Isend; MPI_Mprobe + MPI_Get_count + MPI_Mrecv, so a count other
+  // than x's is an InternalError naming both counts, never a truncation.
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
+  void recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   // split(), keeping the MPI type (for wrappers that need the handle).
   std::unique_ptr<MpiCommunicator> split_group(int color, int key, const std::string& name);
@@ -45,6 +49,8 @@ class MpiCommunicator final : public Communicator {
 
  private:
   void all_reduce(Tensor& x, MPI_Op op, const char* what);
+  // The operand, peer and tag checks of start_send and recv.
+  void check_p2p(const Tensor& x, int peer, const char* role, int tag, const char* what) const;
 
   MPI_Comm comm_;
   MPI_Comm control_;  // private duplicate for all_ranks_failing: never matches user collectives

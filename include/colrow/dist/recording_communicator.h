@@ -1,5 +1,5 @@
 // RecordingCommunicator: wraps another communicator and records every
-// collective it forwards (kind, element count, seconds spent). Tests assert a
+// collective and message it forwards (kind, element count, peer, seconds spent). Tests assert a
 // layer's exact collective sequence with it (torchtitan's comm-debug mode);
 // the benchmark reads the time spent communicating from it.
 #pragma once
@@ -13,12 +13,14 @@
 namespace colrow {
 
 struct CollectiveEvent {
-  std::string op;  // "all_reduce_sum", "all_gather", ...
-  int64_t count;   // elements this rank contributes
+  std::string op;  // "all_reduce_sum", "all_gather", ..., "send", "recv"
+  int64_t count;   // elements this rank contributes (sends or receives)
   double seconds;  // wall time inside the call, waiting for other ranks included
+  int peer = -1;   // send's dst, recv's src (group ranks); -1 for collectives
 
   bool operator==(const CollectiveEvent& other) const {
-    return op == other.op && count == other.count;  // time is not part of identity
+    // time is not part of identity
+    return op == other.op && count == other.count && peer == other.peer;
   }
 };
 
@@ -42,6 +44,9 @@ class RecordingCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;
+  // "send" is recorded like the start_* above; "recv" when it returns.
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
+  void recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;

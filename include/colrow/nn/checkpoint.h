@@ -38,10 +38,19 @@ std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model);
 // `tensor_of(parameter)` for every binding, by this rank's slices.
 void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
                   const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed);
-// Collective over tp; the first of a shard's replicas writes it.
+// Collective over `writers`: the ranks of one dp replica that write the file
+// together, tp alone or, pipelined, the tp x pp ranks of every stage (their
+// tensor lists are gathered, so each knows the whole file's layout). The
+// first of a shard's tp replicas writes it; a pipeline's copy of tied
+// embeddings (Parameter::pipeline_copy) is left to the first stage.
 void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
-                  const std::function<const Tensor&(const Parameter&)>& tensor_of,
-                  Communicator& tp);
+                  const std::function<const Tensor&(const Parameter&)>& tensor_of, Communicator& tp,
+                  Communicator& writers);
+inline void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
+                         const std::function<const Tensor&(const Parameter&)>& tensor_of,
+                         Communicator& tp) {
+  save_tensors(bindings, path, tensor_of, tp, tp);
+}
 // Creates dir on tp rank 0; every rank throws alike if that fails. Collective over tp.
 void make_directory(const std::string& dir, Communicator& tp);
 
@@ -51,7 +60,12 @@ void load_checkpoint(GptModel& model, const std::string& dir);
 
 // Writes dir/config.json and dir/model.safetensors (F32), each through a
 // temporary name and a rename, so a failure never damages a checkpoint
-// already in dir. Collective over `tp`; call it on one dp replica only.
-void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp);
+// already in dir. Collective over `writers` (tp, or a pipeline's tp x pp
+// ranks; see save_tensors); call it on one dp replica only.
+void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,
+                     Communicator& writers);
+inline void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) {
+  save_checkpoint(model, dir, tp, tp);
+}
 
 }  // namespace colrow

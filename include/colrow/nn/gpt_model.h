@@ -8,6 +8,9 @@
 // tie_word_embeddings. Parameter names are Hugging Face's (gpt2 without the
 // "transformer." prefix); attention's q/k/v are separate tensors here and the
 // checkpoint code maps GPT-2's fused c_attn onto them.
+// Under pipeline parallelism a GptModel is one stage (nn/pipeline_stage.h):
+// forward_stage()/backward_stage() run its part, and the pieces above that the
+// stage does not hold are not built.
 #pragma once
 
 #include <memory>
@@ -19,6 +22,7 @@
 #include "colrow/nn/kv_cache.h"
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/norm.h"
+#include "colrow/nn/pipeline_stage.h"
 #include "colrow/nn/position_embedding.h"
 #include "colrow/nn/tp_region_input.h"
 #include "colrow/nn/transformer_block.h"
@@ -37,6 +41,11 @@ class GptModel {
   // and forward_cached() refuses (decoding builds its model without it).
   GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed = 0,
            bool sequence_parallel = false);
+  // One pipeline stage of the model: only its blocks (and embeddings, head
+  // and loss where the stage holds them) are built. Every parameter is the
+  // same as in the whole model (initialization depends on the name only).
+  GptModel(Communicator& tp, const ModelConfig& config, const PipelineStage& stage, uint64_t seed,
+           bool sequence_parallel);
 
   // Moves every parameter (value and grad) to `device`; activations follow
   // the parameters at the next forward. `tp` must carry tensors of that
@@ -46,13 +55,43 @@ class GptModel {
 
   // ids, targets: [batch * seq], row-major by sequence; a target equal to
   // ignore_index (-100) does not count. Returns the per-token losses and
-  // their mean over the counted tokens (the same on every rank).
+  // their mean over the counted tokens (the same on every rank). The whole
+  // model only (one pipeline stage).
   CrossEntropyOutput forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
                              int64_t batch, int64_t seq);
   // Accumulates every parameter's gradient of the last forward's mean loss
   // (sequence parallel: the partial gradients of norm weights and biases
   // summed over tp, so every rank holds the whole gradient, as without it).
   void backward();
+
+  // A pipeline stage's forward of one micro-batch. The first stage reads
+  // `ids`, the others `input`: the previous stage's output, [boundary_rows,
+  // d_model], unchanged until backward_stage. The last stage reads `targets`
+  // and returns the loss; the others return their output for the next stage
+  // (this model's buffer, valid until its next forward_stage).
+  struct StageForward {
+    const Tensor* output = nullptr;  // not the last stage
+    CrossEntropyOutput loss;         // the last stage
+  };
+  StageForward forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
+                             const std::vector<int32_t>& targets, int64_t batch, int64_t seq);
+  // Backward of the last forward_stage. grad_output: the next stage's
+  // input gradient, the shape of the output (the last stage: nullptr, it
+  // starts from its loss). Returns the gradient of `input` for the previous
+  // stage (this model's buffer), nullptr on the first stage.
+  const Tensor* backward_stage(const Tensor* grad_output);
+  // Rows of the tensors that cross stage boundaries: batch * seq, or this
+  // rank's batch * seq / tp under sequence parallelism.
+  int64_t boundary_rows(int64_t batch, int64_t seq) const;
+  const PipelineStage& stage() const { return stage_; }
+
+  // A model of the same stage whose parameters are handles onto this one's
+  // values and gradients. A pipeline stage keeps one per micro-batch in
+  // flight, each holding its own activations while all train one weight set.
+  std::unique_ptr<GptModel> make_replica();
+  // The word embedding table on the stages that hold it (the first; the last
+  // too when the head is tied to it), nullptr elsewhere.
+  Parameter* word_embeddings() { return embedding_ ? &embedding_->weight() : nullptr; }
 
   // Incremental decoding (infer/generator.h drives it). A zeroed cache of this
   // rank's KV heads for `slots` sequences of up to `capacity` positions
@@ -73,8 +112,8 @@ class GptModel {
   int64_t local_parameter_count();
   void zero_grad();
   const ModelConfig& config() const { return config_; }
-  int64_t padded_vocab_size() const { return embedding_.padded_vocab_size(); }
-  int64_t vocab_size_local() const { return embedding_.vocab_size_local(); }
+  int64_t padded_vocab_size() const { return padded_vocab_size_; }
+  int64_t vocab_size_local() const { return padded_vocab_size_ / tp_.size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
 
  private:
@@ -84,18 +123,32 @@ class GptModel {
   // backward, reduce at its end.
   void stash_sequence_parallel_grads();
   void reduce_sequence_parallel_grads();
+  // The pieces of forward_stage and backward_stage.
+  const Tensor& embed(const std::vector<int32_t>& ids, int64_t batch, int64_t seq);
+  CrossEntropyOutput head_and_loss(const Tensor& h, const std::vector<int32_t>& targets);
+  const Tensor& head_backward();
+  void embedding_backward(const Tensor& dx);
+  void require_whole_model(const char* what) const;
+  // This model's parameters become handles onto `owner`'s (same stage:
+  // names and shapes checked).
+  void share_parameters_of(GptModel& owner);
 
   Communicator& tp_;
   ModelConfig config_;
+  PipelineStage stage_;
   bool sequence_parallel_;
   Device device_;
-  VocabParallelEmbedding embedding_;            // wte / model.embed_tokens
-  std::optional<PositionEmbedding> positions_;  // wpe (gpt2)
+  int64_t padded_vocab_size_;
+  // wte / model.embed_tokens: on the first stage, and on the last as the tied
+  // head's copy (Parameter::pipeline_copy)
+  std::optional<VocabParallelEmbedding> embedding_;
+  std::optional<PositionEmbedding> positions_;  // wpe (gpt2), first stage
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
-  Norm final_norm_;                              // ln_f / model.norm
-  TpRegionInput head_input_;                     // the output head's: normed rows made whole
+  // The last stage's:
+  std::optional<Norm> final_norm_;               // ln_f / model.norm
+  std::optional<TpRegionInput> head_input_;      // the output head's: normed rows made whole
   std::optional<ColumnParallelLinear> lm_head_;  // untied head (llama)
-  VocabParallelCrossEntropy loss_;
+  std::optional<VocabParallelCrossEntropy> loss_;
   int64_t batch_ = 0, seq_ = 0;
   Tensor x_;             // [tokens, d_model]: embeddings (+ positions)
   Tensor x_block_;       // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input

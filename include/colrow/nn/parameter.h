@@ -37,6 +37,11 @@ struct Parameter {
   // its gradient is partial over tp until the model sums it (Megatron's
   // param.sequence_parallel).
   bool sequence_parallel = false;
+  // The last pipeline stage's copy of the tied word embeddings (its output
+  // head). Trained like any weight, its gradient summed with the first
+  // stage's, so both copies stay equal; the gradient norm and the checkpoint
+  // count the first stage's only (Megatron's shared embedding).
+  bool pipeline_copy = false;
 
   // Allocates value and grad (grad zeroed) on the CPU and fills value from `init`.
   Parameter(std::string name, ShardSpec shard, const Init& init, uint64_t seed);

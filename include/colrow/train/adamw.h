@@ -3,9 +3,9 @@
 // are split over the dp ranks. One step, in this order:
 //   average grads over dp -> global grad norm -> clip -> AdamW update.
 // Collectives per step: zero 0: one all_reduce_sum over dp of the flat grads,
-// one all_gather over tp for the norm. zero 1: one reduce_scatter_sum over dp,
-// one all_gather over dp and one over tp for the norm, one all_gather over dp
-// of the updated parameters.
+// one all_gather over tp (and one over pp, pipelined) for the norm. zero 1: one reduce_scatter_sum
+// over dp, one all_gather over dp and one over tp for the norm, one all_gather over dp of the
+// updated parameters.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +42,11 @@ class AdamW {
   // `params`: this rank's parameters; the list (names, shapes, order) must be
   // the same on every dp rank of a tp rank, which it is for one model built at
   // one tp, so the flat layout agrees across dp. Allocates every buffer here.
-  AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config);
+  // `pp`: the pipeline group when the model is one stage of several; the
+  // gradient norm then sums over the stages too, and counts the last stage's
+  // copy of tied embeddings (Parameter::pipeline_copy) on the first stage only.
+  AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config,
+        Communicator* pp = nullptr);
 
   // Averages grads over dp, clips by the global norm, updates every parameter
   // with rate `lr`. Returns the global grad norm before clipping (the same on
@@ -76,6 +80,7 @@ class AdamW {
 
   Communicator& tp_;
   Communicator& dp_;
+  Communicator* pp_;
   std::vector<Parameter*> params_;
   AdamWConfig config_;
   std::vector<int64_t> offsets_;

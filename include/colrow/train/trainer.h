@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "colrow/runtime/placement.h"
 
@@ -25,7 +26,9 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double grad_clip = 1.0;
   uint64_t seed = 1337;
-  int tp = 0;  // 0: world size / dp
+  int tp = 0;                  // 0: world size / (pp x dp)
+  int pp = 1;                  // pipeline stages (1F1B over grad_accum micro-batches)
+  std::vector<int> pp_layers;  // layers per stage ({} = as even as it goes)
   int dp = 1;
   int zero = -1;                   // -1: 1 when dp > 1
   bool sequence_parallel = false;  // Megatron's: norms and residuals on tokens / tp rows

@@ -20,7 +20,21 @@ void copy_whole(const Tensor& in, Tensor& out, const char* what) {
   if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
 }
 
+[[noreturn]] void no_peer(const char* what, const char* role, int peer, const std::string& group) {
+  throw InternalError("[dist] " + std::string(what) + " over " + group + ": " + role + " (" +
+                      std::to_string(peer) + ") must be another rank, but " + group +
+                      " is a group of one, which has no peer.");
+}
+
 }  // namespace
+
+std::unique_ptr<PendingCollective> LocalCommunicator::start_send(const Tensor&, int dst, int) {
+  no_peer("send", "dst", dst, name_);
+}
+
+void LocalCommunicator::recv(Tensor&, int src, int) {
+  no_peer("recv", "src", src, name_);
+}
 
 void LocalCommunicator::all_gather(const Tensor& in, Tensor& out) {
   copy_whole(in, out, "all_gather");

@@ -4,9 +4,11 @@
 // Host tensors only: GPU tensors go through make_device_communicator.
 #include "colrow/dist/mpi_communicator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <thread>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
@@ -162,6 +164,47 @@ std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum(con
   COLROW_MPI_CHECK(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.numel()),
                                              MPI_FLOAT, MPI_SUM, comm_, &request));
   return std::make_unique<MpiPending>(request);
+}
+
+void MpiCommunicator::check_p2p(const Tensor& x, int peer, const char* role, int tag,
+                                const char* what) const {
+  require_host_contiguous(x, what, name_);
+  collective_checks::require_peer(peer, role, rank_, size_, what, name_);
+  collective_checks::require_tag(tag, what, name_);
+  if (x.numel() > kMaxChunk) {
+    throw InternalError("[dist] " + std::string(what) + " over " + name_ + " of " +
+                        std::to_string(x.numel()) + " elements exceeds one MPI call");
+  }
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::start_send(const Tensor& x, int dst, int tag) {
+  check_p2p(x, dst, "dst", tag, "send");
+  MPI_Request request;
+  COLROW_MPI_CHECK(
+      MPI_Isend(x.data(), static_cast<int>(x.numel()), MPI_FLOAT, dst, tag, comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
+void MpiCommunicator::recv(Tensor& x, int src, int tag) {
+  check_p2p(x, src, "src", tag, "recv");
+  // Matched first, received second: the count is known before any byte lands
+  // in x, and a message of another count is still taken off the wire (so its
+  // sender's wait() returns) before the error.
+  MPI_Message message;
+  MPI_Status status;
+  COLROW_MPI_CHECK(MPI_Mprobe(src, tag, comm_, &message, &status));
+  int count = 0;
+  COLROW_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &count));
+  if (count != x.numel()) {
+    std::vector<float> discard(static_cast<size_t>(std::max(count, 0)));
+    COLROW_MPI_CHECK(MPI_Mrecv(discard.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
+    throw InternalError("[dist] recv over " + name_ + " from src (" + std::to_string(src) +
+                        ") with tag (" + std::to_string(tag) + "): message count (" +
+                        std::to_string(count) + ") must equal the receiving tensor's count (" +
+                        std::to_string(x.numel()) + ", shape " + shape_to_string(x.shape()) +
+                        "). Receive into the shape the sender sends.");
+  }
+  COLROW_MPI_CHECK(MPI_Mrecv(x.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::barrier() {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <utility>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
@@ -68,6 +69,79 @@ cudaStream_t stream_of(Device device) {
 
 }  // namespace
 
+// Sends started on one NcclCommunicator and not yet handed to NCCL, in the
+// order started. Shared with their handles, which may outlive the
+// communicator: once it is gone (detach), waiting on them does nothing.
+class NcclCommunicator::SendQueue {
+ public:
+  SendQueue(ncclComm* comm, Device device) : comm_(comm), device_(device) {}
+
+  // The ticket that issued() reports on.
+  uint64_t push(const Tensor& x, int dst) {
+    held_.push_back({x, dst});  // the Tensor keeps x's storage alive until issued
+    return ++pushed_;
+  }
+  bool issued(uint64_t ticket) const { return ticket <= issued_; }
+
+  // Every held send, then the receive when one is given, in one group.
+  void issue(Tensor* recv = nullptr, int src = -1) {
+    if (comm_ == nullptr || (held_.empty() && recv == nullptr)) return;
+    std::vector<Held> sends = std::move(held_);
+    held_.clear();
+    issued_ = pushed_;
+    cudaStream_t stream = stream_of(device_);
+    COLROW_NCCL_CHECK(ncclGroupStart());
+    for (const Held& s : sends) {
+      COLROW_NCCL_CHECK(
+          ncclSend(s.x.data(), static_cast<size_t>(s.x.numel()), ncclFloat, s.dst, comm_, stream));
+    }
+    if (recv != nullptr) {
+      COLROW_NCCL_CHECK(ncclRecv(recv->data(), static_cast<size_t>(recv->numel()), ncclFloat, src,
+                                 comm_, stream));
+    }
+    COLROW_NCCL_CHECK(ncclGroupEnd());
+  }
+
+  // The communicator is going away: nothing may reach it any more.
+  void detach() {
+    comm_ = nullptr;
+    held_.clear();
+  }
+
+  class HeldSend;
+
+ private:
+  struct Held {
+    Tensor x;
+    int dst;
+  };
+  ncclComm* comm_;
+  Device device_;
+  std::vector<Held> held_;
+  uint64_t pushed_ = 0;
+  uint64_t issued_ = 0;
+};
+
+// A send held in the queue: wait() issues it (with any held before it).
+class NcclCommunicator::SendQueue::HeldSend final : public PendingCollective {
+ public:
+  HeldSend(std::shared_ptr<SendQueue> queue, uint64_t ticket)
+      : queue_(std::move(queue)), ticket_(ticket) {}
+  ~HeldSend() override {
+    try {
+      wait();
+    } catch (...) {  // a destructor cannot report it; the next NCCL call will
+    }
+  }
+  void wait() override {
+    if (!queue_->issued(ticket_)) queue_->issue();
+  }
+
+ private:
+  std::shared_ptr<SendQueue> queue_;
+  uint64_t ticket_;
+};
+
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device device)
     : DeviceGroupCommunicator(std::move(host), device, "NcclCommunicator") {
   stream_of(device);  // cudaSetDevice: ncclCommInitRank binds to the current device
@@ -105,10 +179,18 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device de
                        " joined, and left again.");
   }
   comm_ = comm;
+  sends_ = std::make_shared<SendQueue>(comm_, this->device());
 }
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
+  if (std::uncaught_exceptions() == 0) {
+    try {
+      sends_->issue();  // in the order started, before the communicator goes
+    } catch (...) {     // a destructor cannot report errors
+    }
+  }
+  sends_->detach();
   // ncclCommDestroy flushes queued work and waits for the group's other ranks
   // on this node. While an exception unwinds they may be blocked elsewhere, and
   // after MPI_Finalize they may be gone: ncclCommAbort frees this rank's side
@@ -123,26 +205,40 @@ NcclCommunicator::~NcclCommunicator() {
 }
 
 void NcclCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
+  sends_->issue();  // held sends go first: every rank's NCCL calls keep program order
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
   COLROW_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat, op,
                                   comm_, stream_of(device())));
 }
 
 void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
+  sends_->issue();
   // in: [n, ...] -> out: [size*n, ...], rank r's block at r*n
   COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), ncclFloat,
                                   comm_, stream_of(device())));
 }
 
 void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  sends_->issue();
   // in: [size*n, ...] -> out: [n, ...], this rank's block of the sum
   COLROW_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
                                       ncclFloat, ncclSum, comm_, stream_of(device())));
 }
 
 void NcclCommunicator::device_broadcast(Tensor& x, int root) {
+  sends_->issue();
   COLROW_NCCL_CHECK(ncclBroadcast(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat,
                                   root, comm_, stream_of(device())));
+}
+
+std::unique_ptr<PendingCollective> NcclCommunicator::device_start_send(const Tensor& x, int dst,
+                                                                       int /*tag*/) {
+  // NCCL has no tags: the per-peer order of posting is the matching rule.
+  return std::make_unique<SendQueue::HeldSend>(sends_, sends_->push(x, dst));
+}
+
+void NcclCommunicator::device_recv(Tensor& x, int src, int /*tag*/) {
+  sends_->issue(&x, src);  // with the held sends: both neighbours may have sent first
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::over(std::unique_ptr<Communicator> host) {

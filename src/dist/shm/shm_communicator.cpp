@@ -257,6 +257,16 @@ void ShmCommunicator::barrier() {
   host_->barrier();
 }
 
+// The background thread never calls MPI, so messages may flow while a
+// started collective runs: a pipeline stage can send while it reduces.
+std::unique_ptr<PendingCollective> ShmCommunicator::start_send(const Tensor& x, int dst, int tag) {
+  return host_->start_send(x, dst, tag);
+}
+
+void ShmCommunicator::recv(Tensor& x, int src, int tag) {
+  host_->recv(x, src, tag);
+}
+
 // One thread that runs the collectives handed to it, one at a time.
 class ShmCommunicator::Background {
  public:

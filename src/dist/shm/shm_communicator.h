@@ -14,7 +14,9 @@
 // Messages larger than a slot go in slot-sized chunks. The barrier is a flag
 // per rank in the segment; waiting ranks spin briefly, then yield their core.
 // Broadcast, barrier, split, failure agreement and abort go to the group's
-// MPI communicator, which stays the channel for control messages.
+// MPI communicator, which stays the channel for control messages; so does
+// point to point (start_send, recv): the slots are shared by the whole group
+// and stepped through by barriers, while a message involves two ranks only.
 // start_* runs the same collective on a background thread of this
 // communicator (one thread, one collective at a time, single-threaded copies
 // so that it takes one core from the computation it overlaps).
@@ -57,6 +59,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
+  void recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;

@@ -1,10 +1,12 @@
 // Host-staged MPI collectives for GPU tensors (see staged_communicator.h).
 // Per collective: device -> host copy into the staging buffer, the MPI
-// collective on it, host -> device copy back. Tensor::copy_from queues the
+// collective on it, host -> device copy back; messages likewise (a send
+// through a host copy of its own). Tensor::copy_from queues the
 // copies on the device's compute stream and returns when the host side is
 // done, so the staging buffer is free again when a collective returns.
 #include "dist/staged/staged_communicator.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "colrow/core/error.h"
@@ -66,6 +68,38 @@ void StagedCommunicator::device_broadcast(Tensor& x, int root) {
   Tensor h = staged(x.shape());
   if (rank() == root) h.copy_from(x);  // the others' values are overwritten anyway
   host().broadcast(h, root);
+  x.copy_from(h);
+}
+
+namespace {
+
+// An MPI send from a host copy: the copy outlives the send, since members are
+// destroyed in reverse order and the send's destructor waits.
+class StagedSend final : public PendingCollective {
+ public:
+  StagedSend(Tensor host_copy, std::unique_ptr<PendingCollective> send)
+      : host_copy_(std::move(host_copy)), send_(std::move(send)) {}
+  void wait() override { send_->wait(); }
+
+ private:
+  Tensor host_copy_;
+  std::unique_ptr<PendingCollective> send_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> StagedCommunicator::device_start_send(const Tensor& x, int dst,
+                                                                         int tag) {
+  Tensor h = Tensor::empty(x.shape());
+  h.copy_from(x);  // waits for the kernels that wrote x
+  std::unique_ptr<PendingCollective> send = host().start_send(h, dst, tag);
+  return std::make_unique<StagedSend>(std::move(h), std::move(send));
+}
+
+void StagedCommunicator::device_recv(Tensor& x, int src, int tag) {
+  reserve(std::max<int64_t>(x.numel(), 1));  // an empty message still pairs with its send
+  Tensor h = staged(x.shape());
+  host().recv(h, src, tag);
   x.copy_from(h);
 }
 

@@ -30,6 +30,11 @@ class StagedCommunicator final : public DeviceGroupCommunicator {
   void device_all_gather(const Tensor& in, Tensor& out) override;
   void device_reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void device_broadcast(Tensor& x, int root) override;
+  // A send stages into a host copy of its own, alive until the MPI send is
+  // done (later collectives reuse the staging buffer meanwhile); a receive
+  // lands in the staging buffer, with MPI's count check, and is copied up.
+  std::unique_ptr<PendingCollective> device_start_send(const Tensor& x, int dst, int tag) override;
+  void device_recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) override;
 
   // Grows the staging buffer to hold `count` elements, if it does not.

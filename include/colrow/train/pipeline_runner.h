@@ -1,0 +1,67 @@
+// PipelineRunner: one pipeline stage's share of a training step or an
+// evaluation. It runs the 1F1B schedule (train/pipeline_schedule.h) over the
+// micro-batches: activations go forward and their gradients backward as
+// point-to-point messages of [boundary_rows, d_model] between the matching tp
+// ranks of neighbouring stages (tag kActivations, kGradients). Each micro-batch
+// in flight needs its own activations, so the stage keeps replicas of its model
+// that share the parameters (GptModel::make_replica): min(pp - stage, m) in
+// all, 1F1B's bound. With pp = 1 the same code runs forward, backward,
+// forward, backward, ... without communication, as gradient accumulation.
+// With tied word embeddings the first and last stages each hold the table;
+// train_step sums their gradients, so the two copies take the same update.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "colrow/data/token_dataset.h"
+#include "colrow/dist/communicator.h"
+#include "colrow/nn/gpt_model.h"
+
+namespace colrow {
+
+class PipelineRunner {
+ public:
+  static constexpr int kActivations = 0;  // tag: stage s -> s + 1
+  static constexpr int kGradients = 1;    // tag: stage s + 1 -> s
+
+  // `model` is this rank's stage (model.stage().index == pp.rank(), count ==
+  // pp.size()). Collective over pp: the stages holding tied embeddings form
+  // their group here.
+  PipelineRunner(GptModel& model, Communicator& pp);
+
+  // Forward and backward of micro-batches 0 .. micro_batches-1 (`batch(j)`;
+  // every stage reads the ids or targets it needs), accumulating every
+  // gradient; then the tied embeddings' gradients are summed over the first
+  // and last stage. Returns the sum of the micro-batches' mean losses on the
+  // last stage, 0 elsewhere.
+  double train_step(int micro_batches, const std::function<Batch(int)>& batch);
+
+  // Forward only. Returns {sum of per-token losses, tokens counted} on the
+  // last stage, {0, 0} elsewhere.
+  std::pair<double, double> evaluate(const std::vector<Batch>& batches);
+
+  // The replicas the last train_step used (1 + extra activation sets).
+  int models_in_use() const { return static_cast<int>(replicas_.size()) + 1; }
+
+ private:
+  struct Slot {
+    GptModel* model = nullptr;
+    Tensor input;                                           // the received activations
+    std::vector<std::unique_ptr<PendingCollective>> sends;  // of this slot's buffers
+    void finish_sends();
+  };
+  Slot& slot_for(int micro_batch, int64_t rows);
+  void sum_tied_embedding_grads();
+
+  GptModel& model_;
+  Communicator& pp_;
+  std::unique_ptr<Communicator> embedding_group_;  // first and last stage, tied embeddings
+  std::vector<std::unique_ptr<GptModel>> replicas_;
+  std::vector<Slot> slots_;
+  std::vector<int> slot_of_;  // micro-batch -> slot, -1 when not in flight
+  Tensor grad_input_;         // the received gradient, used by the backward right after
+};
+
+}  // namespace colrow

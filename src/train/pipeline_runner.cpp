@@ -1,0 +1,129 @@
+// One pipeline stage's training step and evaluation: the schedule's actions,
+// run in order.
+#include "colrow/train/pipeline_runner.h"
+
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/train/pipeline_schedule.h"
+
+namespace colrow {
+
+void PipelineRunner::Slot::finish_sends() {
+  for (auto& send : sends) send->wait();
+  sends.clear();
+}
+
+PipelineRunner::PipelineRunner(GptModel& model, Communicator& pp) : model_(model), pp_(pp) {
+  const PipelineStage& stage = model.stage();
+  if (stage.index != pp.rank() || stage.count != pp.size()) {
+    throw InternalError("[pipeline] stage " + std::to_string(stage.index) + " of " +
+                        std::to_string(stage.count) + " runs on pp rank " +
+                        std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
+  }
+  if (pp.size() > 1 && model.config().tie_word_embeddings) {
+    const bool holds_table = stage.is_first() || stage.is_last();
+    embedding_group_ = pp.split(holds_table ? 0 : 1, pp.rank(), "embedding");
+  }
+  slots_.push_back(Slot{&model_, {}, {}});
+}
+
+PipelineRunner::Slot& PipelineRunner::slot_for(int micro_batch, int64_t rows) {
+  if (slot_of_[micro_batch] >= 0) return slots_[slot_of_[micro_batch]];
+  std::vector<bool> busy(slots_.size(), false);
+  for (int s : slot_of_) {
+    if (s >= 0) busy[s] = true;
+  }
+  size_t free = 0;
+  while (free < slots_.size() && busy[free]) ++free;
+  if (free == slots_.size()) {  // one more micro-batch in flight than ever before
+    replicas_.push_back(model_.make_replica());
+    slots_.push_back(Slot{replicas_.back().get(), {}, {}});
+  }
+  slot_of_[micro_batch] = static_cast<int>(free);
+  Slot& slot = slots_[free];
+  slot.finish_sends();  // its buffers are about to be overwritten
+  ensure_shape(slot.input, {rows, model_.config().d_model}, model_.device());
+  return slot;
+}
+
+double PipelineRunner::train_step(int micro_batches, const std::function<Batch(int)>& batch) {
+  const PipelineStage& stage = model_.stage();
+  const int prev = pp_.rank() - 1, next = pp_.rank() + 1;
+  std::vector<Batch> batches;
+  for (int j = 0; j < micro_batches; ++j) batches.push_back(batch(j));
+  slot_of_.assign(micro_batches, -1);
+  std::vector<const Tensor*> sent(micro_batches, nullptr);  // forward outputs, then input grads
+  double loss = 0.0;
+  for (const PipelineAction& action : one_f_one_b(pp_.size(), pp_.rank(), micro_batches)) {
+    const int j = action.micro_batch;
+    const Batch& b = batches[j];
+    const int64_t rows = model_.boundary_rows(b.rows, b.seq_len);
+    switch (action.op) {
+      case PipelineOp::kRecvForward:
+        pp_.recv(slot_for(j, rows).input, prev, kActivations);
+        break;
+      case PipelineOp::kForward: {
+        Slot& slot = slot_for(j, rows);
+        const GptModel::StageForward out = slot.model->forward_stage(
+            b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
+        if (stage.is_last()) loss += out.loss.mean;
+        sent[j] = out.output;
+        break;
+      }
+      case PipelineOp::kSendForward:
+        slots_[slot_of_[j]].sends.push_back(pp_.start_send(*sent[j], next, kActivations));
+        break;
+      case PipelineOp::kRecvBackward:
+        ensure_shape(grad_input_, {rows, model_.config().d_model}, model_.device());
+        pp_.recv(grad_input_, next, kGradients);
+        break;
+      case PipelineOp::kBackward:
+        sent[j] =
+            slots_[slot_of_[j]].model->backward_stage(stage.is_last() ? nullptr : &grad_input_);
+        if (stage.is_first()) slot_of_[j] = -1;  // its activations are spent
+        break;
+      case PipelineOp::kSendBackward:
+        slots_[slot_of_[j]].sends.push_back(pp_.start_send(*sent[j], prev, kGradients));
+        slot_of_[j] = -1;
+        break;
+    }
+  }
+  for (Slot& slot : slots_) slot.finish_sends();
+  sum_tied_embedding_grads();
+  return loss;
+}
+
+void PipelineRunner::sum_tied_embedding_grads() {
+  Parameter* table = model_.word_embeddings();
+  if (!embedding_group_ || table == nullptr || embedding_group_->size() < 2) return;
+  // The first stage's gradient (from the embedding lookups) plus the last's
+  // (from the output head): what the one tied weight gets at pp = 1.
+  embedding_group_->all_reduce_sum(table->grad);
+}
+
+std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& batches) {
+  const PipelineStage& stage = model_.stage();
+  Slot& slot = slots_.front();
+  double sum = 0.0, count = 0.0;
+  for (const Batch& b : batches) {
+    slot.finish_sends();  // the output buffer is about to be overwritten
+    if (!stage.is_first()) {
+      ensure_shape(slot.input, {model_.boundary_rows(b.rows, b.seq_len), model_.config().d_model},
+                   model_.device());
+      pp_.recv(slot.input, pp_.rank() - 1, kActivations);
+    }
+    const GptModel::StageForward out = slot.model->forward_stage(
+        b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
+    if (stage.is_last()) {
+      sum += static_cast<double>(out.loss.mean) * out.loss.counted;
+      count += static_cast<double>(out.loss.counted);
+    } else {
+      slot.sends.push_back(pp_.start_send(*out.output, pp_.rank() + 1, kActivations));
+    }
+  }
+  slot.finish_sends();
+  return {sum, count};
+}
+
+}  // namespace colrow
