@@ -28,7 +28,7 @@ PipelineRunner::PipelineRunner(GptModel& model, Communicator& pp) : model_(model
   slots_.push_back(Slot{&model_, {}, {}});
 }
 
-PipelineRunner::Slot& PipelineRunner::slot_for(int micro_batch, int64_t rows) {
+PipelineRunner::Slot& PipelineRunner::slot_for(int micro_batch) {
   if (slot_of_[micro_batch] >= 0) return slots_[slot_of_[micro_batch]];
   std::vector<bool> busy(slots_.size(), false);
   for (int s : slot_of_) {
@@ -43,7 +43,6 @@ PipelineRunner::Slot& PipelineRunner::slot_for(int micro_batch, int64_t rows) {
   slot_of_[micro_batch] = static_cast<int>(free);
   Slot& slot = slots_[free];
   slot.finish_sends();  // its buffers are about to be overwritten
-  ensure_shape(slot.input, {rows, model_.config().d_model}, model_.device());
   return slot;
 }
 
@@ -60,11 +59,14 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
     const Batch& b = batches[j];
     const int64_t rows = model_.boundary_rows(b.rows, b.seq_len);
     switch (action.op) {
-      case PipelineOp::kRecvForward:
-        pp_.recv(slot_for(j, rows).input, prev, kActivations);
+      case PipelineOp::kRecvForward: {
+        Tensor& input = slot_for(j).input;
+        ensure_shape(input, {rows, model_.config().d_model}, model_.device());
+        pp_.recv(input, prev, kActivations);
         break;
+      }
       case PipelineOp::kForward: {
-        Slot& slot = slot_for(j, rows);
+        Slot& slot = slot_for(j);
         const GptModel::StageForward out = slot.model->forward_stage(
             b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
         if (stage.is_last()) loss += out.loss.mean;

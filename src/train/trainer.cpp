@@ -27,7 +27,6 @@
 #include "colrow/train/adamw.h"
 #include "colrow/train/lr_schedule.h"
 #include "colrow/train/pipeline_runner.h"
-#include "colrow/train/pipeline_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
 #include "kernels/ops.h"

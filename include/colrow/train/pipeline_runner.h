@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "colrow/data/token_dataset.h"
@@ -42,9 +43,6 @@ class PipelineRunner {
   // last stage, {0, 0} elsewhere.
   std::pair<double, double> evaluate(const std::vector<Batch>& batches);
 
-  // The replicas the last train_step used (1 + extra activation sets).
-  int models_in_use() const { return static_cast<int>(replicas_.size()) + 1; }
-
  private:
   struct Slot {
     GptModel* model = nullptr;
@@ -52,7 +50,9 @@ class PipelineRunner {
     std::vector<std::unique_ptr<PendingCollective>> sends;  // of this slot's buffers
     void finish_sends();
   };
-  Slot& slot_for(int micro_batch, int64_t rows);
+  // The slot micro_batch's activations live in: its own, or a free one
+  // (a new replica when every slot is in flight).
+  Slot& slot_for(int micro_batch);
   void sum_tied_embedding_grads();
 
   GptModel& model_;
