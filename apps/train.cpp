@@ -58,6 +58,10 @@ CLI::App* add_train(CLI::App& app, TrainOptions& o) {
   t->add_flag("--sequence-parallel", o.sequence_parallel,
               "Megatron's sequence parallelism: norms and residual adds on batch x seq / tp "
               "token rows (all-gather and reduce-scatter instead of all-reduce)");
+  t->add_option("--profile", o.profile,
+                "Time every kernel operation over N steps after the first and print each "
+                "phase's and operation's share of the step")
+      ->capture_default_str();
   add_device_flags(*t, o.device);
   return t;
 }

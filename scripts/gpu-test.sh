@@ -5,15 +5,24 @@
 # and 2, and training curves, repeatability and resume through the CLI), then
 # the whole CPU suite of that build. On a machine
 # without a GPU the GPU tests report themselves skipped. Through the device
-# tool: build here, carry build-cuda, run `scripts/gpu-test.sh --no-build`.
+# tool: build here, run scripts/gpu-pack.sh, carry build-gpu, and run
+# `scripts/gpu-test.sh --packed` there (the GPU suite alone).
+#   scripts/gpu-test.sh [--no-build | --packed]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ "${1:-}" != "--no-build" ]; then
+mode=${1:-}
+if [ -z "$mode" ]; then
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLROW_WERROR=ON -DCOLROW_CUDA=ON >/dev/null
   cmake --build build-cuda
 fi
 source scripts/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "gpu-test: no nvidia-smi"
-(cd build-cuda && ctest --output-on-failure -L gpu)
-(cd build-cuda && ctest --output-on-failure -j "$(nproc)" -LE gpu)
+if [ "$mode" = --packed ]; then
+  # gpu-pack.sh wrote @ROOT@ where the packing checkout's path stood.
+  sed -i "s#@ROOT@#$(pwd)#g" build-gpu/tests/CTestTestfile.cmake
+  (cd build-gpu && ctest --output-on-failure -j4 -L gpu)
+else
+  (cd build-cuda && ctest --output-on-failure -j4 -L gpu)
+  (cd build-cuda && ctest --output-on-failure -j "$(nproc)" -LE gpu)
+fi
 echo "gpu-test.sh: done"

@@ -25,4 +25,12 @@ void copy(const Tensor& src, Tensor& dst);
 void fill(Tensor& t, float value);
 void synchronize(int index);
 
+// Timestamps queued on GPU `index`'s compute stream (CUDA events), for
+// timing kernels without synchronizing (`colrow train --profile`).
+using Mark = void*;
+Mark create_mark(int index);
+void record_mark(int index, Mark mark);
+// Milliseconds from `start` to `stop`; waits until `stop` has happened.
+float elapsed_ms(Mark start, Mark stop);
+
 }  // namespace colrow::device_runtime

@@ -1,5 +1,8 @@
-// Device checks and dispatch for kernels/ops.h.
+// Device checks and dispatch for kernels/ops.h; every operation is timed
+// under `--profile` (kernels/op_profile.h).
 #include "kernels/ops.h"
+
+#include "kernels/op_profile.h"
 
 namespace colrow::kernels {
 
@@ -12,102 +15,109 @@ Backend& backend_for(Device device) {
 namespace colrow::ops {
 namespace {
 
+// The backend of one call, timed while the temporary lives: to the end of
+// the full expression `on(...)->operation(...)`.
+struct TimedBackend {
+  kernels::OpScope scope;
+  kernels::Backend& backend;
+  kernels::Backend* operator->() { return &backend; }
+};
+
 // The backend of `device`, after checking every tensor lives there.
-kernels::Backend& on(const char* what, Device device,
-                     std::initializer_list<const Tensor*> tensors) {
+TimedBackend on(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {
   require_device(what, device, tensors);
-  return kernels::backend_for(device);
+  return {{what, device}, kernels::backend_for(device)};
 }
 
 }  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
-  on("gemm", c.device(), {&a, &b, &c}).gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  on("gemm", c.device(), {&a, &b, &c})->gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
 void add_bias(Tensor& y, const Tensor& b) {
-  on("add_bias", b.device(), {&y, &b}).add_bias(y, b);
+  on("add_bias", b.device(), {&y, &b})->add_bias(y, b);
 }
 
 void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
-  on("accumulate_bias_grad", db.device(), {&dy, &db}).accumulate_bias_grad(dy, db);
+  on("accumulate_bias_grad", db.device(), {&dy, &db})->accumulate_bias_grad(dy, db);
 }
 
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
-  on("gelu_forward", y.device(), {&x, &y}).gelu_forward(form, x, y);
+  on("gelu_forward", y.device(), {&x, &y})->gelu_forward(form, x, y);
 }
 
 void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  on("gelu_backward", dx.device(), {&x, &dy, &dx}).gelu_backward(form, x, dy, dx);
+  on("gelu_backward", dx.device(), {&x, &dy, &dx})->gelu_backward(form, x, dy, dx);
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
-  on("silu_forward", y.device(), {&x, &y}).silu_forward(x, y);
+  on("silu_forward", y.device(), {&x, &y})->silu_forward(x, y);
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  on("silu_backward", dx.device(), {&x, &dy, &dx}).silu_backward(x, dy, dx);
+  on("silu_backward", dx.device(), {&x, &dy, &dx})->silu_backward(x, dy, dx);
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  on("swiglu_forward", h.device(), {&gate, &up, &h}).swiglu_forward(gate, up, h);
+  on("swiglu_forward", h.device(), {&gate, &up, &h})->swiglu_forward(gate, up, h);
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
   on("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup})
-      .swiglu_backward(gate, up, dh, dgate, dup);
+      ->swiglu_backward(gate, up, dh, dgate, dup);
 }
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
   on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd})
-      .layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+      ->layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta) {
   on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta})
-      .layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+      ->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
   on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd})
-      .rms_norm_forward(x, weight, eps, y, rstd);
+      ->rms_norm_forward(x, weight, eps, y, rstd);
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight) {
   on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight})
-      .rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+      ->rms_norm_backward(x, weight, rstd, dy, dx, dweight);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  on("add", out.device(), {&a, &b, &out}).add(a, b, out);
+  on("add", out.device(), {&a, &b, &out})->add(a, b, out);
 }
 
 void add_into(Tensor& out, const Tensor& a) {
-  on("add_into", a.device(), {&out, &a}).add_into(out, a);
+  on("add_into", a.device(), {&out, &a})->add_into(out, a);
 }
 
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
-  on("rope_table", sin.device(), {&cos, &sin}).rope_table(seq, inv_freq, cos, sin);
+  on("rope_table", sin.device(), {&cos, &sin})->rope_table(seq, inv_freq, cos, sin);
 }
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
-  on("rope_forward", y.device(), {&x, &cos, &sin, &y}).rope_forward(x, cos, sin, y);
+  on("rope_forward", y.device(), {&x, &cos, &sin, &y})->rope_forward(x, cos, sin, y);
 }
 
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) {
-  on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx}).rope_backward(dy, cos, sin, dx);
+  on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx})->rope_backward(dy, cos, sin, dx);
 }
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& probs, Tensor& out) {
   on("attention_forward", out.device(), {&q, &k, &v, &probs, &out})
-      .attention_forward(q, k, v, window, probs, out);
+      ->attention_forward(q, k, v, window, probs, out);
 }
 
 Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq) {
@@ -117,57 +127,57 @@ Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_h
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                         const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
   on("attention_backward", scratch.device(), {&q, &k, &v, &probs, &dout, &dq, &dk, &dv, &scratch})
-      .attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+      ->attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
 }
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
-  on("kv_cache_append", cache.device(), {&x, &cache}).kv_cache_append(x, rows, cache);
+  on("kv_cache_append", cache.device(), {&x, &cache})->kv_cache_append(x, rows, cache);
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
   on("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out})
-      .cached_attention(q, k_cache, v_cache, rows, window, scores, out);
+      ->cached_attention(q, k_cache, v_cache, rows, window, scores, out);
 }
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
   on("embedding_forward", y.device(), {&table_local, &y})
-      .embedding_forward(ids, vocab_start, table_local, y);
+      ->embedding_forward(ids, vocab_start, table_local, y);
 }
 
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local) {
   on("embedding_backward", dtable_local.device(), {&dy, &dtable_local})
-      .embedding_backward(ids, vocab_start, dy, dtable_local);
+      ->embedding_backward(ids, vocab_start, dy, dtable_local);
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
   on("position_embedding_forward", table.device(), {&x, &table})
-      .position_embedding_forward(x, table, seq);
+      ->position_embedding_forward(x, table, seq);
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
   on("position_embedding_backward", dtable.device(), {&dx, &dtable})
-      .position_embedding_backward(dx, seq, dtable);
+      ->position_embedding_backward(dx, seq, dtable);
 }
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
   on("cross_entropy_local_max", max.device(), {&logits_local, &max})
-      .cross_entropy_local_max(logits_local, rows, max);
+      ->cross_entropy_local_max(logits_local, rows, max);
 }
 
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
   on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit})
-      .cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+      ->cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
 }
 
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                           const CrossEntropyRows& rows, Tensor& losses) {
   return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
-      .cross_entropy_loss(sum_exp, target_logit, rows, losses);
+      ->cross_entropy_loss(sum_exp, target_logit, rows, losses);
 }
 
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
@@ -175,16 +185,16 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
                             float uniform_scale, Tensor& dlogits_local) {
   on("cross_entropy_backward", dlogits_local.device(),
      {&logits_local, &max, &sum_exp, dloss, &dlogits_local})
-      .cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
-                              dlogits_local);
+      ->cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
+                               dlogits_local);
 }
 
 void divide(Tensor& x, float divisor) {
-  on("divide", x.device(), {&x}).divide(x, divisor);
+  on("divide", x.device(), {&x})->divide(x, divisor);
 }
 
 void fill_random(Tensor& local, const RandomFill& fill) {
-  on("fill_random", local.device(), {&local}).fill_random(local, fill);
+  on("fill_random", local.device(), {&local})->fill_random(local, fill);
 }
 
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) {
@@ -193,6 +203,7 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
   for (const AdamWSegment& s : segments) {
     require_device("adamw_update", device, {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq});
   }
+  const kernels::OpScope scope("adamw_update", device);
   kernels::backend_for(device).adamw_update(segments, step);
 }
 
@@ -200,6 +211,7 @@ double sum_of_squares(const std::vector<Tensor>& parts) {
   if (parts.empty()) return 0.0;
   const Device device = parts.front().device();
   for (const Tensor& part : parts) require_device("sum_of_squares", device, {&part});
+  const kernels::OpScope scope("sum_of_squares", device);
   return kernels::backend_for(device).sum_of_squares(parts);
 }
 

@@ -260,10 +260,12 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   ensure_shape(dq_, q.shape(), q.device());
   ensure_shape(dk_, k.shape(), k.device());
   ensure_shape(dv_, k.shape(), k.device());
-  ensure_shape(scratch_,
-               ops::attention_backward_scratch_shape(q.device(), batch_, n_head_local_, seq_),
-               q.device());
-  ops::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch_);
+  {  // scratch lives for this call only: one layer's at a time (on a GPU the
+     // [batch * heads, seq, seq] dP/dS goes back to the cache for the next layer)
+    Tensor scratch = Tensor::empty(
+        ops::attention_backward_scratch_shape(q.device(), batch_, n_head_local_, seq_), q.device());
+    ops::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch);
+  }
   if (config_.rope) {  // back through the rotation, in place
     ops::rope_backward(dq_, cos_, sin_, dq_);
     ops::rope_backward(dk_, cos_, sin_, dk_);

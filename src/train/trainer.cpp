@@ -30,6 +30,7 @@
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
 #include "kernels/ops.h"
+#include "train/step_profile.h"
 
 namespace colrow {
 namespace {
@@ -128,8 +129,9 @@ int run_training(const TrainOptions& o, const Launch& launch) {
               ") with --sequence-parallel: each rank holds batch x seq_len / tp token rows.");
   require(o.grad_accum >= 1,
           "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
-  require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0,
-          "save_every, eval_every, eval_windows and stop_after must not be negative.");
+  require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
+              o.profile >= 0,
+          "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");
   require(o.resume.empty() || o.init.empty(),
           "resume (" + o.resume + ") and init (" + o.init +
               ") exclude each other: --resume "
@@ -207,7 +209,9 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   const std::vector<Parameter*> params = model.parameters();
   const double flops_per_token = training_flops_per_token(config, o.seq_len);
   const double peak = peak_flops(placement);
+  StepProfile profile(o.profile);
   while (state.step < o.steps) {
+    profile.begin_step(state.step + 1, o.steps);
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, state.step);
     const MemoryPhase step_phase("train step " + std::to_string(state.step + 1));
@@ -237,6 +241,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     }
     synchronize(placement.device);  // the step's GPU work is done: time it whole
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::string profile_report = profile.end_step(seconds * 1e3);
+    if (!profile_report.empty()) log.line(profile_report);
     StepMetrics m;
     m.step = state.step;
     m.loss = loss;

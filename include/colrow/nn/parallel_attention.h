@@ -126,7 +126,6 @@ class ParallelAttention {
   Tensor probs_;                    // [batch, n_head_local, seq, seq]
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
   Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
-  Tensor scratch_;                  // attention backward's per-thread [seq, seq] blocks
 };
 
 }  // namespace colrow

@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string resume;              // run or step directory to continue
   std::string init;                // Hugging Face checkpoint to start from
   int threads = 0;
+  int64_t profile = 0;   // > 0: time each kernel operation over this many steps after the first
   DeviceOptions device;  // --device, --comm, --tf32
 };
 

@@ -104,7 +104,7 @@ class CachingCudaAllocator final : public Allocator {
   const int index_;
   std::mutex mutex_;  // guards cache_
   BlockCache cache_;
-  AllocationCounter counter_;          // rounded bytes handed out
+  AllocationCounter counter_;  // rounded bytes handed out
 };
 
 __global__ void fill_rows(float* data, int64_t rows, int64_t cols, int64_t ld, float value) {
@@ -210,6 +210,25 @@ void fill(Tensor& t, float value) {
 
 void synchronize(int index) {
   COLROW_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(index)));
+}
+
+Mark create_mark(int index) {
+  COLROW_CUDA_CHECK(cudaSetDevice(index));
+  cudaEvent_t event = nullptr;
+  COLROW_CUDA_CHECK(cudaEventCreate(&event));
+  return event;
+}
+
+void record_mark(int index, Mark mark) {
+  COLROW_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(mark), cuda::compute_stream(index)));
+}
+
+float elapsed_ms(Mark start, Mark stop) {
+  COLROW_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop)));
+  float ms = 0.0f;
+  COLROW_CUDA_CHECK(
+      cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));
+  return ms;
 }
 
 }  // namespace device_runtime

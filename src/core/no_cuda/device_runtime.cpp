@@ -42,4 +42,16 @@ void fill(Tensor&, float) {
 
 void synchronize(int) {}
 
+Mark create_mark(int index) {
+  not_built("timing on cuda:" + std::to_string(index));
+}
+
+void record_mark(int index, Mark) {
+  not_built("timing on cuda:" + std::to_string(index));
+}
+
+float elapsed_ms(Mark, Mark) {
+  not_built("timing on a GPU");
+}
+
 }  // namespace colrow::device_runtime

@@ -1,7 +1,8 @@
 // The CUDA twin of kernels/cpu/attention.h: causal scaled-dot-product attention
-// (GQA/MQA) with cuBLAS strided-batched GEMMs on the per-head views and a
-// softmax kernel. Shapes, layouts and formulas are documented there; only the
-// scratch differs (one dP/dS matrix per sequence, for one head at a time).
+// (GQA/MQA) with cuBLAS batched GEMMs on the per-head views, cut into query
+// and key blocks along the causal mask, and softmax kernels. Shapes, layouts
+// and formulas are documented there; only the scratch differs (dP/dS of every
+// head at once).
 // Every tensor lives on one GPU; work is queued on its compute stream.
 #pragma once
 
@@ -17,8 +18,8 @@ namespace colrow::kernels::cuda {
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& probs, Tensor& out);
 
-// The scratch backward needs: [batch, seq, seq] (the heads are done one after
-// another, so n_head does not enter).
+// The scratch backward needs: [batch * n_head, seq, seq] (dP, then dS, of
+// every head, like probs).
 Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq);
 
 // dout: like out -> dq: like q, dk, dv: like k (overwritten; the query heads of
