@@ -134,9 +134,12 @@ void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
   eval->add_option("--seq-len", o.seq_len, "Window length T")->required();
   eval->add_option("--batch", o.batch, "Windows per forward pass per dp rank")
       ->capture_default_str();
-  eval->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+  eval->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / (pp x dp))")
       ->capture_default_str();
   eval->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
+  eval->add_option("--pp", o.pp,
+                   "Pipeline stages (layers split evenly; windows pass stage to stage)")
+      ->capture_default_str();
   eval->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
   eval->add_flag("--json", o.json, "Print one JSON object instead of text");

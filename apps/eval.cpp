@@ -20,7 +20,9 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/nn/pipeline_stage.h"
 #include "colrow/runtime/threads.h"
+#include "colrow/train/pipeline_runner.h"
 
 namespace colrow::apps {
 namespace {
@@ -43,10 +45,12 @@ void require_ids_in_vocab(const TokenFile& file, int64_t vocab_size) {
 
 int run_eval(const EvalOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
-  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
+  const int tp_size =
+      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.pp * std::max(1, o.dp)));
+  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
+  const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, {});
   if (o.seq_len < 1 || o.seq_len > config.max_position_embeddings) {
     throw ConfigError("[eval] seq_len (" + std::to_string(o.seq_len) +
                       ") must be between 1 and max_position_embeddings (" +
@@ -70,31 +74,37 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
   // over it are exactly the windows described above.
   const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));
 
-  ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
   std::optional<MemoryPhase> phase(std::in_place, "model parameters");
-  GptModel model(mesh.tp(), config);
+  GptModel model(mesh.tp(), config,
+                 pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers),
+                 /*seed=*/0, /*sequence_parallel=*/false);
   load_checkpoint(model, o.model);
   model.to(placement.device);
   phase.emplace("evaluation forward pass (batch " + std::to_string(o.batch) + " x seq " +
                 std::to_string(o.seq_len) + ")");
 
-  double loss_sum = 0.0;
-  for (const Batch& b :
-       data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len)) {
-    const CrossEntropyOutput out = model.forward(b.ids, b.targets, b.rows, o.seq_len);
-    const Tensor losses = out.losses.to(Device::cpu());  // no copy on the CPU
-    for (int64_t i = 0; i < losses.numel(); ++i) loss_sum += losses.data()[i];  // double, in order
-  }
-  // Sum over the dp replicas in double. Tensors are fp32, so each replica's
-  // double sum travels as two floats (hi + lo, exact to ~2^-48 relative) and
-  // every rank adds the gathered parts in double.
-  Tensor part = Tensor::zeros({2});
-  part.data()[0] = static_cast<float>(loss_sum);
-  part.data()[1] = static_cast<float>(loss_sum - static_cast<double>(part.data()[0]));
-  Tensor parts = Tensor::zeros({2 * static_cast<int64_t>(mesh.dp_size())});
-  mesh.dp().all_gather(part, parts);  // every replica's loss sum
-  double total = 0.0;
-  for (int64_t i = 0; i < parts.numel(); ++i) total += parts.data()[i];
+  // The windows pass through the stages (pp = 1: one forward each); the last
+  // stage sums the per-token losses in double.
+  PipelineRunner runner(model, mesh.pp());
+  const double loss_sum =
+      runner.evaluate(data.validation_batches(o.batch, mesh.dp_size(), mesh.dp_rank(), o.seq_len))
+          .first;
+  // Sum over the last stage and the dp replicas in double. Tensors are fp32,
+  // so each rank's double sum travels as two floats (hi + lo, exact to ~2^-48
+  // relative; zeros on the other stages) and every rank adds the gathered
+  // parts in double, in rank order.
+  const auto gathered_sum = [](Communicator& group, double value) {
+    Tensor part = Tensor::zeros({2});
+    part.data()[0] = static_cast<float>(value);
+    part.data()[1] = static_cast<float>(value - static_cast<double>(part.data()[0]));
+    Tensor parts = Tensor::zeros({2 * static_cast<int64_t>(group.size())});
+    group.all_gather(part, parts);
+    double total = 0.0;
+    for (int64_t i = 0; i < parts.numel(); ++i) total += parts.data()[i];
+    return total;
+  };
+  const double total = gathered_sum(mesh.dp(), gathered_sum(mesh.pp(), loss_sum));
   const int64_t positions = windows * o.seq_len;
   const double loss = total / positions;
   if (world.rank() != 0) return 0;
@@ -102,13 +112,15 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
     nlohmann::json j = {{"loss", loss},         {"perplexity", std::exp(loss)},
                         {"tokens", positions},  {"windows", windows},
                         {"seq_len", o.seq_len}, {"tp", tp_size},
-                        {"dp", o.dp},           {"model", o.model}};
+                        {"pp", o.pp},           {"dp", o.dp},
+                        {"model", o.model}};
     std::cout << j.dump() << std::endl;
   } else {
     std::printf(
-        "eval %s on %s: %ld windows of %ld tokens (%ld predicted positions), tp %d x dp %d\n",
+        "eval %s on %s: %ld windows of %ld tokens (%ld predicted positions), tp %d x pp %d x dp "
+        "%d\n",
         o.model.c_str(), o.tokens.c_str(), static_cast<long>(windows), static_cast<long>(o.seq_len),
-        static_cast<long>(positions), tp_size, o.dp);
+        static_cast<long>(positions), tp_size, o.pp, o.dp);
     std::printf("  loss %.6f   perplexity %.4f\n", loss, std::exp(loss));
   }
   return 0;

@@ -1,6 +1,7 @@
 #!/bin/sh
 # colrow eval end to end: a checkpoint saved unsharded gives the same loss at
-# tp 1, tp 2, tp 4 and tp 2 x dp 2; windows and positions are counted as the
+# tp 1, tp 2, tp 4, tp 2 x dp 2 and with pipeline stages (pp 2, tp 2 x pp 2,
+# pp 2 x dp 2); more stages than layers is refused; windows and positions are counted as the
 # issue defines them; bad token files fail with one clear line on every rank.
 #   eval_test.sh COLROW MPIEXEC MAKE_TEST_CHECKPOINT
 set -eu
@@ -15,7 +16,8 @@ for preset in gpt2-tiny llama-tiny; do
   base=$(run 1 eval --model "$dir/$preset" --tokens "$dir/tokens.bin" --seq-len 16 --json)
   [ "$(field "$base" tokens)" = 320 ] || { echo "FAIL $preset: tokens $(field "$base" tokens) != 320"; exit 1; }
   [ "$(field "$base" windows)" = 20 ] || { echo "FAIL $preset: windows"; exit 1; }
-  for mesh in "2 --tp 2" "4 --tp 4" "4 --tp 2 --dp 2" "2 --tp 1 --dp 2"; do
+  for mesh in "2 --tp 2" "4 --tp 4" "4 --tp 2 --dp 2" "2 --tp 1 --dp 2" "2 --pp 2" \
+              "4 --tp 2 --pp 2" "4 --pp 2 --dp 2"; do
     np=${mesh%% *}; flags=${mesh#* }
     # shellcheck disable=SC2086
     out=$(run "$np" eval --model "$dir/$preset" --tokens "$dir/tokens.bin" --seq-len 16 --batch 3 --json $flags)
@@ -33,6 +35,9 @@ PY
   python3 -c "import sys; l=float(sys.argv[1]); assert 5.3 < l < 5.8, l" "$(field "$base" loss)"
 done
 
+# Errors: more stages than the 2 layers of gpt2-tiny, on every rank.
+err=$(run 3 eval --model "$dir/gpt2-tiny" --tokens "$dir/tokens.bin" --seq-len 16 --pp 3 2>&1 >/dev/null) && { echo "FAIL: pp 3 accepted"; exit 1; }
+[ "$(echo "$err" | grep -c '^\[rank [012]/3\] .*pp (3)')" = 3 ] || { echo "FAIL: pp 3: $err"; exit 1; }
 # Errors: an id outside the vocabulary names id and position; too short a file.
 printf '\001\000\000\001\002\000' > "$dir/bad.bin"   # ids 1, 256, 2
 err=$(run 2 eval --model "$dir/gpt2-tiny" --tokens "$dir/bad.bin" --seq-len 1 2>&1 >/dev/null) && { echo "FAIL: bad ids accepted"; exit 1; }
