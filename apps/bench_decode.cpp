@@ -3,6 +3,8 @@
 // whole tp group.
 #include "bench_decode.h"
 
+#include "bench_common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,17 +25,7 @@
 namespace colrow::apps {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using Clock = BenchClock;
 
 // The read bandwidth of this node with every rank streaming through its own
 // 256 MiB buffer at once (far beyond any cache), in bytes per second over

@@ -4,6 +4,8 @@
 // Timing: per-iteration time is the slowest rank's; figures are medians.
 #include "bench_mlp.h"
 
+#include "bench_common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -24,35 +26,8 @@
 namespace colrow::apps {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = BenchClock;
 using ops::Trans;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Relative max error: max |a - b| / max |b|.
-double relative_error(const Tensor& a, const Tensor& b) {
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  double err = 0.0, scale = 0.0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(va[i]) - vb[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(vb[i])));
-  }
-  return err / std::max(scale, 1e-30);
-}
-
-Tensor random_tensor(const Shape& shape, uint64_t seed, const std::string& name) {
-  Tensor t = Tensor::empty(shape);
-  fill_shard(t, ShardSpec::replicated(shape), Init::normal(1.0f), seed, name);
-  return t;
-}
 
 // Per-round seconds of each measured step, each the maximum over ranks.
 struct Timings {

@@ -6,6 +6,8 @@
 // best; the steps of one measurement run interleaved, so all see the same
 // machine.
 #include "bench_tp_profile.h"
+
+#include "bench_common.h"
 #include "tp_profile_svg.h"
 
 #include <mpi.h>
@@ -22,7 +24,6 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -172,11 +173,8 @@ double smallest_node_bytes(Communicator& world) {
 // skew every prediction.
 enum class Summary { kMedian, kBest };
 
-double summarize(std::vector<double> v, Summary how) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  if (how == Summary::kBest) return v[0];
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+double summarize(const std::vector<double>& v, Summary how) {
+  return how == Summary::kBest ? *std::min_element(v.begin(), v.end()) : median(v);
 }
 
 // Runs every step once untimed (first touch, BLAS threads up), then
@@ -229,27 +227,15 @@ MlpConfig mlp_config(int64_t d, int64_t ffn) {
   return c;
 }
 
-Tensor random_tensor(const Shape& shape, const std::string& name) {
-  Tensor t = Tensor::empty(shape);
-  fill_shard(t, ShardSpec::replicated(shape), Init::normal(1.0f), kSeed, name);
-  return t;
-}
-
 // The largest relative error of the sharded forward against the unsharded one
 // (a group of one, same TP-invariant weights) on a few tokens; the group's max.
 double verify(Communicator& tp, int64_t d, int64_t tokens) {
   ParallelMLP sharded(tp, mlp_config(d, 4 * d));
   LocalCommunicator alone("unsharded");
   ParallelMLP reference(alone, mlp_config(d, 4 * d));
-  const Tensor x = random_tensor({tokens, d}, "tp_profile.verify_x");
-  const std::vector<float> y = sharded.forward(x).to_vector();
-  const std::vector<float> y_ref = reference.forward(x).to_vector();
-  double err = 0.0, scale = 0.0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    err = std::max(err, std::fabs(static_cast<double>(y[i]) - y_ref[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(y_ref[i])));
-  }
-  Tensor e = Tensor::full({1}, static_cast<float>(err / std::max(scale, 1e-30)));
+  const Tensor x = random_tensor({tokens, d}, kSeed, "tp_profile.verify_x");
+  Tensor e = Tensor::full(
+      {1}, static_cast<float>(relative_error(sharded.forward(x), reference.forward(x))));
   tp.all_reduce_max(e);
   return e.data()[0];
 }
@@ -271,7 +257,7 @@ Row measure_cell(Communicator& tp, int64_t d, const TpProfileOptions& o) {
   ParallelMLP sharded(tp, mlp_config(d, 4 * d));
   LocalCommunicator alone("shard");
   ParallelMLP shard(alone, mlp_config(d, 4 * d / tp.size()));  // one rank's GEMM shapes
-  const Tensor x = random_tensor({o.tokens, d}, "tp_profile.x");
+  const Tensor x = random_tensor({o.tokens, d}, kSeed, "tp_profile.x");
   Tensor y = Tensor::zeros({o.tokens, d});  // zeros stay zeros: no inf or denormal slows it
   const std::vector<double> t = time_steps(tp, o.iterations, Summary::kMedian,
                                            {

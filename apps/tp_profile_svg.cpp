@@ -37,12 +37,12 @@ std::string svg_dot(double x, double y, const std::string& colour) {
   return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"4\" fill=\"" + colour + "\"/>\n";
 }
 
-// The SVG plot: x = d_model on a log2 axis, y = t_comm / t_compute on a log10
-// axis; per R >= 2 a solid line with markers (measured) and a dashed one
-// (predicted) in the R's colour. R = 1 is left out: it has no communication,
-// its ratio is 0 by the model and timer noise by measurement.
 }  // namespace
 
+// x = d_model on a log2 axis, y = t_comm / t_compute on a log10 axis; per
+// R >= 2 a solid line with markers (measured) and a dashed one (predicted) in
+// the R's colour. R = 1 is left out: it has no communication, its ratio is 0
+// by the model and timer noise by measurement.
 std::string tp_profile_svg(const std::vector<PlotPoint>& rows, int64_t min_d, int64_t max_d,
                            const std::string& title, const std::vector<std::string>& footer) {
   constexpr double kWidth = 860, kHeight = 570;

@@ -11,6 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
+case "$mode" in
+  "" | --no-build | --packed) ;;
+  *) echo "gpu-test.sh: unknown argument '$mode' (use --no-build or --packed)" >&2; exit 2 ;;
+esac
 if [ -z "$mode" ]; then
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCOLROW_WERROR=ON -DCOLROW_CUDA=ON >/dev/null
   cmake --build build-cuda

@@ -32,28 +32,20 @@ class BlockCache {
     if (cached == free_.end()) return nullptr;
     void* p = cached->second;
     free_.erase(cached);
-    cached_bytes_ -= size;
     return p;
   }
 
-  void put(size_t size, void* p) {
-    free_.emplace(size, p);
-    cached_bytes_ += size;
-  }
+  void put(size_t size, void* p) { free_.emplace(size, p); }
 
   // Hands every cached block to release(p, size) and forgets it.
   template <typename Release>
   void release_all(Release release) {
     for (auto& [size, p] : free_) release(p, size);
     free_.clear();
-    cached_bytes_ = 0;
   }
-
-  size_t cached_bytes() const { return cached_bytes_; }
 
  private:
   std::multimap<size_t, void*> free_;  // rounded size -> block
-  size_t cached_bytes_ = 0;
 };
 
 }  // namespace colrow

@@ -92,11 +92,8 @@ void TpRegionInput::reduce_partial_grad() {
 
 const Tensor& TpRegionInput::input() {
   if (!sequence_parallel_) return x_;
-  if (gathered_->holder != id_) {  // another region's since: gather again
-    COLROW_CHECK(!reducing_, "TpRegionInput::input: tp is busy summing dx");
-    start_gather();
-    finish(gathering_);
-  }
+  COLROW_CHECK(gathered_->holder == id_ && !gathering_,
+               "TpRegionInput::input before reduce_partial_grad finished the gather");
   return gathered_->data;
 }
 

@@ -19,14 +19,18 @@ comms = ["shm", "mpi"] if np > 1 else ["mpi"]  # one rank has nothing to share
 sizes = [4 * 9**i for i in range(6) if 4 * 9**i <= 300000]
 rows = r["results"]
 assert len(rows) == 3 * len(sizes) * len(comms), len(rows)
+for op in ["all_reduce", "all_gather", "reduce_scatter"]:
+    for comm in comms:
+        mine = [row for row in rows if row["op"] == op and row["comm"] == comm]
+        assert len(mine) == len(sizes), (op, comm, len(mine))
+        # The sizes asked for, in order; gather and scatter round to whole floats per rank.
+        for s, row in zip(sizes, mine):
+            floats = max(1, s // 4)
+            count = floats if op == "all_reduce" else np * max(1, floats // np)
+            assert row["count"] == count and row["bytes"] == 4 * count, (s, row)
 for row in rows:
     assert row["wrong"] == 0 and row["time_us"] > 0, row
-    if row["op"] == "all_reduce":
-        count, factor = max(1, row["bytes"] // 4), 2 * (np - 1) / np
-    else:
-        count, factor = row["count"], (np - 1) / np
-        assert count % np == 0, row  # whole floats per rank
-    assert row["count"] == count and row["bytes"] == 4 * count, row
+    factor = 2 * (np - 1) / np if row["op"] == "all_reduce" else (np - 1) / np
     algbw = row["bytes"] / (row["time_us"] * 1e-6) / 1e9
     assert abs(algbw - row["algbw_gbs"]) <= 1e-6 * algbw, row
     assert abs(row["busbw_gbs"] - algbw * factor) <= 1e-6 * algbw + 1e-12, row

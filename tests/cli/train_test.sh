@@ -7,6 +7,7 @@
 #    same mesh, within tolerance on another mesh;
 #  - a run killed at random moments (while saving every step) leaves `latest`
 #    a loadable checkpoint;
+#  - --profile prints each phase's and operation's time per step;
 #  - bad configurations and data fail before training, on every rank.
 #   train_test.sh COLROW MPIEXEC
 set -eu
@@ -126,6 +127,15 @@ err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --out /proc/nope 2>&1 >/de
 : > "$dir/empty.txt"
 err=$(run 2 train --model gpt2-tiny --data "$dir/empty.txt" --steps 20 --batch 4 2>&1 >/dev/null) && { echo "FAIL: empty data accepted"; exit 1; }
 [ "$(echo "$err" | grep -c "$dir/empty.txt")" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --profile -1 2>&1 >/dev/null) && { echo "FAIL: --profile -1 accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'profile must not be negative')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+
+# --profile 2: steps 2-3 timed per operation, the report once, after step 3.
+out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)
+[ "$(echo "$out" | grep -c '^profile: steps 2-3, ')" = 1 ] || { echo "FAIL: profile header: $out"; exit 1; }
+for row in gemm attention 'norms and elementwise' loss optimizer 'untimed (communication, host, idle)' attention_backward adamw_update; do
+  echo "$out" | grep -q "^  $row  " || { echo "FAIL: profile row '$row' missing: $out"; exit 1; }
+done
 err=$(run 1 train $common --steps 20 --batch 4 --bogus 2>&1 >/dev/null) && { echo "FAIL: unknown flag accepted"; exit 1; }
 echo "$err" | grep -q "bogus" || { echo "FAIL: $err"; exit 1; }
 echo "train_test: all passed"

@@ -36,6 +36,7 @@ TEST(DeviceCommunicator, CommKindMustFitTheDevice) {
   for (CommKind kind : {CommKind::kAuto, CommKind::kNccl, CommKind::kStaged}) {
     EXPECT_NO_THROW(check_comm_kind(kind, Device::cuda(0)));
   }
+  EXPECT_THROW(check_comm_kind(CommKind::kStaged, Device::cpu()), ConfigError);
   try {
     check_comm_kind(CommKind::kNccl, Device::cpu());
     ADD_FAILURE() << "nccl on the cpu accepted";

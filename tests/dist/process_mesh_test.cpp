@@ -188,6 +188,13 @@ std::vector<int> expected_pp(const Degrees& d, int r) {
   for (int k = 0; k < d.pp; ++k) ranks.push_back((dp_rank * d.pp + k) * d.tp + tp_rank);
   return ranks;
 }
+// One replica's tp x pp ranks, in world order.
+std::vector<int> expected_model_parallel(const Degrees& d, int r) {
+  std::vector<int> ranks;
+  const int first = r - r % (d.tp * d.pp);
+  for (int k = 0; k < d.tp * d.pp; ++k) ranks.push_back(first + k);
+  return ranks;
+}
 std::vector<int> expected_dp(const Degrees& d, int r) {
   std::vector<int> ranks;
   for (int k = 0; k < d.dp; ++k) ranks.push_back(r % (d.tp * d.pp) + k * d.tp * d.pp);
@@ -211,6 +218,7 @@ TEST(ProcessMeshTest, TpInnermostThenPpThenDpForEveryFactorization) {
     EXPECT_EQ(members(mesh.tp(), r), expected_tp(d, r));
     EXPECT_EQ(members(mesh.pp(), r), expected_pp(d, r));
     EXPECT_EQ(members(mesh.dp(), r), expected_dp(d, r));
+    EXPECT_EQ(members(mesh.model_parallel(), r), expected_model_parallel(d, r));
   }
 }
 

@@ -148,26 +148,6 @@ TEST(StagedCommunicatorTest, EveryCollectiveThroughMakeDeviceCommunicator) {
   check_every_collective(*c, gpu());
 }
 
-// On the CPU, --comm mpi keeps the group's MPI communicator as it is; asking
-// for the staged (GPU) communicator there is a configuration error that names
-// the fix, raised before anything is built.
-TEST(StagedCommunicatorTest, CpuDeviceKeepsTheHostCommunicator) {
-  COLROW_REQUIRE_GPU();
-  Communicator& world = testing::world();
-  std::unique_ptr<Communicator> host = world.split(0, world.rank(), "tp");
-  Communicator* raw = host.get();
-  std::unique_ptr<Communicator> c =
-      make_device_communicator(std::move(host), Device::cpu(), CommKind::kMpi);
-  EXPECT_EQ(c.get(), raw);
-  try {
-    make_device_communicator(world.split(0, world.rank(), "tp"), Device::cpu(), CommKind::kStaged);
-    ADD_FAILURE() << "--comm staged on the CPU was accepted";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("Use --comm auto, mpi or shm"), std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(StagedCommunicatorTest, AutoStagesWhenRanksShareAGpu) {
   COLROW_REQUIRE_GPU();
   if (!ranks_share_a_gpu()) {

@@ -45,13 +45,13 @@ class TpRegionInput {
   Tensor& partial_grad();
   // Starts summing partial_grad() over tp.
   void reduce_partial_grad();
-  // The whole input of the last forward, gathered again if another region
-  // has used the shared buffer since (for the weight gradients).
+  // The whole input of the last forward (for the weight gradients), after
+  // reduce_partial_grad(): partial_grad() gathered it again if another region
+  // had used the shared buffer since.
   const Tensor& input();
   // The partial dx summed over tp: [tokens, d] (or this rank's [tokens/tp, d]).
   const Tensor& grad();
 
-  bool sequence_parallel() const { return sequence_parallel_; }
   // The rows this rank holds of `tokens` token rows outside the region.
   int64_t local_rows(int64_t tokens) const {
     return sequence_parallel_ ? tokens / tp_.size() : tokens;

@@ -26,7 +26,6 @@ class SharedSegment {
 
   // Page-aligned, zero-filled at creation.
   std::byte* data() const { return data_; }
-  size_t size() const { return size_; }
 
  private:
   std::byte* data_ = nullptr;

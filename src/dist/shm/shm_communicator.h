@@ -65,9 +65,6 @@ class ShmCommunicator final : public Communicator {
   bool all_ranks_failing(double timeout_seconds) override;
   [[noreturn]] void abort(int exit_code) override;
 
-  // Floats one rank's slot holds: the chunk size of the collectives.
-  int64_t slot_floats() const { return slot_floats_; }
-
   ~ShmCommunicator() override;
 
  private:
@@ -91,7 +88,7 @@ class ShmCommunicator final : public Communicator {
   int next_set() { return set_ ^= 1; }
 
   size_t slot_bytes_;
-  int64_t slot_floats_;
+  int64_t slot_floats_;    // floats one rank's slot holds: the chunk size of the collectives
   SharedSegment segment_;  // made before host_ is taken from the caller
   std::unique_ptr<MpiCommunicator> host_;
   uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank

@@ -33,6 +33,7 @@
 #include "nn/layer_test_helpers.h"
 #include "support/attention_reference.h"
 #include "support/norm_reference.h"
+#include "support/reference.h"
 #include "support/vocab_reference.h"
 
 namespace colrow {
@@ -52,12 +53,6 @@ const int64_t kTokens[] = {1, 7, cpu::kRowBlock + 1, 4 * cpu::kRowBlock - 24};
 const int64_t kFeatures[] = {3, 1024, 1030};
 static_assert(4 * cpu::kRowBlock - 24 > 3 * cpu::kRowBlock, "1000 tokens span four row blocks");
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape()) return false;
-  const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  return std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
-}
-
 // Runs `run` (fresh outputs each call) at every thread count and expects the
 // bits of the 1-thread run; returns those outputs. Both OpenMP's and
 // OpenBLAS's counts are set, as the app does.
@@ -73,7 +68,7 @@ std::vector<Tensor> at_every_thread_count(const std::string& what, Run run) {
       continue;
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      EXPECT_TRUE(same_bytes(outputs[i], first[i]))
+      EXPECT_TRUE(testing::same_bits(outputs[i], first[i]))
           << what << ": output " << i << " at " << threads << " threads differs from 1 thread";
     }
   }
@@ -83,11 +78,6 @@ std::vector<Tensor> at_every_thread_count(const std::string& what, Run run) {
 
 std::string shape_name(int64_t tokens, int64_t features) {
   return "[" + std::to_string(tokens) + ", " + std::to_string(features) + "]";
-}
-
-// Higham's gamma_n = n u / (1 - n u).
-double gamma(int64_t n) {
-  return n * kU / (1.0 - n * kU);
 }
 
 TEST(ThreadInvarianceTest, SumOfSquares) {
@@ -157,7 +147,8 @@ TEST(ThreadInvarianceTest, BiasGrad) {
           total = r0 == 0 ? block : total + block;
         }
         ASSERT_EQ(out[0].data()[j], db0.data()[j] + total) << name << " at " << j;
-        ASSERT_NEAR(out[0].data()[j], exact, gamma(tokens) * magnitude) << name << " at " << j;
+        ASSERT_NEAR(out[0].data()[j], exact, reference::gamma(tokens) * magnitude)
+            << name << " at " << j;
       }
     }
   }
@@ -251,8 +242,8 @@ TEST(ThreadInvarianceTest, Attention) {
     const Tensor dout = random_tensor({tokens, c.n_head * c.head_dim}, 14);
     // The scratch as asked for, then with 3 slabs more than threads: the
     // chunking of the heads changes, the bits must not.
-    for (int64_t extra_slabs : {0, 3}) {
-      const std::vector<Tensor> out = at_every_thread_count(name, [&] {
+    const auto run = [&](int64_t extra_slabs) {
+      return at_every_thread_count(name, [&] {
         Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq});
         Tensor o = Tensor::empty(q.shape()), dq = Tensor::empty(q.shape()),
                dk = Tensor::empty(k.shape()), dv = Tensor::empty(k.shape());
@@ -263,24 +254,28 @@ TEST(ThreadInvarianceTest, Attention) {
         cpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
         return std::vector<Tensor>{probs, o, dq, dk, dv};
       });
-      if (extra_slabs > 0) continue;
-      reference::CoreDims dims;
-      dims.batch = c.batch;
-      dims.seq = c.seq;
-      dims.n_head = c.n_head;
-      dims.n_kv_head = c.n_kv_head;
-      dims.head_dim = c.head_dim;
-      dims.window = c.window;
-      // Rigorous fp32 bounds for any grouping of the sums (attention_reference.h).
-      const reference::CoreResult ref = reference::causal_attention(
-          dims, reference::exact(to_matrix(q)), reference::exact(to_matrix(k)),
-          reference::exact(to_matrix(v)), reference::exact(to_matrix(dout)));
-      EXPECT_EQ(reference::check_within(out[0].to_vector(), ref.probs), "") << name << " probs";
-      EXPECT_EQ(reference::check_within(out[1].to_vector(), ref.out), "") << name << " out";
-      EXPECT_EQ(reference::check_within(out[2].to_vector(), ref.dq), "") << name << " dq";
-      EXPECT_EQ(reference::check_within(out[3].to_vector(), ref.dk), "") << name << " dk";
-      EXPECT_EQ(reference::check_within(out[4].to_vector(), ref.dv), "") << name << " dv";
+    };
+    const std::vector<Tensor> out = run(0), more_slabs = run(3);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_TRUE(testing::same_bits(more_slabs[i], out[i]))
+          << name << ": output " << i << " changes with 3 more scratch slabs";
     }
+    reference::CoreDims dims;
+    dims.batch = c.batch;
+    dims.seq = c.seq;
+    dims.n_head = c.n_head;
+    dims.n_kv_head = c.n_kv_head;
+    dims.head_dim = c.head_dim;
+    dims.window = c.window;
+    // Rigorous fp32 bounds for any grouping of the sums (attention_reference.h).
+    const reference::CoreResult ref = reference::causal_attention(
+        dims, reference::exact(to_matrix(q)), reference::exact(to_matrix(k)),
+        reference::exact(to_matrix(v)), reference::exact(to_matrix(dout)));
+    EXPECT_EQ(reference::check_within(out[0].to_vector(), ref.probs), "") << name << " probs";
+    EXPECT_EQ(reference::check_within(out[1].to_vector(), ref.out), "") << name << " out";
+    EXPECT_EQ(reference::check_within(out[2].to_vector(), ref.dq), "") << name << " dq";
+    EXPECT_EQ(reference::check_within(out[3].to_vector(), ref.dk), "") << name << " dk";
+    EXPECT_EQ(reference::check_within(out[4].to_vector(), ref.dv), "") << name << " dv";
   }
 }
 
@@ -363,7 +358,8 @@ TEST(ThreadInvarianceTest, CrossEntropy) {
       }
       double loss_bound = 0.0;
       for (int64_t t = 0; t < tokens; ++t) loss_bound += 2 * kU * ref.loss_mag[t];
-      EXPECT_NEAR(total, want_total, loss_bound + gamma(tokens) * std::fabs(want_total)) << name;
+      EXPECT_NEAR(total, want_total, loss_bound + reference::gamma(tokens) * std::fabs(want_total))
+          << name;
     }
   }
 }
@@ -392,7 +388,7 @@ TEST(ThreadInvarianceTest, EmbeddingBackward) {
         if (row < 0 || row >= rows) continue;
         for (int64_t j = 0; j < d; ++j) want(row, j) += dy(t, j);
       }
-      EXPECT_TRUE(same_bytes(out[0], want)) << name;
+      EXPECT_TRUE(testing::same_bits(out[0], want)) << name;
     }
   }
 }
@@ -416,7 +412,7 @@ TEST(ThreadInvarianceTest, PositionEmbeddingBackward) {
           for (int64_t j = 0; j < d; ++j) want(p, j) += dx(b * seq + p, j);
         }
       }
-      EXPECT_TRUE(same_bytes(out[0], want)) << name;
+      EXPECT_TRUE(testing::same_bits(out[0], want)) << name;
     }
   }
 }
