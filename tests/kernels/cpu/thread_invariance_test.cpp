@@ -260,13 +260,8 @@ TEST(ThreadInvarianceTest, Attention) {
       EXPECT_TRUE(testing::same_bits(more_slabs[i], out[i]))
           << name << ": output " << i << " changes with 3 more scratch slabs";
     }
-    reference::CoreDims dims;
-    dims.batch = c.batch;
-    dims.seq = c.seq;
-    dims.n_head = c.n_head;
-    dims.n_kv_head = c.n_kv_head;
-    dims.head_dim = c.head_dim;
-    dims.window = c.window;
+    const reference::CoreDims dims{c.batch,           c.seq,   c.n_head, c.n_kv_head, c.head_dim,
+                                   /*extra_depth=*/0, c.window};
     // Rigorous fp32 bounds for any grouping of the sums (attention_reference.h).
     const reference::CoreResult ref = reference::causal_attention(
         dims, reference::exact(to_matrix(q)), reference::exact(to_matrix(k)),
