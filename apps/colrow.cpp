@@ -148,7 +148,7 @@ void add_eval(CLI::App& app, colrow::apps::EvalOptions& o) {
 
 void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   CLI::App* gen = app.add_subcommand(
-      "generate", "Continue prompts with a checkpoint and a KV cache, at any tp");
+      "generate", "Continue prompts with a checkpoint and a KV cache, at any tp x pp x dp");
   gen->add_option("--model", o.model, "Checkpoint directory (config.json + model.safetensors)")
       ->required();
   gen->add_option("--prompt", o.prompt,
@@ -166,7 +166,10 @@ void add_generate(CLI::App& app, colrow::apps::GenerateOptions& o) {
   gen->add_option("--seed", o.seed, "Seed of the draws")->capture_default_str();
   gen->add_flag("--ignore-eos", o.ignore_eos,
                 "Do not stop at config.json's eos_token_id (stop_reason \"stop\")");
-  gen->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
+  gen->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / (pp x dp))")
+      ->capture_default_str();
+  gen->add_option("--pp", o.pp,
+                  "Pipeline stages (layers split evenly; each step passes stage to stage)")
       ->capture_default_str();
   gen->add_option("--dp", o.dp, "Data-parallel degree (replicas generate the same text)")
       ->capture_default_str();

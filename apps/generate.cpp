@@ -1,10 +1,11 @@
 // `colrow generate`. Every rank validates the knobs and the model's config,
-// loads its shards, and runs generate() (infer/generator.h); the dp replicas
+// loads its shards (of its pipeline stage's layers with --pp), and runs
+// generate() (infer/generator.h); the dp replicas
 // compute the same text redundantly (same seed, same draws) and rank 0 prints,
 // per prompt, the prompt followed by the completion, bytes as they are, or
 // one JSON object per line {prompt, completion, tokens (the new ids),
 // stop_reason ("stop" at config.json's eos_token_id unless --ignore-eos,
-// "max_new_tokens" or "length"), tp, dp, seed, index (with --prompts)}.
+// "max_new_tokens" or "length"), tp, pp, dp, seed, index (with --prompts)}.
 #include "generate.h"
 
 #include <cerrno>
@@ -25,6 +26,7 @@
 #include "colrow/infer/generator.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/nn/pipeline_stage.h"
 #include "colrow/runtime/threads.h"
 
 namespace colrow::apps {
@@ -72,8 +74,9 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   // GPT-2's BPE when the checkpoint has its files, else bytes.
   const std::unique_ptr<Tokenizer> tokenizer_owner = load_tokenizer(o.model);
   const Tokenizer& tokenizer = *tokenizer_owner;
-  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
-  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
+  const int tp_size =
+      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.pp * std::max(1, o.dp)));
+  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   if (o.prompt.empty() == o.prompts.empty()) {
     throw ConfigError("[generate] give exactly one of --prompt TEXT and --prompts FILE.");
   }
@@ -86,6 +89,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   validate(generation.sampling);
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
+  const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, {});
   if (!o.ignore_eos) generation.stop_tokens = config.eos_token_ids;
   if (config.vocab_size < tokenizer.vocab_size()) {
     throw ConfigError("[generate] vocab_size (" + std::to_string(config.vocab_size) +
@@ -100,13 +104,16 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
-  ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, placement.device, placement.comm);
+  ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
   std::optional<MemoryPhase> phase(std::in_place, "model parameters");
-  GptModel model(mesh.tp(), config);
+  GptModel model(mesh.tp(), config,
+                 pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers),
+                 /*seed=*/0, /*sequence_parallel=*/false);
   load_checkpoint(model, o.model);
   model.to(placement.device);
   phase.emplace("generation (KV cache and activations)");
-  const std::vector<Generation> generated = generate(model, mesh.tp(), prompts, generation);
+  const std::vector<Generation> generated =
+      generate(model, mesh.tp(), mesh.pp(), prompts, generation);
   phase.reset();
 
   if (world.rank() != 0) return 0;
@@ -122,6 +129,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
                           {"tokens", generated[i].tokens},
                           {"stop_reason", stop},
                           {"tp", tp_size},
+                          {"pp", o.pp},
                           {"dp", o.dp},
                           {"seed", o.seed}};
       if (!o.prompts.empty()) j["index"] = i;

@@ -1,4 +1,4 @@
-// `colrow generate`: text from a checkpoint at any tp x dp with a per-rank KV
+// `colrow generate`: text from a checkpoint at any tp x pp x dp with a per-rank KV
 // cache (infer/generator.h); one prompt, or a file of prompts decoded
 // together. The prompt and the output in the byte-level tokenizer (token id =
 // byte value), or GPT-2's BPE when the checkpoint directory has its files.
@@ -21,7 +21,8 @@ struct GenerateOptions {
   float top_p = 1.0f;        // 1: off
   uint64_t seed = 0;
   bool ignore_eos = false;  // keep going past config.json's eos_token_id
-  int tp = 0;               // 0: world size / dp
+  int tp = 0;               // 0: world size / (pp x dp)
+  int pp = 1;               // pipeline stages (layers split evenly), the token passed along
   int dp = 1;               // every dp replica generates the same text; rank 0 prints it
   int threads = 0;          // per rank; 0: cores / ranks on the node
   bool json = false;

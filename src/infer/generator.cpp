@@ -167,9 +167,51 @@ std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_
   return sampled_tokens(logits, shard, vocab_size, tp, o, steps);
 }
 
-std::vector<Generation> generate(GptModel& model, Communicator& tp,
-                                 const std::vector<std::vector<int32_t>>& prompts,
-                                 const GenerationOptions& o) {
+namespace {
+
+// Tag of the hidden rows passed stage to stage while decoding.
+constexpr int kDecodeActivations = 0;
+
+// One cached forward through the stages (pp == nullptr: the whole model).
+// Returns the logits on the last stage, nullptr on the others.
+const Tensor* forward_through_stages(GptModel& model, Communicator* pp, Tensor& received,
+                                     const std::vector<int32_t>& ids,
+                                     const std::vector<int64_t>& slots, int64_t n_new,
+                                     KvCache& cache) {
+  if (pp == nullptr) return &model.forward_cached(ids, slots, n_new, cache);
+  const PipelineStage& stage = model.stage();
+  if (!stage.is_first()) {
+    ensure_shape(received, {static_cast<int64_t>(slots.size()) * n_new, model.config().d_model},
+                 model.device());
+    pp->recv(received, pp->rank() - 1, kDecodeActivations);
+  }
+  const Tensor& out = model.forward_cached_stage(ids, &received, slots, n_new, cache);
+  if (stage.is_last()) return &out;
+  pp->start_send(out, pp->rank() + 1, kDecodeActivations)->wait();
+  return nullptr;
+}
+
+// The next ids of the running sequences: picked on the last stage, then (pp)
+// broadcast from it to every stage. Ids travel as floats, exact below 2^24.
+std::vector<int32_t> next_tokens(const Tensor* logits, int64_t rows, const GptModel& model,
+                                 Communicator& tp, Communicator* pp, const GenerationOptions& o,
+                                 const std::vector<uint64_t>& steps) {
+  std::vector<int32_t> next;
+  if (logits != nullptr) next = pick_next_tokens(*logits, model.config().vocab_size, tp, o, steps);
+  if (pp == nullptr) return next;
+  Tensor ids = Tensor::zeros({rows});
+  for (size_t r = 0; r < next.size(); ++r) ids.data()[r] = static_cast<float>(next[r]);
+  Tensor shared = ids.to(model.device());
+  pp->broadcast(shared, pp->size() - 1);
+  ids = shared.to(Device::cpu());
+  next.resize(rows);
+  for (int64_t r = 0; r < rows; ++r) next[r] = static_cast<int32_t>(ids.data()[r]);
+  return next;
+}
+
+std::vector<Generation> generate_on_stages(GptModel& model, Communicator& tp, Communicator* pp,
+                                           const std::vector<std::vector<int32_t>>& prompts,
+                                           const GenerationOptions& o) {
   const ModelConfig& config = model.config();
   validate_generation(o, prompts, config);
   const int64_t n = static_cast<int64_t>(prompts.size());
@@ -183,19 +225,25 @@ std::vector<Generation> generate(GptModel& model, Communicator& tp,
     capacity = std::max<int64_t>(capacity, static_cast<int64_t>(p.size()) + o.max_new_tokens - 1);
   }
   KvCache cache = model.make_kv_cache(n, std::min(capacity, context));
+  Tensor received;  // a later stage's input from the one before
 
   // Prefill: each prompt in one forward pass; its last logits join row b.
-  Tensor last = Tensor::empty({n, model.vocab_size_local()}, model.device());
+  const bool picks = model.stage().is_last();
+  Tensor last;
+  if (picks) last = Tensor::empty({n, model.vocab_size_local()}, model.device());
   for (int64_t b = 0; b < n; ++b) {
-    last.slice(0, b, 1).copy_from(model.forward_cached(prompts[b], {b}, prompts[b].size(), cache));
+    const Tensor* logits = forward_through_stages(model, pp, received, prompts[b], {b},
+                                                  static_cast<int64_t>(prompts[b].size()), cache);
+    if (picks) last.slice(0, b, 1).copy_from(*logits);
   }
   std::vector<int64_t> running(n);
   for (int64_t b = 0; b < n; ++b) running[b] = b;
-  const Tensor* logits = &last;
+  const Tensor* logits = picks ? &last : nullptr;
   while (!running.empty()) {
     std::vector<uint64_t> steps;
     for (int64_t b : running) steps.push_back(out[b].tokens.size());
-    const std::vector<int32_t> next = pick_next_tokens(*logits, config.vocab_size, tp, o, steps);
+    const std::vector<int32_t> next =
+        next_tokens(logits, static_cast<int64_t>(running.size()), model, tp, pp, o, steps);
     std::vector<int64_t> still;
     std::vector<int32_t> feed;
     for (size_t r = 0; r < running.size(); ++r) {
@@ -215,9 +263,30 @@ std::vector<Generation> generate(GptModel& model, Communicator& tp,
     }
     running = still;
     if (running.empty()) break;
-    logits = &model.forward_cached(feed, running, 1, cache);  // one token per sequence
+    // one token per sequence
+    logits = forward_through_stages(model, pp, received, feed, running, 1, cache);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Generation> generate(GptModel& model, Communicator& tp,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& o) {
+  return generate_on_stages(model, tp, nullptr, prompts, o);
+}
+
+std::vector<Generation> generate(GptModel& stage_model, Communicator& tp, Communicator& pp,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& o) {
+  const PipelineStage& stage = stage_model.stage();
+  if (stage.index != pp.rank() || stage.count != pp.size()) {
+    throw InternalError("[generate] stage " + std::to_string(stage.index) + " of " +
+                        std::to_string(stage.count) + " runs on pp rank " +
+                        std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
+  }
+  return generate_on_stages(stage_model, tp, &pp, prompts, o);
 }
 
 Generation generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,

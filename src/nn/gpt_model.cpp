@@ -205,7 +205,7 @@ KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
         std::to_string(config_.max_position_embeddings) + ") positions.");
   }
   const ParallelAttention& attention = blocks_.front()->attention();
-  return KvCache(config_.n_layer, slots, attention.n_kv_head_local(), capacity,
+  return KvCache(stage_.n_layers, slots, attention.n_kv_head_local(), capacity,
                  attention.config().head_dim, device_);
 }
 
@@ -213,15 +213,26 @@ const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
                                        const std::vector<int64_t>& slots, int64_t n_new,
                                        KvCache& cache) {
   require_whole_model("forward_cached");
+  return forward_cached_stage(ids, nullptr, slots, n_new, cache);
+}
+
+const Tensor& GptModel::forward_cached_stage(const std::vector<int32_t>& ids, const Tensor* input,
+                                             const std::vector<int64_t>& slots, int64_t n_new,
+                                             KvCache& cache) {
   if (sequence_parallel_) {
     throw InternalError(
         "[model] forward_cached runs without sequence parallelism: build the "
         "decoding model with sequence_parallel = false");
   }
   const int64_t batch = static_cast<int64_t>(slots.size());
-  if (batch < 1 || n_new < 1 || (batch > 1 && n_new > 1) ||
-      static_cast<int64_t>(ids.size()) != batch * n_new) {
-    throw InvalidInputError("[model] forward_cached: " + std::to_string(ids.size()) + " ids for " +
+  const int64_t given = stage_.is_first() ? static_cast<int64_t>(ids.size())
+                                          : (input != nullptr && input->ndim() == 2 &&
+                                                     input->size(1) == config_.d_model
+                                                 ? input->size(0)
+                                                 : -1);
+  if (batch < 1 || n_new < 1 || (batch > 1 && n_new > 1) || given != batch * n_new) {
+    throw InvalidInputError("[model] forward_cached: " + std::to_string(given) +
+                            (stage_.is_first() ? " ids" : " input rows of d_model") + " for " +
                             std::to_string(batch) + " sequence(s) x " + std::to_string(n_new) +
                             " new token(s): one sequence, or one token per sequence.");
   }
@@ -236,21 +247,25 @@ const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,
     rows.starts.push_back(cache.length(slot));
   }
   batch_ = 0;  // no backward after decoding
-  // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
-  const Tensor& embedded = embedding_->forward(ids);
-  ensure_shape(x_, embedded.shape(), embedded.device());
-  x_.copy_from(embedded);
-  if (positions_) {  // wpe's rows at each token's own position
-    ensure_shape(position_rows_, x_.shape(), x_.device());
-    ops::embedding_forward(rows.positions(), 0, positions_->weight().value, position_rows_);
-    ops::add_into(x_, position_rows_);
+  const Tensor* h = input;
+  if (stage_.is_first()) {
+    // ids: [tokens] -> x: [tokens, d_model]          one all-reduce (embedding's [g fwd])
+    const Tensor& embedded = embedding_->forward(ids);
+    ensure_shape(x_, embedded.shape(), embedded.device());
+    x_.copy_from(embedded);
+    if (positions_) {  // wpe's rows at each token's own position
+      ensure_shape(position_rows_, x_.shape(), x_.device());
+      ops::embedding_forward(rows.positions(), 0, positions_->weight().value, position_rows_);
+      ops::add_into(x_, position_rows_);
+    }
+    h = &x_;
   }
-  const Tensor* h = &x_;
   for (size_t layer = 0; layer < blocks_.size(); ++layer) {  // 2 all-reduces each
-    const int l = static_cast<int>(layer);
+    const int l = static_cast<int>(layer);  // the stage's own layers: cache layer l
     h = &blocks_[layer]->forward_cached(*h, rows, cache.keys(l), cache.values(l));
   }
   for (int64_t slot : slots) cache.advance(slot, n_new);
+  if (!stage_.is_last()) return *h;
   // Only each sequence's last token is predicted from: rows n_new - 1 (prefill) or all (decode).
   const Tensor last = n_new == 1 ? *h : h->slice(0, n_new - 1, 1);
   const Tensor& normed = final_norm_->forward(last);

@@ -1,10 +1,10 @@
 #!/bin/sh
-# colrow generate end to end: the same text and ids at np 1 (tp 1) and np 2
-# (tp 2, and tp 1 x dp 2), greedy and sampled; the prompt comes back first in
+# colrow generate end to end: the same text and ids at np 1 (tp 1), np 2
+# (tp 2, tp 1 x dp 2, pp 2) and np 4 (tp 2 x pp 2), greedy and sampled; the prompt comes back first in
 # text mode; --prompts decodes a file of prompts together, as each alone; a
 # full context stops with reason "length"; config.json's eos_token_id stops
 # with reason "stop" (the id kept, its text left out) unless --ignore-eos; bad knobs and a vocabulary below the byte tokenizer's 256 ids
-# fail with one clear line on every rank.
+# fail with one clear line on every rank, as do more stages than layers.
 #   generate_test.sh COLROW MPIEXEC MAKE_TEST_CHECKPOINT
 set -eu
 colrow=$1; mpiexec=$2; maker=$3
@@ -16,7 +16,7 @@ for preset in gpt2-tiny llama-tiny; do
   for knobs in "--temperature 0" "--temperature 0.8 --top-k 50 --top-p 0.9 --seed 3"; do
     # shellcheck disable=SC2086
     base=$(run 1 generate --model "$dir/$preset" --prompt "Hello, world" --max-new-tokens 12 --json $knobs)
-    for mesh in "2 --tp 2" "2 --tp 1 --dp 2"; do
+    for mesh in "2 --tp 2" "2 --tp 1 --dp 2" "2 --pp 2" "4 --tp 2 --pp 2"; do
       np=${mesh%% *}; flags=${mesh#* }
       # shellcheck disable=SC2086
       out=$(run "$np" generate --model "$dir/$preset" --prompt "Hello, world" --max-new-tokens 12 --json $knobs $flags)
@@ -28,6 +28,7 @@ assert len(a["tokens"]) == 12 and all(0 <= t < 256 for t in a["tokens"]), (what,
 # fp32 rounding differs between tp 1 and tp 2; these seeds sit far from any
 # argmax tie or draw boundary, so the ids agree exactly.
 assert a["tokens"] == b["tokens"] and a["completion"] == b["completion"], (what, a, b)
+assert a["pp"] == 1 and b["pp"] == (2 if "--pp 2" in what else 1), (what, b)
 print("ok", what, a["tokens"])
 PY
     done
@@ -106,4 +107,6 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
 err=$(run 2 generate --model "$dir/small" --prompt "x" 2>&1 >/dev/null) && { echo "FAIL: vocab 100 accepted"; exit 1; }
 [ "$(echo "$err" | grep -c '\[generate\] vocab_size (100) must be >= the byte tokenizer')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 3 generate --model "$dir/gpt2-tiny" --prompt "x" --pp 3 2>&1 >/dev/null) && { echo "FAIL: pp 3 over 2 layers accepted"; exit 1; }
+[ "$(echo "$err" | grep -c '\[pipeline\] pp (3) is more stages than the 2 layers of the model')" = 3 ] || { echo "FAIL: $err"; exit 1; }
 echo "generate_test: all passed"

@@ -6,6 +6,8 @@
 //  - generate()'s tokens, greedy and sampled, equal an unsharded model's full
 //    recomputation, and decoding prompts together equals decoding each alone;
 //  - a sequence stops at the model's context with stop reason "length";
+//  - pipeline stages (pp = world size, and tp 2 x pp 2) decode the same ids
+//    as the whole model;
 //  - the collectives are exactly the embedding's all-reduce, 2 per layer and
 //    one pick per step: a [B, 2] gather when greedy, [B, V_pad/tp] sampling.
 #include "colrow/infer/generator.h"
@@ -19,7 +21,9 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
+#include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
+#include "colrow/nn/pipeline_stage.h"
 #include "nn/model_test_cases.h"
 #include "support/test_world.h"
 
@@ -257,6 +261,45 @@ TEST(Generator, EachDecodingStepIsTwoAllReducesPerLayerAndOnePick) {
     tp.clear();
     generate(model, tp, prompts_of(lengths), options(1.0f, 0, 1.0f, 5));
     EXPECT_EQ(tp.events(), expected_collectives(c.config, lengths, 5, vocab_local)) << "sampled";
+  }
+}
+
+// Pipeline stages decode what the whole model decodes: the same ops on the
+// same rows in the same order (the stages only split the layers), so the ids
+// agree exactly, greedy and sampled, with a stop token that ends one sequence
+// early (the stages then feed fewer rows alike). pp = world size at tp 1, and
+// tp 2 x pp 2 at 4 ranks; 4 layers, so every split has a middle stage at pp 4.
+TEST(Generator, PipelineStagesDecodeWhatTheWholeModelDecodes) {
+  if (world().size() < 2) GTEST_SKIP() << "pipeline stages need 2 or more ranks";
+  for (int tp : {1, 2}) {
+    const int pp = world().size() / tp;
+    if (world().size() % tp != 0 || pp < 2) continue;
+    ProcessMesh mesh(world(), tp, pp, /*dp=*/1);
+    for (const ModelCase& c : model_cases()) {
+      if (!valid_at(c.config, tp)) continue;
+      SCOPED_TRACE(std::string(c.name) + " at tp " + std::to_string(tp) + " x pp " +
+                   std::to_string(pp));
+      ModelConfig config = c.config;
+      config.n_layer = 4;
+      GptModel whole(mesh.tp(), config, kSeed);
+      GptModel stage(mesh.tp(), config, pipeline_stage(config.n_layer, pp, mesh.pp_rank()), kSeed,
+                     /*sequence_parallel=*/false);
+      const std::vector<std::vector<int32_t>> prompts = prompts_of({5, 9, 2});
+      GenerationOptions greedy = options(0.0f, 0, 1.0f, 6);
+      const std::vector<Generation> free_run = generate(whole, mesh.tp(), prompts, greedy);
+      greedy.stop_tokens = {free_run[0].tokens[2]};
+      for (const GenerationOptions& o :
+           {options(0.0f, 0, 1.0f, 6), greedy, options(0.9f, 40, 0.95f, 6)}) {
+        const std::vector<Generation> want = generate(whole, mesh.tp(), prompts, o);
+        const std::vector<Generation> got = generate(stage, mesh.tp(), mesh.pp(), prompts, o);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t b = 0; b < want.size(); ++b) {
+          EXPECT_EQ(got[b].tokens, want[b].tokens) << "sequence " << b;
+          EXPECT_EQ(got[b].stop, want[b].stop) << "sequence " << b;
+        }
+      }
+      EXPECT_EQ(to_string(generate(stage, mesh.tp(), mesh.pp(), prompts, greedy)[0].stop), "stop");
+    }
   }
 }
 

@@ -10,6 +10,10 @@
 //   - greedy (temperature 0): ONE all-gather of each rank's (max logit,
 //     global id) per sequence, [B, 2] per rank, reduced alike on every rank
 //     as MPI_MAXLOC would (ties to the lowest id): no logits cross ranks.
+// Under pipeline parallelism (pp stages) the embedding runs on the first
+// stage, the logits and the pick on the last; each step adds pp - 1 sends of
+// [B, d_model] forward and one broadcast of the B new ids back. The stages
+// take turns: one sequence batch in flight, so each is busy 1/pp of a step.
 #pragma once
 
 #include <cstdint>
@@ -54,6 +58,16 @@ void validate_generation(const GenerationOptions& options,
 // `model` was built on. Decoding prompts together gives the same tokens as
 // decoding each alone (each sequence keeps its own step count for its draws).
 std::vector<Generation> generate(GptModel& model, Communicator& tp,
+                                 const std::vector<std::vector<int32_t>>& prompts,
+                                 const GenerationOptions& options);
+
+// The same under pipeline parallelism: `stage_model` is stage pp.rank() of
+// pp.size(). Every prefill and decoding step passes its hidden rows
+// ([tokens, d_model]) stage to stage, point to point between matching tp
+// ranks; the last stage picks the next tokens (over tp, as above) and
+// broadcasts them over pp, so every stage feeds, stops and returns alike.
+// The tokens equal those of the whole model on one stage.
+std::vector<Generation> generate(GptModel& stage_model, Communicator& tp, Communicator& pp,
                                  const std::vector<std::vector<int32_t>>& prompts,
                                  const GenerationOptions& options);
 

@@ -94,8 +94,8 @@ class GptModel {
   Parameter* word_embeddings() { return embedding_ ? &embedding_->weight() : nullptr; }
 
   // Incremental decoding (infer/generator.h drives it). A zeroed cache of this
-  // rank's KV heads for `slots` sequences of up to `capacity` positions
-  // (1..max_position_embeddings), on the model's device.
+  // rank's KV heads, for this stage's layers, for `slots` sequences of up to
+  // `capacity` positions (1..max_position_embeddings), on the model's device.
   KvCache make_kv_cache(int64_t slots, int64_t capacity) const;
   // ids: [batch * n_new], the next n_new tokens of each sequence in `slots`
   // (batch = slots.size()), continuing at position cache.length(slot), which
@@ -105,6 +105,14 @@ class GptModel {
   // per layer, each of [batch * n_new, d_model]; none for the logits.
   const Tensor& forward_cached(const std::vector<int32_t>& ids, const std::vector<int64_t>& slots,
                                int64_t n_new, KvCache& cache);
+  // The same for one pipeline stage. The first stage reads `ids`, the others
+  // `input`: the previous stage's output, [batch * n_new, d_model]. The last
+  // stage returns the logits as above; the others their output for the next
+  // stage (this model's buffer, valid until the next call). Every stage
+  // advances its cache's slots.
+  const Tensor& forward_cached_stage(const std::vector<int32_t>& ids, const Tensor* input,
+                                     const std::vector<int64_t>& slots, int64_t n_new,
+                                     KvCache& cache);
 
   const Tensor& logits_local() const { return logits_local_; }  // [tokens, V_pad/tp]
   std::vector<Parameter*> parameters();

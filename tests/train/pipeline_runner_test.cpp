@@ -1,0 +1,107 @@
+// PipelineRunner at pp = world size (tp 1), 4 layers, 3 micro-batches of 2 x 8
+// tokens, every model case: after one train_step each stage holds exactly
+// the gradients the whole model accumulates over the same micro-batches,
+// parameter by parameter, and the last stage the same summed loss. That
+// covers the tied word embeddings: the first stage's table gets the lookups'
+// gradient, the last stage's copy the output head's, and only their sum over
+// the two stages (PipelineRunner's embedding group) equals the whole model's
+// one tied gradient, on both stages. Untied models keep the table on the
+// first stage only. The 1F1B order itself is pipeline_schedule_test's.
+#include "colrow/train/pipeline_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "colrow/dist/local_communicator.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/nn/pipeline_stage.h"
+#include "nn/model_test_cases.h"
+#include "support/test_world.h"
+
+namespace colrow {
+namespace {
+
+using testing::model_cases;
+using testing::ModelCase;
+using testing::random_ids;
+using testing::world;
+
+constexpr uint64_t kSeed = 11;
+constexpr int kMicroBatches = 3;
+constexpr int64_t kRows = 2, kSeq = 8;
+
+Batch micro_batch(int j, int64_t vocab) {
+  Batch b;
+  b.rows = kRows;
+  b.seq_len = kSeq;
+  b.ids = random_ids(100 + j, kRows * kSeq, vocab);
+  b.targets = random_ids(200 + j, kRows * kSeq, vocab);
+  return b;
+}
+
+// Largest |a - b| over the largest |b| (at least 1).
+double relative_difference(const Tensor& a, const Tensor& b) {
+  double diff = 0.0, scale = 1.0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(a.data()[i]) - b.data()[i]));
+    scale = std::max(scale, std::abs(static_cast<double>(b.data()[i])));
+  }
+  return diff / scale;
+}
+
+TEST(PipelineRunner, EveryStageHoldsTheWholeModelsGradientsTiedEmbeddingsSummed) {
+  const int pp = world().size();
+  if (pp < 2) GTEST_SKIP() << "pipeline stages need 2 or more ranks";
+  ProcessMesh mesh(world(), /*tp=*/1, pp, /*dp=*/1);
+  for (const ModelCase& c : model_cases()) {
+    SCOPED_TRACE(c.name);
+    ModelConfig config = c.config;
+    config.n_layer = 4;
+    GptModel stage(mesh.tp(), config, pipeline_stage(config.n_layer, pp, mesh.pp_rank()), kSeed,
+                   /*sequence_parallel=*/false);
+    PipelineRunner runner(stage, mesh.pp());
+    const double loss =
+        runner.train_step(kMicroBatches, [&](int j) { return micro_batch(j, config.vocab_size); });
+
+    LocalCommunicator one;  // the whole model on this rank alone
+    GptModel whole(one, config, kSeed);
+    double whole_loss = 0.0;
+    for (int j = 0; j < kMicroBatches; ++j) {
+      const Batch b = micro_batch(j, config.vocab_size);
+      whole_loss += whole.forward(b.ids, b.targets, b.rows, b.seq_len).mean;
+      whole.backward();
+    }
+    if (stage.stage().is_last()) {
+      EXPECT_NEAR(loss, whole_loss, 1e-6 * whole_loss);
+    } else {
+      EXPECT_EQ(loss, 0.0);
+    }
+
+    std::map<std::string, Parameter*> reference;
+    for (Parameter* p : whole.parameters()) reference[p->name] = p;
+    for (Parameter* p : stage.parameters()) {
+      SCOPED_TRACE(p->name);
+      ASSERT_EQ(reference.count(p->name), 1u);
+      // The same fp32 operations on the same rows; only the tied table's two
+      // contributions (lookups, head) and the micro-batches add up in another
+      // order: each element sums at most 3 x 16 x 2 terms, a bound of ~100
+      // ulps (6e-6) relative to the tensor's scale. A missing contribution
+      // (the tied sum left out) is off by the head's whole share, O(1).
+      EXPECT_LE(relative_difference(p->grad, reference[p->name]->grad), 1e-5);
+    }
+    Parameter* table = stage.word_embeddings();
+    const bool holds_table =
+        stage.stage().is_first() || (stage.stage().is_last() && config.tie_word_embeddings);
+    ASSERT_EQ(table != nullptr, holds_table);
+    if (table != nullptr) {
+      EXPECT_EQ(table->pipeline_copy, !stage.stage().is_first());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace colrow
