@@ -2,12 +2,24 @@
 // run in order.
 #include "colrow/train/pipeline_runner.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 
+#include "colrow/core/device.h"
 #include "colrow/core/error.h"
 #include "colrow/train/pipeline_schedule.h"
 
 namespace colrow {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
 
 void PipelineRunner::Slot::finish_sends() {
   for (auto& send : sends) send->wait();
@@ -54,10 +66,15 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   slot_of_.assign(micro_batches, -1);
   std::vector<const Tensor*> sent(micro_batches, nullptr);  // forward outputs, then input grads
   double loss = 0.0;
+  const bool timed = pp_.size() > 1;
+  const auto step_start = Clock::now();
+  timing_ = StepTiming{};
   for (const PipelineAction& action : one_f_one_b(pp_.size(), pp_.rank(), micro_batches)) {
     const int j = action.micro_batch;
     const Batch& b = batches[j];
     const int64_t rows = model_.boundary_rows(b.rows, b.seq_len);
+    const bool computes = action.op == PipelineOp::kForward || action.op == PipelineOp::kBackward;
+    const auto action_start = Clock::now();
     switch (action.op) {
       case PipelineOp::kRecvForward: {
         Tensor& input = slot_for(j).input;
@@ -90,8 +107,13 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
         slot_of_[j] = -1;
         break;
     }
+    if (timed && computes) {
+      synchronize(model_.device());  // a GPU's queued kernels: their time, not the next wait's
+      timing_.busy_seconds += seconds_since(action_start);
+    }
   }
   for (Slot& slot : slots_) slot.finish_sends();
+  if (timed) timing_.seconds = seconds_since(step_start);
   sum_tied_embedding_grads();
   return loss;
 }
@@ -102,6 +124,16 @@ void PipelineRunner::sum_tied_embedding_grads() {
   // The first stage's gradient (from the embedding lookups) plus the last's
   // (from the output head): what the one tied weight gets at pp = 1.
   embedding_group_->all_reduce_sum(table->grad);
+}
+
+double pipeline_bubble_share(const std::vector<PipelineRunner::StepTiming>& timings) {
+  double busy = 0.0, makespan = 0.0;
+  for (const PipelineRunner::StepTiming& t : timings) {
+    busy += t.busy_seconds;
+    makespan = std::max(makespan, t.seconds);
+  }
+  if (timings.empty() || makespan <= 0.0) return 0.0;
+  return std::max(0.0, 1.0 - busy / static_cast<double>(timings.size()) / makespan);
 }
 
 std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& batches) {

@@ -27,6 +27,7 @@
 #include "colrow/train/adamw.h"
 #include "colrow/train/lr_schedule.h"
 #include "colrow/train/pipeline_runner.h"
+#include "colrow/train/pipeline_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
 #include "kernels/ops.h"
@@ -248,7 +249,21 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     m.loss = loss;
     m.lr = lr;
     m.grad_norm = grad_norm;
+    m.step_ms = seconds * 1e3;
     m.tokens_per_s = tokens_per_step / seconds;
+    if (o.pp > 1) {  // every rank's time computing and in the schedule
+      const PipelineRunner::StepTiming& mine = runner.last_step_timing();
+      Tensor all = Tensor::empty({2 * static_cast<int64_t>(world.size())});
+      world.all_gather(Tensor::from_vector({2}, {static_cast<float>(mine.seconds),
+                                                 static_cast<float>(mine.busy_seconds)}),
+                       all);
+      std::vector<PipelineRunner::StepTiming> timings(world.size());
+      for (int r = 0; r < world.size(); ++r) {
+        timings[r] = {all.data()[2 * r], all.data()[2 * r + 1]};
+      }
+      m.pipeline_bubble = pipeline_bubble_share(timings);
+      m.pipeline_bubble_ideal = pipeline_bubble_share(o.pp, static_cast<int>(o.grad_accum));
+    }
     m.gflops_per_s = flops_per_token * m.tokens_per_s / world.size() / 1e9;
     if (peak > 0.0) m.mfu = m.gflops_per_s * 1e9 / peak;
     Tensor rss_all = Tensor::empty({world.size()});

@@ -81,6 +81,7 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
                         {"loss", m.loss},
                         {"lr", m.lr},
                         {"grad_norm", m.grad_norm},
+                        {"step_ms", m.step_ms},
                         {"tokens_per_s", m.tokens_per_s},
                         {"gflops_per_s", m.gflops_per_s},
                         {"peak_rss_mib", m.peak_rss_mib},
@@ -89,6 +90,10 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
     if (m.mfu >= 0.0) j["mfu"] = m.mfu;
     if (m.peak_device_mib >= 0.0) j["peak_device_mib"] = m.peak_device_mib;
     if (m.peak_host_tensor_mib >= 0.0) j["peak_host_tensor_mib"] = m.peak_host_tensor_mib;
+    if (m.pipeline_bubble >= 0.0) {
+      j["pipeline_bubble"] = m.pipeline_bubble;
+      j["pipeline_bubble_ideal"] = m.pipeline_bubble_ideal;
+    }
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -102,12 +107,17 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
   if (m.peak_device_mib >= 0.0) {
     std::snprintf(device_memory, sizeof device_memory, "  peak %.0f MiB", m.peak_device_mib);
   }
-  char text[288];
+  char bubble[48] = "";
+  if (m.pipeline_bubble >= 0.0) {
+    std::snprintf(bubble, sizeof bubble, "  bubble %.0f%% (ideal %.0f%%)",
+                  100.0 * m.pipeline_bubble, 100.0 * m.pipeline_bubble_ideal);
+  }
+  char text[336];
   std::snprintf(
       text, sizeof text,
-      "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s%s  eta %s",
+      "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s%s%s  eta %s",
       static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr, m.grad_norm,
-      m.tokens_per_s, m.gflops_per_s, mfu, device_memory, duration(eta).c_str());
+      m.tokens_per_s, m.gflops_per_s, mfu, device_memory, bubble, duration(eta).c_str());
   if (terminal_) {
     std::printf("\r\033[K%s", text);  // redraw in place
     progress_open_ = true;

@@ -6,6 +6,7 @@
 #  - stop at step 10 and resume to 20 at (2,2,1) = 20 uninterrupted steps, bitwise;
 #  - a checkpoint saved at (2,2,1) loads at (1,1,1), (4,1,1) and (1,2,1) and
 #    gives the saving run's validation loss;
+#  - every step's metrics carry the measured bubble and 1F1B's ideal one;
 #  - bad pipeline configurations fail before training, on every rank.
 #   train_pipeline_test.sh COLROW MPIEXEC
 set -eu
@@ -59,6 +60,14 @@ full, resumed = curve("m221"), curve("r221")
 assert [r["step"] for r in resumed] == list(range(11, 21)), [r["step"] for r in resumed]
 for a, b in zip(full[10:], resumed):
     assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"], ("resume is not bitwise", a["step"], a["loss"], b["loss"])
+# Every pipeline step reports its measured bubble beside 1F1B's (pp-1)/(m+pp-1);
+# a step without pipeline reports none. The measured share depends on timing;
+# it is a share (0..1) whatever the machine.
+for name, ideal in [("m121", 1 / 5), ("m221", 1 / 5), ("m141", 3 / 7)]:
+    for r in curve(name):
+        assert abs(r["pipeline_bubble_ideal"] - ideal) < 1e-12, (name, r)
+        assert 0.0 <= r["pipeline_bubble"] < 1.0 and r["step_ms"] > 0, (name, r)
+assert all("pipeline_bubble" not in r and r["step_ms"] > 0 for r in ref), ref[0]
 saved = full[-1]["val_loss"]
 for name in ["l111", "l411", "l121"]:
     got = curve(name)[-1]["val_loss"]

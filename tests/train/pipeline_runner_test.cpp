@@ -6,7 +6,9 @@
 // gradient, the last stage's copy the output head's, and only their sum over
 // the two stages (PipelineRunner's embedding group) equals the whole model's
 // one tied gradient, on both stages. Untied models keep the table on the
-// first stage only. The 1F1B order itself is pipeline_schedule_test's.
+// first stage only. Each stage times its step, and pipeline_bubble_share
+// turns equal stages' timings into 1F1B's formula. The 1F1B order itself is
+// pipeline_schedule_test's.
 #include "colrow/train/pipeline_runner.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +21,7 @@
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/pipeline_stage.h"
+#include "colrow/train/pipeline_schedule.h"
 #include "nn/model_test_cases.h"
 #include "support/test_world.h"
 
@@ -96,11 +99,32 @@ TEST(PipelineRunner, EveryStageHoldsTheWholeModelsGradientsTiedEmbeddingsSummed)
     Parameter* table = stage.word_embeddings();
     const bool holds_table =
         stage.stage().is_first() || (stage.stage().is_last() && config.tie_word_embeddings);
+    const PipelineRunner::StepTiming& timing = runner.last_step_timing();
+    EXPECT_GT(timing.busy_seconds, 0.0);
+    EXPECT_GE(timing.seconds, timing.busy_seconds);
     ASSERT_EQ(table != nullptr, holds_table);
     if (table != nullptr) {
       EXPECT_EQ(table->pipeline_copy, !stage.stage().is_first());
     }
   }
+}
+
+// 1F1B with pp equal stages of forward f and backward 2f over m micro-batches
+// runs m + pp - 1 slots of 3f on the slowest stage, m of them busy: the
+// measured share then equals the schedule's formula. An uneven stage (one
+// twice as slow) stretches the makespan and widens the bubble.
+TEST(PipelineBubble, MeasuredShareOfEqualStagesIsTheFormulas) {
+  for (int pp : {2, 4}) {
+    for (int m : {1, 4, 8}) {
+      const double f = 0.001;
+      const std::vector<PipelineRunner::StepTiming> equal(pp, {(m + pp - 1) * 3 * f, m * 3 * f});
+      EXPECT_NEAR(pipeline_bubble_share(equal), pipeline_bubble_share(pp, m), 1e-12);
+    }
+  }
+  std::vector<PipelineRunner::StepTiming> uneven = {{9.0, 4.0}, {9.0, 8.0}};
+  EXPECT_NEAR(pipeline_bubble_share(uneven), 1.0 - 6.0 / 9.0, 1e-12);
+  EXPECT_EQ(pipeline_bubble_share({}), 0.0);
+  EXPECT_EQ(pipeline_bubble_share({{0.0, 0.0}}), 0.0);
 }
 
 }  // namespace

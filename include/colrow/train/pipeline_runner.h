@@ -43,6 +43,17 @@ class PipelineRunner {
   // last stage, {0, 0} elsewhere.
   std::pair<double, double> evaluate(const std::vector<Batch>& batches);
 
+  // The last train_step on this stage (pp > 1; zeros at pp = 1): its wall
+  // time, and the part spent computing (forwards and backwards; on a GPU each
+  // is synchronized so that the host clock sees it). The rest is waiting for
+  // a neighbour, plus the transfers themselves. pipeline_bubble_share() below
+  // turns every stage's timing into the schedule's bubble.
+  struct StepTiming {
+    double seconds = 0.0;
+    double busy_seconds = 0.0;
+  };
+  const StepTiming& last_step_timing() const { return timing_; }
+
  private:
   struct Slot {
     GptModel* model = nullptr;
@@ -62,6 +73,13 @@ class PipelineRunner {
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;  // micro-batch -> slot, -1 when not in flight
   Tensor grad_input_;         // the received gradient, used by the backward right after
+  StepTiming timing_;
 };
+
+// The bubble of one step, measured as the 1F1B formula counts it: the share
+// of the pipeline's time (its slowest stage's) that stages spend not
+// computing, 1 - mean(busy) / max(seconds) over `timings` (every stage's,
+// any order). Equal stages give (pp - 1) / (m + pp - 1); uneven ones more.
+double pipeline_bubble_share(const std::vector<PipelineRunner::StepTiming>& timings);
 
 }  // namespace colrow
