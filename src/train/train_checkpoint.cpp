@@ -1,6 +1,7 @@
 // Training checkpoints: model + AdamW moments + step, atomically replaced.
 #include "colrow/train/train_checkpoint.h"
 
+#include <dirent.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "colrow/nn/checkpoint.h"
@@ -39,6 +41,22 @@ std::string step_name(int64_t step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%08ld", static_cast<long>(step));
   return name;
+}
+
+// Removes every checkpoint directory of run_dir but `keep`: step-N.tmp left
+// by a save that was killed, and step-N that a kill between installing a
+// checkpoint and removing its predecessor left behind. Without this a run
+// resumed after such kills would keep them forever.
+void remove_stale_checkpoints(const std::string& run_dir, const std::string& keep) {
+  DIR* dir = ::opendir(run_dir.c_str());
+  if (dir == nullptr) return;
+  std::vector<std::string> stale;
+  for (const dirent* entry = ::readdir(dir); entry != nullptr; entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind("step-", 0) == 0 && name != keep) stale.push_back(name);
+  }
+  ::closedir(dir);
+  for (const std::string& name : stale) remove_tree(run_dir + "/" + name);
 }
 
 // A moment of AdamW (its dp slice of the flat [padded] layout) as one whole
@@ -132,10 +150,6 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
   if (world.rank() == 0) {
     // tmp -> final, then latest -> final (a new symlink renamed over the old),
     // then the previous checkpoint goes.
-    std::string previous;
-    char target[4096];
-    const ssize_t n = ::readlink((run_dir + "/" + kLatest).c_str(), target, sizeof target - 1);
-    if (n > 0) previous = std::string(target, n);
     const std::string link_tmp = run_dir + "/" + kLatest + ".tmp";
     ::unlink(link_tmp.c_str());
     if (exists(final_dir)) remove_tree(final_dir);
@@ -143,8 +157,8 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
         ::symlink(step_name(state.step).c_str(), link_tmp.c_str()) != 0 ||
         std::rename(link_tmp.c_str(), (run_dir + "/" + kLatest).c_str()) != 0) {
       err = errno;
-    } else if (!previous.empty() && previous != step_name(state.step)) {
-      remove_tree(run_dir + "/" + previous);
+    } else {  // the previous checkpoint, and any a killed run left
+      remove_stale_checkpoints(run_dir, step_name(state.step));
     }
   }
   agree(world, err, "cannot install checkpoint " + final_dir);

@@ -89,7 +89,15 @@ for delay in 1.5 2.5 3.5; do
   step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['step'])" "$dir/killed/latest/train_state.json")
   run 1 train $common --batch 4 --steps 100000 --resume "$dir/killed" --stop-after $((step + 1)) > /dev/null || { echo "FAIL: cannot resume after a kill at $delay s"; exit 1; }
 done
-echo "killed runs: latest stays loadable"
+# What kills mid-save leave (a step-N.tmp with a partial file, an older
+# step-N beside latest's) is removed by the next save; latest's step stays.
+mkdir -p "$dir/killed/step-99999999.tmp" "$dir/killed/step-00000000"
+head -c 1000 /dev/urandom > "$dir/killed/step-99999999.tmp/model.safetensors"
+step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['step'])" "$dir/killed/latest/train_state.json")
+run 1 train $common --batch 4 --steps 100000 --resume "$dir/killed" --out "$dir/killed" --stop-after $((step + 1)) > /dev/null
+left=$(cd "$dir/killed" && ls -d step-* | tr '\n' ' ')
+[ "$left" = "$(cd "$dir/killed" && readlink latest) " ] || { echo "FAIL: stale checkpoints left after a save: $left"; exit 1; }
+echo "killed runs: latest stays loadable; the next save removes what the kills left"
 
 # SIGUSR1 to mpirun (which forwards it) stops every rank after the same step,
 # saved, with status 0.
