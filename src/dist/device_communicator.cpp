@@ -95,7 +95,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 
 // The CPU's choice (see make_device_communicator).
 std::unique_ptr<Communicator> make_host_communicator(std::unique_ptr<Communicator> host,
-                                                     CommKind kind) {
+                                                     CommKind kind, bool point_to_point) {
+  const int mailbox_slots = point_to_point ? ShmMailboxes::kDefaultSlots : 0;
   auto* mpi = dynamic_cast<MpiCommunicator*>(host.get());
   if (kind == CommKind::kMpi || mpi == nullptr || host->size() == 1) return host;
   const bool one_node = group_on_one_node(mpi->handle());
@@ -106,9 +107,14 @@ std::unique_ptr<Communicator> make_host_communicator(std::unique_ptr<Communicato
   }
   if (!one_node) return host;
   std::unique_ptr<MpiCommunicator> group(static_cast<MpiCommunicator*>(host.release()));
-  if (kind == CommKind::kShm) return std::make_unique<ShmCommunicator>(std::move(group));
+  if (kind == CommKind::kShm) {
+    return std::make_unique<ShmCommunicator>(std::move(group), ShmCommunicator::kDefaultSlotBytes,
+                                             mailbox_slots);
+  }
   try {
-    return std::make_unique<ShmCommunicator>(std::move(group));  // keeps `group` if it throws
+    // keeps `group` if it throws
+    return std::make_unique<ShmCommunicator>(std::move(group), ShmCommunicator::kDefaultSlotBytes,
+                                             mailbox_slots);
   } catch (const BackendError& e) {
     // Every rank of the group failed alike (SharedSegment agrees first).
     if (group->rank() == 0) {
@@ -160,10 +166,11 @@ std::string to_string(CommKind kind) {
 }
 
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
-                                                       Device device, CommKind kind) {
+                                                       Device device, CommKind kind,
+                                                       bool point_to_point) {
   COLROW_CHECK(host != nullptr, "make_device_communicator needs the group's MPI communicator");
   check_comm_kind(kind, device);
-  if (device.is_cpu()) return make_host_communicator(std::move(host), kind);
+  if (device.is_cpu()) return make_host_communicator(std::move(host), kind, point_to_point);
   if (kind == CommKind::kStaged) {
     return std::make_unique<StagedCommunicator>(std::move(host), device);
   }

@@ -60,7 +60,7 @@ ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp) : world_(w
 ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp, Device device, CommKind comm)
     : ProcessMesh(world, tp, pp, dp) {
   tp_ = make_device_communicator(std::move(tp_), device, comm);
-  pp_ = make_device_communicator(std::move(pp_), device, comm);
+  pp_ = make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true);
   dp_ = make_device_communicator(std::move(dp_), device, comm);
 }
 

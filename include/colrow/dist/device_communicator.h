@@ -39,7 +39,11 @@ void check_comm_kind(CommKind kind, Device device);
 //            index, host-staged MPI otherwise.
 //   kNccl:   ConfigError naming the ranks when two of them share a GPU.
 //   kStaged: host-staged MPI.
+// `point_to_point`: the group carries a pipeline's messages; in shared memory
+// they then go through mailboxes (dist/shm/shm_mailboxes.h), which need no
+// help from the sender to arrive.
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
-                                                       Device device, CommKind kind);
+                                                       Device device, CommKind kind,
+                                                       bool point_to_point = false);
 
 }  // namespace colrow

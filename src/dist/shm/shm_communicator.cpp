@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
+#include <iostream>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -106,12 +107,23 @@ bool group_on_one_node(MPI_Comm comm) {
   return node_size == group_size;
 }
 
-ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t slot_bytes)
+ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t slot_bytes,
+                                 int mailbox_slots)
     : slot_bytes_(round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
       slot_floats_(static_cast<int64_t>(slot_bytes_ / sizeof(float))),
       segment_(host->handle(), flag_region_bytes(host->size()) + 2 * slot_bytes_ * host->size(),
                host->name()),
-      host_(std::move(host)) {}
+      host_(std::move(host)) {
+  if (mailbox_slots <= 0) return;
+  try {
+    mailboxes_ =
+        std::make_unique<ShmMailboxes>(host_->handle(), slot_bytes_, mailbox_slots, name());
+  } catch (const BackendError& e) {  // every rank alike: SharedSegment agrees first
+    if (rank() == 0) {
+      std::cerr << e.what() << "\n[dist] point to point over " << name() << " uses Open MPI.\n";
+    }
+  }
+}
 
 float* ShmCommunicator::slot(int rank, int set) const {
   std::byte* slots = segment_.data() + flag_region_bytes(size());
@@ -259,10 +271,12 @@ void ShmCommunicator::barrier() {
 // The background thread never calls MPI, so messages may flow while a
 // started collective runs: a pipeline stage can send while it reduces.
 std::unique_ptr<PendingCollective> ShmCommunicator::start_send(const Tensor& x, int dst, int tag) {
+  if (mailboxes_) return mailboxes_->start_send(x, dst, tag);
   return host_->start_send(x, dst, tag);
 }
 
 void ShmCommunicator::recv(Tensor& x, int src, int tag) {
+  if (mailboxes_) return mailboxes_->recv(x, src, tag);
   host_->recv(x, src, tag);
 }
 

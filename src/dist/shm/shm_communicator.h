@@ -14,9 +14,12 @@
 // Messages larger than a slot go in slot-sized chunks. The barrier is a flag
 // per rank in the segment; waiting ranks spin briefly, then yield their core.
 // Broadcast, barrier, split, failure agreement and abort go to the group's
-// MPI communicator, which stays the channel for control messages; so does
-// point to point (start_send, recv): the slots are shared by the whole group
-// and stepped through by barriers, while a message involves two ranks only.
+// MPI communicator, which stays the channel for control messages. Point to
+// point (start_send, recv) goes through ShmMailboxes when the group was made
+// with mailbox slots (pipeline groups: a send then arrives without its
+// sender's help), else through the MPI communicator: the collective slots are
+// shared by the whole group and stepped through by barriers, while a message
+// involves two ranks only.
 // start_* runs the same collective on a background thread of this
 // communicator (one thread, one collective at a time, single-threaded copies
 // so that it takes one core from the computation it overlaps).
@@ -31,6 +34,7 @@
 
 #include "colrow/dist/mpi_communicator.h"
 #include "dist/shm/shared_segment.h"
+#include "dist/shm/shm_mailboxes.h"
 
 namespace colrow {
 
@@ -42,8 +46,11 @@ class ShmCommunicator final : public Communicator {
   // on every rank when the segment cannot be made; `host` is then still the
   // caller's, to fall back on. `slot_bytes` is rounded up to a whole page;
   // tests make it small to exercise chunking.
+  // `mailbox_slots` > 0: point to point through that many slots of
+  // `slot_bytes` per rank (ShmMailboxes); when their segment cannot be made,
+  // through MPI, said once on stderr.
   explicit ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host,
-                           size_t slot_bytes = kDefaultSlotBytes);
+                           size_t slot_bytes = kDefaultSlotBytes, int mailbox_slots = 0);
 
   int rank() const override { return host_->rank(); }
   int size() const override { return host_->size(); }
@@ -93,7 +100,8 @@ class ShmCommunicator final : public Communicator {
   std::unique_ptr<MpiCommunicator> host_;
   uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank
   int set_ = 0;
-  std::unique_ptr<Background> background_;  // started by the first start_*
+  std::unique_ptr<ShmMailboxes> mailboxes_;  // point to point, when asked for
+  std::unique_ptr<Background> background_;   // started by the first start_*
   std::shared_ptr<std::atomic<bool>> pending_ = std::make_shared<std::atomic<bool>>(false);
 };
 

@@ -1,0 +1,57 @@
+// ShmMailboxes: point-to-point messages between ranks of one node that do not
+// need the sender's attention to arrive. Open MPI moves a large message over
+// its shared-memory transport only while the sender is inside an MPI call
+// (unless it may read the sender's memory directly, which containers without
+// ptrace forbid), so a pipeline stage's activation, sent before its next
+// forward, would arrive after that forward and the stages would take turns.
+// Here the sender copies the message into one of its slots in a shared
+// segment and sends only a small control message (eager in MPI: it completes
+// without the receiver) naming the slot; the receiver copies the data out and
+// frees the slot itself. Matching stays MPI's: control messages carry the
+// caller's tag on the group's own communicator, so messages pair by (source,
+// tag) in order, as MPI_Send/MPI_Recv do. A message larger than a slot goes
+// in slot-sized chunks; a chunk that finds every slot busy travels as a plain
+// MPI message behind its control message (correct, only not independent of
+// the sender). Messages are floats; the received count must equal the sent.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "colrow/dist/communicator.h"
+#include "dist/shm/shared_segment.h"
+
+namespace colrow {
+
+class ShmMailboxes {
+ public:
+  static constexpr int kDefaultSlots = 4;
+
+  // Collective over `comm` (ranks on one node): `slots` slots of `slot_bytes`
+  // (rounded up to a page) per rank. BackendError on every rank when the
+  // segment cannot be made. `group` names the group in messages.
+  ShmMailboxes(MPI_Comm comm, size_t slot_bytes, int slots, const std::string& group);
+
+  // The Communicator's start_send and recv, with its checks and messages.
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag);
+  void recv(Tensor& x, int src, int tag);
+
+ private:
+  // My slot to copy a chunk into, or -1 when every one is still being read.
+  int free_slot() const;
+  float* slot(int rank, int index) const;
+  uint64_t* busy_flag(int rank, int index) const;
+
+  MPI_Comm comm_;
+  int rank_, size_;
+  std::string group_;
+  size_t slot_bytes_;
+  int slots_;
+  SharedSegment segment_;
+};
+
+}  // namespace colrow
