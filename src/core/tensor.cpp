@@ -103,7 +103,8 @@ Tensor Tensor::from_vector(const Shape& shape, const std::vector<float>& values)
                         shape_to_string(shape));
   }
   Tensor t = empty(shape);
-  std::memcpy(t.data_, values.data(), values.size() * sizeof(float));
+  // memcpy's pointers must not be null, even for no bytes (an empty vector's may be)
+  if (!values.empty()) std::memcpy(t.data_, values.data(), values.size() * sizeof(float));
   return t;
 }
 

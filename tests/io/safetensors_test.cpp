@@ -94,7 +94,8 @@ std::string with_header(const std::string& json, const std::string& data) {
 
 std::string f32_bytes(const std::vector<float>& values) {
   std::string out(values.size() * 4, '\0');
-  std::memcpy(&out[0], values.data(), out.size());  // the host is little-endian
+  // the host is little-endian; no memcpy from an empty vector's null pointer
+  if (!values.empty()) std::memcpy(&out[0], values.data(), out.size());
   return out;
 }
 

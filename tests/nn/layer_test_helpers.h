@@ -98,7 +98,8 @@ inline Tensor full_parameter(const std::string& name, const Shape& shape, const 
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape()) return false;
   const std::vector<float> va = a.to_vector(), vb = b.to_vector();
-  return std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
+  // (memcmp's pointers must not be null, which an empty vector's may be)
+  return va.empty() || std::memcmp(va.data(), vb.data(), va.size() * sizeof(float)) == 0;
 }
 
 // Sum over tp of one double per rank, exact to about 2^-48 relative: each rank
