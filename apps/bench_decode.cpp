@@ -25,8 +25,6 @@
 namespace colrow::apps {
 namespace {
 
-using Clock = BenchClock;
-
 // The read bandwidth of this node with every rank streaming through its own
 // 256 MiB buffer at once (far beyond any cache), in bytes per second over
 // all ranks: the rate the weights and the cache can reach the cores. The sum
@@ -41,7 +39,7 @@ double measured_read_bandwidth(Communicator& world) {
   double best = 0.0;
   for (int repeat = 0; repeat < 20; ++repeat) {
     world.barrier();
-    const auto t0 = Clock::now();
+    const auto t0 = BenchClock::now();
     double sum = 0.0;
     const float* p = buffer.data();
 #pragma omp parallel for reduction(+ : sum) schedule(static)
@@ -111,7 +109,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
     kv_bytes_per_position = cache.bytes_per_position();
     Tensor last = Tensor::empty({o.batch, model.vocab_size_local()}, model.device());
     world.barrier();
-    auto t0 = Clock::now();
+    auto t0 = BenchClock::now();
     for (int64_t b = 0; b < o.batch; ++b) {
       last.slice(0, b, 1).copy_from(model.forward_cached(prompts[b], {b}, o.prompt_len, cache));
     }
@@ -119,7 +117,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
     prefill_seconds = seconds_since(t0);
     step_seconds.clear();
     for (int64_t s = 1; s < new_tokens; ++s) {
-      t0 = Clock::now();
+      t0 = BenchClock::now();
       const Tensor& logits = model.forward_cached(next, slots, 1, cache);
       next = pick_next_tokens(logits, config.vocab_size, mesh.tp(), greedy, steps);
       step_seconds.push_back(seconds_since(t0));

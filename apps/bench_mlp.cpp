@@ -26,7 +26,6 @@
 namespace colrow::apps {
 namespace {
 
-using Clock = BenchClock;
 using ops::Trans;
 
 // Per-round seconds of each measured step, each the maximum over ranks.
@@ -42,10 +41,10 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
                     const std::vector<std::function<void()>>& steps) {
   Timings t;
   t.seconds.resize(steps.size());
-  const auto start = Clock::now();
+  const auto start = BenchClock::now();
   for (int round = 0;; ++round) {
     for (size_t s = 0; s < steps.size(); ++s) {
-      const auto t0 = Clock::now();
+      const auto t0 = BenchClock::now();
       steps[s]();
       t.seconds[s].push_back(seconds_since(t0));
     }
@@ -132,7 +131,7 @@ PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Devic
 int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // Everything is checked before anything is allocated, identically on every rank.
-  const int tp_size = o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp));
+  const int tp_size = ProcessMesh::resolve_tp(o.tp, /*pp=*/1, o.dp, world.size());
   ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
   MlpConfig config;
   config.d_model = o.d_model;
@@ -191,7 +190,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
                       },
                       [&] {
                         tp.clear();
-                        const auto t0 = Clock::now();
+                        const auto t0 = BenchClock::now();
                         mlp.forward(x);
                         mlp.backward(dy);
                         synchronize(device);

@@ -45,8 +45,7 @@ void require_ids_in_vocab(const TokenFile& file, int64_t vocab_size) {
 
 int run_eval(const EvalOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
-  const int tp_size =
-      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.pp * std::max(1, o.dp)));
+  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
   ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);

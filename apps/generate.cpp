@@ -74,8 +74,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   // GPT-2's BPE when the checkpoint has its files, else bytes.
   const std::unique_ptr<Tokenizer> tokenizer_owner = load_tokenizer(o.model);
   const Tokenizer& tokenizer = *tokenizer_owner;
-  const int tp_size =
-      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.pp * std::max(1, o.dp)));
+  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
   ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   if (o.prompt.empty() == o.prompts.empty()) {
     throw ConfigError("[generate] give exactly one of --prompt TEXT and --prompts FILE.");

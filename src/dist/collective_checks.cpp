@@ -74,4 +74,20 @@ void require_tag(int tag, const char* what, const std::string& group) {
   }
 }
 
+void require_peer_and_tag(int peer, const char* role, int tag, int rank, int size, const char* what,
+                          const std::string& group) {
+  require_peer(peer, role, rank, size, what, group);
+  require_tag(tag, what, group);
+}
+
+void require_message_count(int64_t sent, const Tensor& x, int src, int tag,
+                           const std::string& group) {
+  if (sent == x.numel()) return;
+  throw InternalError("[dist] recv over " + group + " from src (" + std::to_string(src) +
+                      ") with tag (" + std::to_string(tag) + "): message count (" +
+                      std::to_string(sent) + ") must equal the receiving tensor's count (" +
+                      std::to_string(x.numel()) + ", shape " + shape_to_string(x.shape()) +
+                      "). Receive into the shape the sender sends.");
+}
+
 }  // namespace colrow::collective_checks

@@ -107,15 +107,12 @@ std::unique_ptr<Communicator> make_host_communicator(std::unique_ptr<Communicato
   }
   if (!one_node) return host;
   std::unique_ptr<MpiCommunicator> group(static_cast<MpiCommunicator*>(host.release()));
-  if (kind == CommKind::kShm) {
-    return std::make_unique<ShmCommunicator>(std::move(group), ShmCommunicator::kDefaultSlotBytes,
-                                             mailbox_slots);
-  }
   try {
-    // keeps `group` if it throws
+    // keeps `group` if it throws (its segments are made before it is taken)
     return std::make_unique<ShmCommunicator>(std::move(group), ShmCommunicator::kDefaultSlotBytes,
                                              mailbox_slots);
   } catch (const BackendError& e) {
+    if (kind == CommKind::kShm) throw;  // asked for shared memory: no quiet fallback
     // Every rank of the group failed alike (SharedSegment agrees first).
     if (group->rank() == 0) {
       std::cerr << e.what() << "\n[dist] using Open MPI for " << group->name() << " instead.\n";

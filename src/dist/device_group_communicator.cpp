@@ -104,8 +104,7 @@ std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_send(const Ten
                                                                        int tag) {
   if (all_on_host("send", {&x})) return host_->start_send(x, dst, tag);
   require_contiguous(x, "send", name());
-  collective_checks::require_peer(dst, "dst", rank(), size(), "send", name());
-  collective_checks::require_tag(tag, "send", name());
+  collective_checks::require_peer_and_tag(dst, "dst", tag, rank(), size(), "send", name());
   return device_start_send(x, dst, tag);
 }
 
@@ -115,8 +114,7 @@ void DeviceGroupCommunicator::recv(Tensor& x, int src, int tag) {
     return;
   }
   require_contiguous(x, "recv", name());
-  collective_checks::require_peer(src, "src", rank(), size(), "recv", name());
-  collective_checks::require_tag(tag, "recv", name());
+  collective_checks::require_peer_and_tag(src, "src", tag, rank(), size(), "recv", name());
   device_recv(x, src, tag);
 }
 

@@ -1,6 +1,7 @@
 // The tp x pp x dp grid over the world communicator (tp innermost, dp outermost).
 #include "colrow/dist/process_mesh.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -44,6 +45,11 @@ void ProcessMesh::validate(int tp, int pp, int dp, int world_size) {
   if (pp != 1) msg << " --pp " << pp_fix;
   msg << " --dp " << dp_fix << ").";
   throw ConfigError(msg.str());
+}
+
+int ProcessMesh::resolve_tp(int tp, int pp, int dp, int world_size) {
+  if (tp > 0) return tp;
+  return std::max(1, world_size / (std::max(1, pp) * std::max(1, dp)));
 }
 
 ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp) : world_(world) {

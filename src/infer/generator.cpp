@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -192,20 +193,36 @@ const Tensor* forward_through_stages(GptModel& model, Communicator* pp, Tensor& 
 }
 
 // The next ids of the running sequences: picked on the last stage, then (pp)
-// broadcast from it to every stage. Ids travel as floats, exact below 2^24.
+// broadcast from it to every stage, as host floats (exact below 2^24; every
+// communicator carries host tensors, so no device round trip). A pick that
+// fails (NaN logits) fails on the last stage only; it still broadcasts, ids
+// of -1, so that every stage stops with an error instead of waiting.
 std::vector<int32_t> next_tokens(const Tensor* logits, int64_t rows, const GptModel& model,
                                  Communicator& tp, Communicator* pp, const GenerationOptions& o,
                                  const std::vector<uint64_t>& steps) {
-  std::vector<int32_t> next;
-  if (logits != nullptr) next = pick_next_tokens(*logits, model.config().vocab_size, tp, o, steps);
-  if (pp == nullptr) return next;
-  Tensor ids = Tensor::zeros({rows});
-  for (size_t r = 0; r < next.size(); ++r) ids.data()[r] = static_cast<float>(next[r]);
-  Tensor shared = ids.to(model.device());
-  pp->broadcast(shared, pp->size() - 1);
-  ids = shared.to(Device::cpu());
-  next.resize(rows);
-  for (int64_t r = 0; r < rows; ++r) next[r] = static_cast<int32_t>(ids.data()[r]);
+  if (pp == nullptr) return pick_next_tokens(*logits, model.config().vocab_size, tp, o, steps);
+  Tensor ids = Tensor::full({rows}, -1.0f);
+  std::exception_ptr failure;
+  if (logits != nullptr) {
+    try {
+      const std::vector<int32_t> next =
+          pick_next_tokens(*logits, model.config().vocab_size, tp, o, steps);
+      for (int64_t r = 0; r < rows; ++r) ids.data()[r] = static_cast<float>(next[r]);
+    } catch (const std::exception&) {
+      failure = std::current_exception();
+    }
+  }
+  pp->broadcast(ids, pp->size() - 1);
+  if (failure) std::rethrow_exception(failure);
+  std::vector<int32_t> next(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    next[r] = static_cast<int32_t>(ids.data()[r]);
+    if (next[r] < 0) {
+      throw InvalidInputError(
+          "[generate] the last pipeline stage could not pick the next tokens; its message "
+          "says why.");
+    }
+  }
   return next;
 }
 
@@ -286,7 +303,7 @@ std::vector<Generation> generate(GptModel& stage_model, Communicator& tp, Commun
                         std::to_string(stage.count) + " runs on pp rank " +
                         std::to_string(pp.rank()) + " of " + std::to_string(pp.size()));
   }
-  return generate_on_stages(stage_model, tp, &pp, prompts, o);
+  return generate_on_stages(stage_model, tp, pp.size() > 1 ? &pp : nullptr, prompts, o);
 }
 
 Generation generate(GptModel& model, Communicator& tp, const std::vector<int32_t>& prompt,

@@ -108,7 +108,7 @@ std::string op_phase(const std::string& op) {
   if (has("cross_entropy")) return "loss";
   if (has("adamw") || has("sum_of_squares") || op == "divide") return "optimizer";
   if (has("norm") || has("gelu") || has("silu") || has("swiglu") || has("bias") ||
-      has("residual") || has("embedding") || op == "add" || op == "add_into") {
+      has("embedding") || op == "add" || op == "add_into") {
     return "norms and elementwise";
   }
   return "other";

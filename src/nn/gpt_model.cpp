@@ -225,11 +225,14 @@ const Tensor& GptModel::forward_cached_stage(const std::vector<int32_t>& ids, co
         "decoding model with sequence_parallel = false");
   }
   const int64_t batch = static_cast<int64_t>(slots.size());
-  const int64_t given = stage_.is_first() ? static_cast<int64_t>(ids.size())
-                                          : (input != nullptr && input->ndim() == 2 &&
-                                                     input->size(1) == config_.d_model
-                                                 ? input->size(0)
-                                                 : -1);
+  // Rows this stage was given: ids on the first, the previous stage's output
+  // rows (of d_model) on the others, -1 when that output is missing or misshapen.
+  int64_t given = -1;
+  if (stage_.is_first()) {
+    given = static_cast<int64_t>(ids.size());
+  } else if (input != nullptr && input->ndim() == 2 && input->size(1) == config_.d_model) {
+    given = input->size(0);
+  }
   if (batch < 1 || n_new < 1 || (batch > 1 && n_new > 1) || given != batch * n_new) {
     throw InvalidInputError("[model] forward_cached: " + std::to_string(given) +
                             (stage_.is_first() ? " ids" : " input rows of d_model") + " for " +

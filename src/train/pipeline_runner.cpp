@@ -66,7 +66,7 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   slot_of_.assign(micro_batches, -1);
   std::vector<const Tensor*> sent(micro_batches, nullptr);  // forward outputs, then input grads
   double loss = 0.0;
-  const bool timed = pp_.size() > 1;
+  const bool timed = time_steps_ && pp_.size() > 1;
   const auto step_start = Clock::now();
   timing_ = StepTiming{};
   for (const PipelineAction& action : one_f_one_b(pp_.size(), pp_.rank(), micro_batches)) {
@@ -150,7 +150,8 @@ std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& bat
     const GptModel::StageForward out = slot.model->forward_stage(
         b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
     if (stage.is_last()) {
-      sum += static_cast<double>(out.loss.mean) * out.loss.counted;
+      const Tensor losses = out.loss.losses.to(Device::cpu());               // no copy on the CPU
+      for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.data()[i];  // double, in order
       count += static_cast<double>(out.loss.counted);
     } else {
       slot.sends.push_back(pp_.start_send(*out.output, pp_.rank() + 1, kActivations));

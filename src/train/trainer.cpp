@@ -30,6 +30,7 @@
 #include "colrow/train/pipeline_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
+#include "kernels/op_profile.h"
 #include "kernels/ops.h"
 #include "train/step_profile.h"
 
@@ -112,8 +113,7 @@ std::string mib(double bytes) {
 int run_training(const TrainOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // ---- everything checked before anything is allocated, identically on every rank
-  const int tp_size =
-      o.tp > 0 ? o.tp : std::max(1, world.size() / std::max(1, o.dp * std::max(1, o.pp)));
+  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
   ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config =
       resolve_model_config(o.model);  // a directory: fresh weights of its shape
@@ -213,6 +213,10 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   StepProfile profile(o.profile);
   while (state.step < o.steps) {
     profile.begin_step(state.step + 1, o.steps);
+    // The bubble needs each forward's and backward's time: free on the CPU;
+    // on a GPU a synchronization each, so there only in profiled steps.
+    const bool time_pipeline = o.pp > 1 && (placement.device.is_cpu() || kernels::op_profiling());
+    runner.time_steps(time_pipeline);
     const auto t0 = Clock::now();
     const double lr = lr_at(schedule, state.step);
     const MemoryPhase step_phase("train step " + std::to_string(state.step + 1));
@@ -251,7 +255,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     m.grad_norm = grad_norm;
     m.step_ms = seconds * 1e3;
     m.tokens_per_s = tokens_per_step / seconds;
-    if (o.pp > 1) {  // every rank's time computing and in the schedule
+    if (time_pipeline) {  // every rank's time computing and in the schedule
       const PipelineRunner::StepTiming& mine = runner.last_step_timing();
       Tensor all = Tensor::empty({2 * static_cast<int64_t>(world.size())});
       world.all_gather(Tensor::from_vector({2}, {static_cast<float>(mine.seconds),

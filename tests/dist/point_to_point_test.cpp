@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colrow/core/error.h"
@@ -220,19 +221,23 @@ TEST_P(PointToPointTest, EmptyMessagesPairUp) {
 TEST_P(PointToPointTest, CountMismatchIsAnErrorNamingBothCounts) {
   if (alone()) GTEST_SKIP() << "needs two ranks";
   Communicator& c = group();
-  // Fewer elements than the receiver expects (7 into 8), then more (9 into 8:
-  // what MPI alone would truncate).
-  for (int64_t sent_count : {7, 9}) {
-    SCOPED_TRACE("sent " + std::to_string(sent_count));
+  // Fewer elements than the receiver expects (7 into 8), more (9 into 8: what
+  // MPI alone would truncate), none (0 into 8), and a message of many chunks
+  // (mailboxes: most of them inline) into a tensor a little short of it.
+  const std::pair<int64_t, int64_t> cases[] = {{7, 8}, {9, 8}, {0, 8}, {100003, 100000}};
+  for (const auto& [sent_count, expected] : cases) {
+    SCOPED_TRACE("sent " + std::to_string(sent_count) + " into " + std::to_string(expected));
     const Tensor out = message(c.rank(), kBackward, 0, sent_count);
     std::unique_ptr<PendingCollective> sent = c.start_send(out, next(), kBackward);
-    Tensor in = Tensor::full({8}, -1.0f);
+    Tensor in = Tensor::full({expected}, -1.0f);
     const std::string error = internal_error([&] { c.recv(in, prev(), kBackward); });
     EXPECT_TRUE(contains(error, "[dist] recv over " + c.name() + " from src (" +
                                     std::to_string(prev()) + ") with tag (1)"))
         << error;
     EXPECT_TRUE(contains(error, "message count (" + std::to_string(sent_count) + ")")) << error;
-    EXPECT_TRUE(contains(error, "count (8, shape [8])")) << error;
+    EXPECT_TRUE(contains(error, "count (" + std::to_string(expected) + ", shape [" +
+                                    std::to_string(expected) + "])"))
+        << error;
     sent->wait();  // the mismatched message was still taken: its sender is free
   }
   // Nothing was left behind on the channel.
@@ -282,26 +287,32 @@ INSTANTIATE_TEST_SUITE_P(Backends, PointToPointTest, ::testing::Values("mpi", "s
 
 // What the mailboxes are for: a message that fits the slots arrives without
 // its sender. Every rank sends 1 MiB to the next and waits for the send to
-// complete before the barrier; only after the barrier does anyone receive.
+// complete before the barrier; only after the barrier does anyone receive;
+// then the same over a group split from it.
 // Through the default slots (4 MiB each) the sends complete alone. Through
 // Open MPI without CMA (mailbox_slots 0, as scripts/env.sh runs the tests)
 // this hangs, checked by hand; the test's timeout would make that a failure.
 TEST(ShmMailboxes, ASendCompletesBeforeItsReceiverReceives) {
   if (mpi_world().size() == 1) GTEST_SKIP() << "needs two ranks";
   std::unique_ptr<MpiCommunicator> mpi = mpi_world().split_group(0, mpi_world().rank(), "p2p");
-  ShmCommunicator c(std::move(mpi), ShmCommunicator::kDefaultSlotBytes,
-                    ShmMailboxes::kDefaultSlots);
-  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
-  constexpr int64_t kCount = int64_t{1} << 18;  // 1 MiB
-  for (int msg = 0; msg < 3; ++msg) {           // 3 of the 4 slots, none freed until the barrier
-    const Tensor out = message(c.rank(), kForward, msg, kCount);
-    c.start_send(out, next, kForward)->wait();  // `out` may go: its data is in a slot
-  }
-  c.barrier();
-  Tensor in = Tensor::empty({kCount});
-  for (int msg = 0; msg < 3; ++msg) {
-    c.recv(in, prev, kForward);
-    expect_message(in, prev, kForward, msg, "message " + std::to_string(msg));
+  ShmCommunicator group(std::move(mpi), ShmCommunicator::kDefaultSlotBytes,
+                        ShmMailboxes::kDefaultSlots);
+  // The group, and a group split from it (which keeps its mailboxes).
+  std::unique_ptr<Communicator> sub = group.split(0, group.rank(), "p2p-sub");
+  for (Communicator* c : {static_cast<Communicator*>(&group), sub.get()}) {
+    SCOPED_TRACE(c->name());
+    const int next = (c->rank() + 1) % c->size(), prev = (c->rank() + c->size() - 1) % c->size();
+    constexpr int64_t kCount = int64_t{1} << 18;  // 1 MiB
+    for (int msg = 0; msg < 3; ++msg) {           // 3 of the 4 slots, none freed until the barrier
+      const Tensor out = message(c->rank(), kForward, msg, kCount);
+      c->start_send(out, next, kForward)->wait();  // `out` may go: its data is in a slot
+    }
+    c->barrier();
+    Tensor in = Tensor::empty({kCount});
+    for (int msg = 0; msg < 3; ++msg) {
+      c->recv(in, prev, kForward);
+      expect_message(in, prev, kForward, msg, "message " + std::to_string(msg));
+    }
   }
 }
 

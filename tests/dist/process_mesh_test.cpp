@@ -67,6 +67,17 @@ std::vector<Degrees> factorizations(int world_size) {
   return all;
 }
 
+// --tp 0 takes what pp and dp leave of the world; a given tp stays; a world
+// the others do not divide still gives at least 1, for validate() to refuse.
+TEST(ProcessMeshValidateTest, ResolveTpTakesWhatPpAndDpLeave) {
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 1, 1, 8), 8);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 2, 2, 8), 2);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 4, 1, 8), 2);
+  EXPECT_EQ(ProcessMesh::resolve_tp(3, 2, 2, 8), 3);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 4, 4, 8), 1);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 0, 0, 6), 6);  // bad degrees: validate() names them
+}
+
 TEST(ProcessMeshValidateTest, AcceptsEveryFactorization) {
   for (int world_size = 1; world_size <= 12; ++world_size) {
     for (const Degrees& d : factorizations(world_size)) {

@@ -303,6 +303,26 @@ TEST(Generator, PipelineStagesDecodeWhatTheWholeModelDecodes) {
   }
 }
 
+// A pick that fails on the last stage (NaN logits, greedy) fails on every
+// stage, each with an error, not with the others left waiting for the ids.
+TEST(Generator, PipelineStagesFailTogetherWhenTheLastStageCannotPick) {
+  if (world().size() < 2) GTEST_SKIP() << "pipeline stages need 2 or more ranks";
+  const int pp = world().size();
+  ProcessMesh mesh(world(), /*tp=*/1, pp, /*dp=*/1);
+  ModelConfig config = model_cases().front().config;
+  config.n_layer = 4;
+  GptModel stage(mesh.tp(), config, pipeline_stage(config.n_layer, pp, mesh.pp_rank()), kSeed,
+                 /*sequence_parallel=*/false);
+  if (stage.stage().is_last()) stage.parameters().front()->value.fill(NAN);
+  try {
+    generate(stage, mesh.tp(), mesh.pp(), prompts_of({5}), options(0.0f, 0, 1.0f, 4));
+    ADD_FAILURE() << "no error on stage " << mesh.pp_rank();
+  } catch (const InvalidInputError& e) {
+    const std::string want = stage.stage().is_last() ? "hold NaN" : "the last pipeline stage";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
 template <typename Error>
 void expect_error(const GenerationOptions& o, const std::vector<int32_t>& prompt,
                   const std::string& message) {

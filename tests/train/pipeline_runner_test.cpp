@@ -109,6 +109,43 @@ TEST(PipelineRunner, EveryStageHoldsTheWholeModelsGradientsTiedEmbeddingsSummed)
   }
 }
 
+// Evaluation through the stages sums the last stage's per-token losses in
+// double, token by token: the whole model's losses summed the same way, to
+// 1e-12 relative (the stages compute the same fp32 losses; an fp32 mean
+// times the count would be off by ~1e-7). The other stages return {0, 0}.
+TEST(PipelineRunner, EvaluationSumsTheWholeModelsPerTokenLossesInDouble) {
+  const int pp = world().size();
+  if (pp < 2) GTEST_SKIP() << "pipeline stages need 2 or more ranks";
+  ProcessMesh mesh(world(), /*tp=*/1, pp, /*dp=*/1);
+  ModelConfig config = model_cases().front().config;
+  config.n_layer = 4;
+  GptModel stage(mesh.tp(), config, pipeline_stage(config.n_layer, pp, mesh.pp_rank()), kSeed,
+                 /*sequence_parallel=*/false);
+  PipelineRunner runner(stage, mesh.pp());
+  std::vector<Batch> batches;
+  for (int j = 0; j < kMicroBatches; ++j) batches.push_back(micro_batch(j, config.vocab_size));
+  batches[1].targets[3] = -100;  // an ignored target counts nowhere
+  const auto [sum, count] = runner.evaluate(batches);
+
+  LocalCommunicator one;
+  GptModel whole(one, config, kSeed);
+  double want = 0.0;
+  int64_t counted = 0;
+  for (const Batch& b : batches) {
+    const CrossEntropyOutput out = whole.forward(b.ids, b.targets, b.rows, b.seq_len);
+    for (int64_t i = 0; i < out.losses.numel(); ++i) want += out.losses.data()[i];
+    counted += out.counted;
+  }
+  if (stage.stage().is_last()) {
+    EXPECT_NEAR(sum, want, 1e-12 * want);
+    EXPECT_EQ(count, static_cast<double>(counted));
+    EXPECT_EQ(counted, kMicroBatches * kRows * kSeq - 1);
+  } else {
+    EXPECT_EQ(sum, 0.0);
+    EXPECT_EQ(count, 0.0);
+  }
+}
+
 // 1F1B with pp equal stages of forward f and backward 2f over m micro-batches
 // runs m + pp - 1 slots of 3f on the slowest stage, m of them busy: the
 // measured share then equals the schedule's formula. An uneven stage (one

@@ -18,6 +18,9 @@ class ProcessMesh {
   // Pure check, identical on every rank: tp, pp, dp >= 1 and
   // tp * pp * dp == world_size.
   static void validate(int tp, int pp, int dp, int world_size);
+  // --tp as given, or when 0 what the other degrees leave of the world:
+  // world_size / (pp x dp), at least 1 (validate() then judges it).
+  static int resolve_tp(int tp, int pp, int dp, int world_size);
 
   // Collective over `world` (every rank must call it with the same degrees).
   ProcessMesh(Communicator& world, int tp, int pp, int dp);

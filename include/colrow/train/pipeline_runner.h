@@ -39,15 +39,19 @@ class PipelineRunner {
   // last stage, 0 elsewhere.
   double train_step(int micro_batches, const std::function<Batch(int)>& batch);
 
-  // Forward only. Returns {sum of per-token losses, tokens counted} on the
+  // Forward only. Returns {sum of per-token losses (in double, token by
+  // token), tokens counted} on the
   // last stage, {0, 0} elsewhere.
   std::pair<double, double> evaluate(const std::vector<Batch>& batches);
 
-  // The last train_step on this stage (pp > 1; zeros at pp = 1): its wall
-  // time, and the part spent computing (forwards and backwards; on a GPU each
-  // is synchronized so that the host clock sees it). The rest is waiting for
-  // a neighbour, plus the transfers themselves. pipeline_bubble_share() below
-  // turns every stage's timing into the schedule's bubble.
+  // The last train_step on this stage when timed (pp > 1; zeros otherwise):
+  // its wall time, and the part spent computing (forwards and backwards). The
+  // rest is waiting for a neighbour, plus the transfers themselves.
+  // pipeline_bubble_share() below turns every stage's timing into the
+  // schedule's bubble. On a GPU the host clock sees a forward only once it is
+  // synchronized, which costs the overlap of host and device: time there
+  // only the steps that are profiled.
+  void time_steps(bool on) { time_steps_ = on; }
   struct StepTiming {
     double seconds = 0.0;
     double busy_seconds = 0.0;
@@ -74,6 +78,7 @@ class PipelineRunner {
   std::vector<int> slot_of_;  // micro-batch -> slot, -1 when not in flight
   Tensor grad_input_;         // the received gradient, used by the backward right after
   StepTiming timing_;
+  bool time_steps_ = true;
 };
 
 // The bubble of one step, measured as the 1F1B formula counts it: the share

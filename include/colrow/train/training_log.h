@@ -27,9 +27,10 @@ struct StepMetrics {
       -1.0;                // the host allocator's peak (tensors only), largest over ranks
   double val_loss = -1.0;  // < 0: not measured at this step
   double step_ms = 0.0;    // the step's wall time (schedule, optimizer, loss reduction)
-  // pp > 1 (< 0 otherwise): the share of the 1F1B schedule's time a stage
-  // spends not computing, measured on every rank and averaged, beside the
-  // schedule's ideal (pp - 1) / (m + pp - 1) for equal stages.
+  // pp > 1, on the CPU every step, on a GPU the --profile steps (< 0
+  // otherwise): the share of the 1F1B schedule's time a stage spends not
+  // computing (1 - mean busy / slowest stage's time over every rank), beside
+  // the schedule's ideal (pp - 1) / (m + pp - 1) for equal stages.
   double pipeline_bubble = -1.0;
   double pipeline_bubble_ideal = -1.0;
 };

@@ -169,8 +169,7 @@ std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum(con
 void MpiCommunicator::check_p2p(const Tensor& x, int peer, const char* role, int tag,
                                 const char* what) const {
   require_host_contiguous(x, what, name_);
-  collective_checks::require_peer(peer, role, rank_, size_, what, name_);
-  collective_checks::require_tag(tag, what, name_);
+  collective_checks::require_peer_and_tag(peer, role, tag, rank_, size_, what, name_);
   if (x.numel() > kMaxChunk) {
     throw InternalError("[dist] " + std::string(what) + " over " + name_ + " of " +
                         std::to_string(x.numel()) + " elements exceeds one MPI call");
@@ -198,11 +197,7 @@ void MpiCommunicator::recv(Tensor& x, int src, int tag) {
   if (count != x.numel()) {
     std::vector<float> discard(static_cast<size_t>(std::max(count, 0)));
     COLROW_MPI_CHECK(MPI_Mrecv(discard.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
-    throw InternalError("[dist] recv over " + name_ + " from src (" + std::to_string(src) +
-                        ") with tag (" + std::to_string(tag) + "): message count (" +
-                        std::to_string(count) + ") must equal the receiving tensor's count (" +
-                        std::to_string(x.numel()) + ", shape " + shape_to_string(x.shape()) +
-                        "). Receive into the shape the sender sends.");
+    collective_checks::require_message_count(count, x, src, tag, name_);
   }
   COLROW_MPI_CHECK(MPI_Mrecv(x.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
 }

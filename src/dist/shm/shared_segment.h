@@ -16,6 +16,10 @@ namespace colrow {
 
 class SharedSegment {
  public:
+  static constexpr size_t kPage = 4096;
+  // n rounded up to a multiple of `unit`: how the users of a segment lay it out.
+  static constexpr size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
   // Collective over `comm`, whose ranks must share one node. On failure every
   // rank throws BackendError: the failing rank names the call and the system's
   // reason, the others name the failing rank. `group` names it in messages.

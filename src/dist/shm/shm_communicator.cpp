@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <future>
-#include <iostream>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -22,7 +21,7 @@
 namespace colrow {
 namespace {
 
-constexpr size_t kPage = 4096;
+constexpr size_t kPage = SharedSegment::kPage;
 constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
 constexpr int64_t kLineFloats = 16;  // slices start on cache lines
 // Up to this many floats read per rank (chunk x ranks), an all-reduce sums the
@@ -31,12 +30,8 @@ constexpr int64_t kLineFloats = 16;  // slices start on cache lines
 constexpr int64_t kWholeReduceFloats = int64_t{1} << 15;
 constexpr int kSpinsBeforeYield = 200;  // a few microseconds of pause, then yield
 
-size_t round_up(size_t n, size_t unit) {
-  return (n + unit - 1) / unit * unit;
-}
-
 size_t flag_region_bytes(int ranks) {
-  return round_up(static_cast<size_t>(ranks) * kFlagBytes, kPage);
+  return SharedSegment::round_up(static_cast<size_t>(ranks) * kFlagBytes, kPage);
 }
 
 uint64_t* flag_of(std::byte* segment, int rank) {
@@ -86,8 +81,8 @@ struct Slice {
   int64_t begin, end;
 };
 Slice slice_of(int rank, int ranks, int64_t n) {
-  const int64_t per =
-      static_cast<int64_t>(round_up(static_cast<size_t>((n + ranks - 1) / ranks), kLineFloats));
+  const int64_t per = static_cast<int64_t>(
+      SharedSegment::round_up(static_cast<size_t>((n + ranks - 1) / ranks), kLineFloats));
   const int64_t begin = std::min(n, rank * per);
   return {begin, std::min(n, begin + per)};
 }
@@ -109,21 +104,16 @@ bool group_on_one_node(MPI_Comm comm) {
 
 ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t slot_bytes,
                                  int mailbox_slots)
-    : slot_bytes_(round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
+    : slot_bytes_(SharedSegment::round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
       slot_floats_(static_cast<int64_t>(slot_bytes_ / sizeof(float))),
       segment_(host->handle(), flag_region_bytes(host->size()) + 2 * slot_bytes_ * host->size(),
                host->name()),
-      host_(std::move(host)) {
-  if (mailbox_slots <= 0) return;
-  try {
-    mailboxes_ =
-        std::make_unique<ShmMailboxes>(host_->handle(), slot_bytes_, mailbox_slots, name());
-  } catch (const BackendError& e) {  // every rank alike: SharedSegment agrees first
-    if (rank() == 0) {
-      std::cerr << e.what() << "\n[dist] point to point over " << name() << " uses Open MPI.\n";
-    }
-  }
-}
+      mailbox_slots_(mailbox_slots),
+      // The MpiCommunicator itself stays where it is when host_ takes it.
+      mailboxes_(mailbox_slots > 0
+                     ? std::make_unique<ShmMailboxes>(*host, slot_bytes_, mailbox_slots)
+                     : nullptr),
+      host_(std::move(host)) {}
 
 float* ShmCommunicator::slot(int rank, int set) const {
   std::byte* slots = segment_.data() + flag_region_bytes(size());
@@ -398,7 +388,7 @@ std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const s
   // The sub-group is on this node too: its collectives stay in shared memory.
   std::unique_ptr<MpiCommunicator> sub = host_->split_group(color, key, name);
   if (sub->size() == 1) return sub;
-  return std::make_unique<ShmCommunicator>(std::move(sub), slot_bytes_);
+  return std::make_unique<ShmCommunicator>(std::move(sub), slot_bytes_, mailbox_slots_);
 }
 
 bool ShmCommunicator::all_ranks_failing(double timeout_seconds) {

@@ -47,8 +47,8 @@ class ShmCommunicator final : public Communicator {
   // caller's, to fall back on. `slot_bytes` is rounded up to a whole page;
   // tests make it small to exercise chunking.
   // `mailbox_slots` > 0: point to point through that many slots of
-  // `slot_bytes` per rank (ShmMailboxes); when their segment cannot be made,
-  // through MPI, said once on stderr.
+  // `slot_bytes` per rank (ShmMailboxes), in a second segment; BackendError
+  // alike when that cannot be made either.
   explicit ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host,
                            size_t slot_bytes = kDefaultSlotBytes, int mailbox_slots = 0);
 
@@ -97,11 +97,12 @@ class ShmCommunicator final : public Communicator {
   size_t slot_bytes_;
   int64_t slot_floats_;    // floats one rank's slot holds: the chunk size of the collectives
   SharedSegment segment_;  // made before host_ is taken from the caller
+  int mailbox_slots_;
+  std::unique_ptr<ShmMailboxes> mailboxes_;  // point to point, when asked for; also before host_
   std::unique_ptr<MpiCommunicator> host_;
   uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank
   int set_ = 0;
-  std::unique_ptr<ShmMailboxes> mailboxes_;  // point to point, when asked for
-  std::unique_ptr<Background> background_;   // started by the first start_*
+  std::unique_ptr<Background> background_;  // started by the first start_*
   std::shared_ptr<std::atomic<bool>> pending_ = std::make_shared<std::atomic<bool>>(false);
 };
 

@@ -10,11 +10,11 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "dist/collective_checks.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow {
 namespace {
 
-constexpr size_t kPage = 4096;
 constexpr size_t kFlagBytes = 64;  // one busy flag per slot, each on its own cache line
 // Control message: {total floats of the message, offset and floats of this
 // chunk, where the chunk is}. Where: a slot index of the sender, or one of:
@@ -22,60 +22,47 @@ constexpr int64_t kInline = -1;  // the chunk follows as an MPI message (no free
 constexpr int64_t kEmpty = -2;   // a message of no floats
 using Control = std::array<int64_t, 4>;
 
-size_t round_up(size_t n, size_t unit) {
-  return (n + unit - 1) / unit * unit;
-}
-
 size_t flag_region_bytes(int ranks, int slots) {
-  return round_up(static_cast<size_t>(ranks) * slots * kFlagBytes, kPage);
+  return SharedSegment::round_up(static_cast<size_t>(ranks) * slots * kFlagBytes,
+                                 SharedSegment::kPage);
 }
 
 // A started send: its control messages (which MPI reads until they complete)
 // and any inline chunks. The data in slots needs nothing more from the sender.
 class MailboxSend final : public PendingCollective {
  public:
-  explicit MailboxSend(size_t chunks) { controls_.reserve(chunks); }
-  ~MailboxSend() override { complete(); }
-  void wait() override { complete(); }
-
-  Control& add_control() {
-    controls_.emplace_back();
-    return controls_.back();  // reserved: no reallocation moves it while MPI reads it
+  explicit MailboxSend(int64_t chunks) : controls_(static_cast<size_t>(chunks)) {}
+  // As MpiPending's: no throwing from a destructor; wait() reports errors.
+  ~MailboxSend() override {
+    if (!requests_.empty()) {
+      MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    }
   }
-  void add(MPI_Request request) { requests_.push_back(request); }
-
- private:
-  void complete() {
+  void wait() override {
     if (requests_.empty()) return;
     COLROW_MPI_CHECK(
         MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     requests_.clear();
   }
 
-  std::vector<Control> controls_;
+  Control& control(int64_t chunk) { return controls_[static_cast<size_t>(chunk)]; }
+  void add(MPI_Request request) { requests_.push_back(request); }
+
+ private:
+  std::vector<Control> controls_;  // one per chunk, sized once: MPI reads them in place
   std::vector<MPI_Request> requests_;
 };
 
 }  // namespace
 
-ShmMailboxes::ShmMailboxes(MPI_Comm comm, size_t slot_bytes, int slots, const std::string& group)
-    : comm_(comm),
-      rank_(0),
-      size_(0),
-      group_(group),
-      slot_bytes_(round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
+ShmMailboxes::ShmMailboxes(const MpiCommunicator& host, size_t slot_bytes, int slots)
+    : host_(host),
+      slot_bytes_(slot_bytes),
       slots_(slots),
-      segment_(
-          comm,
-          [&] {
-            int size = 0;
-            COLROW_MPI_CHECK(MPI_Comm_size(comm, &size));
-            return flag_region_bytes(size, slots) + static_cast<size_t>(size) * slots * slot_bytes_;
-          }(),
-          group) {
-  COLROW_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
-  COLROW_MPI_CHECK(MPI_Comm_size(comm, &size_));
-}
+      segment_(host.handle(),
+               flag_region_bytes(host.size(), slots) +
+                   static_cast<size_t>(host.size()) * slots * slot_bytes,
+               host.name()) {}
 
 uint64_t* ShmMailboxes::busy_flag(int rank, int index) const {
   return reinterpret_cast<uint64_t*>(segment_.data() +
@@ -83,7 +70,7 @@ uint64_t* ShmMailboxes::busy_flag(int rank, int index) const {
 }
 
 float* ShmMailboxes::slot(int rank, int index) const {
-  std::byte* slots = segment_.data() + flag_region_bytes(size_, slots_);
+  std::byte* slots = segment_.data() + flag_region_bytes(host_.size(), slots_);
   return reinterpret_cast<float*>(slots +
                                   (static_cast<size_t>(rank) * slots_ + index) * slot_bytes_);
 }
@@ -91,52 +78,53 @@ float* ShmMailboxes::slot(int rank, int index) const {
 int ShmMailboxes::free_slot() const {
   for (int i = 0; i < slots_; ++i) {
     // Acquire: the receiver's reads of the slot are done before it is reused.
-    if (__atomic_load_n(busy_flag(rank_, i), __ATOMIC_ACQUIRE) == 0) return i;
+    if (__atomic_load_n(busy_flag(host_.rank(), i), __ATOMIC_ACQUIRE) == 0) return i;
   }
   return -1;
 }
 
 std::unique_ptr<PendingCollective> ShmMailboxes::start_send(const Tensor& x, int dst, int tag) {
-  collective_checks::require_host_contiguous(x, "send", group_);
-  collective_checks::require_peer(dst, "dst", rank_, size_, "send", group_);
-  collective_checks::require_tag(tag, "send", group_);
+  collective_checks::require_host_contiguous(x, "send", host_.name());
+  collective_checks::require_peer_and_tag(dst, "dst", tag, host_.rank(), host_.size(), "send",
+                                          host_.name());
   const int64_t total = x.numel();
   const int64_t chunk = static_cast<int64_t>(slot_bytes_ / sizeof(float));
-  auto send = std::make_unique<MailboxSend>(static_cast<size_t>(total / chunk + 1));
-  for (int64_t offset = 0; offset < total || (total == 0 && offset == 0); offset += chunk) {
-    const int64_t count = std::min(chunk, total - offset);
-    Control& control = send->add_control();
+  const int64_t chunks = std::max<int64_t>(1, kernels::cpu::ceil_div(total, chunk));
+  auto send = std::make_unique<MailboxSend>(chunks);
+  for (int64_t c = 0; c < chunks; ++c) {  // one control (and an empty chunk) when total is 0
+    const int64_t offset = c * chunk, count = std::min(chunk, total - offset);
     const int index = total == 0 ? -1 : free_slot();
+    Control& control = send->control(c);
     control = {total, offset, count, total == 0 ? kEmpty : (index >= 0 ? index : kInline)};
     if (index >= 0) {
-      __atomic_store_n(busy_flag(rank_, index), 1, __ATOMIC_RELAXED);
-      std::memcpy(slot(rank_, index), x.data() + offset, sizeof(float) * count);
+      __atomic_store_n(busy_flag(host_.rank(), index), 1, __ATOMIC_RELAXED);
+      std::memcpy(slot(host_.rank(), index), x.data() + offset, sizeof(float) * count);
       std::atomic_thread_fence(std::memory_order_release);  // the data before its control
     }
     MPI_Request request;
-    COLROW_MPI_CHECK(MPI_Isend(control.data(), 4, MPI_INT64_T, dst, tag, comm_, &request));
+    COLROW_MPI_CHECK(MPI_Isend(control.data(), 4, MPI_INT64_T, dst, tag, host_.handle(), &request));
     send->add(request);
     if (control[3] == kInline) {
       COLROW_MPI_CHECK(MPI_Isend(x.data() + offset, static_cast<int>(count), MPI_FLOAT, dst, tag,
-                                 comm_, &request));
+                                 host_.handle(), &request));
       send->add(request);
     }
-    if (total == 0) break;
   }
   return send;
 }
 
 void ShmMailboxes::recv(Tensor& x, int src, int tag) {
-  collective_checks::require_host_contiguous(x, "recv", group_);
-  collective_checks::require_peer(src, "src", rank_, size_, "recv", group_);
-  collective_checks::require_tag(tag, "recv", group_);
+  collective_checks::require_host_contiguous(x, "recv", host_.name());
+  collective_checks::require_peer_and_tag(src, "src", tag, host_.rank(), host_.size(), "recv",
+                                          host_.name());
   // Every chunk is taken, even of a message of another count, so that its
   // sender's slots come free; the error follows.
   int64_t total = -1, received = 0;
   std::vector<float> discard;
   do {
     Control control;
-    COLROW_MPI_CHECK(MPI_Recv(control.data(), 4, MPI_INT64_T, src, tag, comm_, MPI_STATUS_IGNORE));
+    COLROW_MPI_CHECK(
+        MPI_Recv(control.data(), 4, MPI_INT64_T, src, tag, host_.handle(), MPI_STATUS_IGNORE));
     std::atomic_thread_fence(std::memory_order_acquire);  // the data after its control
     total = control[0];
     const int64_t offset = control[1], count = control[2], where = control[3];
@@ -144,8 +132,8 @@ void ShmMailboxes::recv(Tensor& x, int src, int tag) {
     if (total != x.numel()) discard.resize(static_cast<size_t>(count));
     float* out = total == x.numel() ? x.data() + offset : discard.data();
     if (where == kInline) {
-      COLROW_MPI_CHECK(
-          MPI_Recv(out, static_cast<int>(count), MPI_FLOAT, src, tag, comm_, MPI_STATUS_IGNORE));
+      COLROW_MPI_CHECK(MPI_Recv(out, static_cast<int>(count), MPI_FLOAT, src, tag, host_.handle(),
+                                MPI_STATUS_IGNORE));
     } else {
       const int index = static_cast<int>(where);
       std::memcpy(out, slot(src, index), sizeof(float) * count);
@@ -153,13 +141,7 @@ void ShmMailboxes::recv(Tensor& x, int src, int tag) {
     }
     received += count;
   } while (received < total);
-  if (total != x.numel()) {
-    throw InternalError("[dist] recv over " + group_ + " from src (" + std::to_string(src) +
-                        ") with tag (" + std::to_string(tag) + "): message count (" +
-                        std::to_string(total) + ") must equal the receiving tensor's count (" +
-                        std::to_string(x.numel()) + ", shape " + shape_to_string(x.shape()) +
-                        "). Receive into the shape the sender sends.");
-  }
+  collective_checks::require_message_count(total, x, src, tag, host_.name());
 }
 
 }  // namespace colrow

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "colrow/dist/communicator.h"
+#include "colrow/dist/mpi_communicator.h"
 #include "dist/shm/shared_segment.h"
 
 namespace colrow {
@@ -31,10 +32,11 @@ class ShmMailboxes {
  public:
   static constexpr int kDefaultSlots = 4;
 
-  // Collective over `comm` (ranks on one node): `slots` slots of `slot_bytes`
-  // (rounded up to a page) per rank. BackendError on every rank when the
-  // segment cannot be made. `group` names the group in messages.
-  ShmMailboxes(MPI_Comm comm, size_t slot_bytes, int slots, const std::string& group);
+  // Collective over `host`'s group (ranks on one node): `slots` slots of
+  // `slot_bytes` (a whole number of pages) per rank. BackendError on every
+  // rank when the segment cannot be made. Messages go over `host`'s MPI
+  // communicator, which must outlive this.
+  ShmMailboxes(const MpiCommunicator& host, size_t slot_bytes, int slots);
 
   // The Communicator's start_send and recv, with its checks and messages.
   std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag);
@@ -46,9 +48,7 @@ class ShmMailboxes {
   float* slot(int rank, int index) const;
   uint64_t* busy_flag(int rank, int index) const;
 
-  MPI_Comm comm_;
-  int rank_, size_;
-  std::string group_;
+  const MpiCommunicator& host_;
   size_t slot_bytes_;
   int slots_;
   SharedSegment segment_;
