@@ -53,6 +53,9 @@ CLI::App* add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--metrics", o.metrics, "Append one JSON object per step to this file");
   t->add_option("--resume", o.resume, "Continue the run in this directory (or step directory)");
   t->add_option("--init", o.init, "Start from this Hugging Face checkpoint (fine-tuning)");
+  t->add_flag("--skip-nonfinite", o.skip_nonfinite,
+              "Skip a step whose gradient holds a NaN or Inf on any rank (no update, counted in "
+              "the log and metrics) instead of stopping the run");
   t->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
       ->capture_default_str();
   t->add_flag("--sequence-parallel", o.sequence_parallel,

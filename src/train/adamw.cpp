@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -81,6 +82,9 @@ void AdamW::zero_grad() {
 
 double AdamW::step(float lr) {
   const double norm = reduce_and_norm();
+  // A NaN or Inf anywhere: no rank updates anything (the norm is the same
+  // on every rank), so the weights and moments stay as they were.
+  if (!std::isfinite(norm)) return norm;
   const double coefficient = clip_coefficient(norm, config_.grad_clip);
   ++step_count_;
   update(lr, static_cast<float>(coefficient));
@@ -115,13 +119,21 @@ double AdamW::reduce_and_norm() {
   ops::divide(grad_slice_, static_cast<float>(dp_.size()));
 
   // Squares of the counted parameters' elements inside this rank's slice.
-  std::vector<Tensor> counted;
+  std::vector<Tensor> counted, uncounted;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto [begin, end] = in_slice(i);
-    if (counted_[i] && begin < end)
-      counted.push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
+    if (begin < end) {
+      (counted_[i] ? counted : uncounted)
+          .push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
+    }
   }
   double partial = ops::sum_of_squares(counted);
+  // A replica the norm does not count (a tp copy, the last stage's tied
+  // table) must still make it non-finite when it is, or its rank alone
+  // would apply a NaN.
+  if (!uncounted.empty() && !std::isfinite(ops::sum_of_squares(uncounted))) {
+    partial = std::numeric_limits<double>::quiet_NaN();
+  }
   if (config_.zero == 1) {
     // [norm] the slices of one tp rank's gradients lie on its dp ranks: sum them
     partial = sum_over(dp_, partial);

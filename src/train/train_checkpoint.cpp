@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "colrow/dist/gather_text.h"
 #include "colrow/nn/checkpoint.h"
 
 namespace colrow {
@@ -97,6 +98,7 @@ void write_state(const std::string& path, const TrainState& s, const AdamW& opt,
                  const ProcessMesh& mesh) {
   nlohmann::json j = {{"step", s.step},
                       {"seed", s.seed},
+                      {"skipped_steps", s.skipped_steps},
                       {"adam_steps", opt.step_count()},
                       {"zero", opt.config().zero},
                       {"tp", mesh.tp_size()},
@@ -104,6 +106,7 @@ void write_state(const std::string& path, const TrainState& s, const AdamW& opt,
                       {"dp", mesh.dp_size()}};
   std::ofstream out(path);
   out << j.dump(2) << "\n";
+  out.close();  // a full disk may show only now
   if (!out) throw BackendError("[train] cannot write " + path + ": " + std::strerror(errno) + ".");
 }
 
@@ -125,27 +128,45 @@ std::string resolve_checkpoint_dir(const std::string& dir) {
 }
 
 std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainState& state,
-                                     const std::string& run_dir, ProcessMesh& mesh) {
+                                     const std::string& run_dir, ProcessMesh& mesh,
+                                     const FaultInjector& faults) {
   Communicator& world = mesh.world();
   const std::string final_dir = run_dir + "/" + step_name(state.step);
   const std::string tmp_dir = final_dir + ".tmp";
   // Moments gathered over dp first: every rank takes part.
   const Tensor exp_avg = whole_moment(opt, opt.exp_avg(), mesh.dp());
   const Tensor exp_avg_sq = whole_moment(opt, opt.exp_avg_sq(), mesh.dp());
+  // An I/O error (a full disk, a vanished directory) fails the writers
+  // alike (SafetensorsWriter agrees on it); write_state is rank 0's alone.
+  // Every rank learns it below and stops, so no step goes unsaved.
+  std::string failure;
   if (mesh.dp_rank() == 0) {  // one replica writes; each of its tp x pp ranks its slices
-    Communicator& writers = mesh.model_parallel();
-    save_checkpoint(model, tmp_dir, mesh.tp(), writers);
-    const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
-    Segments m(opt, exp_avg), v(opt, exp_avg_sq);
-    save_tensors(
-        bindings, tmp_dir + "/" + kExpAvg,
-        [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp(), writers);
-    save_tensors(
-        bindings, tmp_dir + "/" + kExpAvgSq,
-        [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp(), writers);
-    if (writers.rank() == 0) write_state(tmp_dir + "/" + kState, state, opt, mesh);
+    try {
+      Communicator& writers = mesh.model_parallel();
+      save_checkpoint(model, tmp_dir, mesh.tp(), writers);
+      faults.kill_if_due(FaultKind::kKillInSave, state.step);
+      const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
+      Segments m(opt, exp_avg), v(opt, exp_avg_sq);
+      save_tensors(
+          bindings, tmp_dir + "/" + kExpAvg,
+          [&m](const Parameter& p) -> const Tensor& { return m.of(p); }, mesh.tp(), writers);
+      save_tensors(
+          bindings, tmp_dir + "/" + kExpAvgSq,
+          [&v](const Parameter& p) -> const Tensor& { return v.of(p); }, mesh.tp(), writers);
+      if (writers.rank() == 0) write_state(tmp_dir + "/" + kState, state, opt, mesh);
+    } catch (const BackendError& e) {
+      failure = e.what();
+    } catch (const InvalidInputError& e) {
+      failure = e.what();
+    }
   }
-  world.barrier();
+  // [agree] every rank's failure, if any (also the barrier before the rename)
+  for (const std::string& text : all_gather_text(world, failure)) {
+    if (text.empty()) continue;
+    if (world.rank() == 0) remove_tree(tmp_dir);  // the space a full disk needs back
+    throw BackendError(text + " Saving " + step_name(state.step) + " failed; training stopped, " +
+                       run_dir + "/" + kLatest + " is unchanged.");
+  }
   int err = 0;
   if (world.rank() == 0) {
     // tmp -> final, then latest -> final (a new symlink renamed over the old),
@@ -182,6 +203,7 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
   TrainState state;
   state.step = j.value("step", int64_t{0});
   state.seed = j.value("seed", uint64_t{0});
+  state.skipped_steps = j.value("skipped_steps", int64_t{0});
   load_checkpoint(model, step_dir);
   // The moments, whole, then this rank's dp slice.
   const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);

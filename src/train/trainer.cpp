@@ -25,6 +25,7 @@
 #include "colrow/nn/vocab_parallel_cross_entropy.h"
 #include "colrow/runtime/threads.h"
 #include "colrow/train/adamw.h"
+#include "colrow/train/injected_faults.h"
 #include "colrow/train/lr_schedule.h"
 #include "colrow/train/pipeline_runner.h"
 #include "colrow/train/pipeline_schedule.h"
@@ -153,6 +154,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                                          : open_token_source(o.data));
   data.require_windows(o.seq_len);
   data.require_ids_below(config.vocab_size);
+  const FaultInjector faults = FaultInjector::from_environment(world.rank());
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
@@ -228,16 +230,30 @@ int run_training(const TrainOptions& o, const Launch& launch) {
       return data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
                               mesh.dp_size(), mesh.dp_rank(), o.seq_len);
     });
+    faults.poison_gradient_if_due(state.step + 1, params);
+    faults.kill_if_due(FaultKind::kKillInStep, state.step + 1);
+    faults.fail_if_due(state.step + 1);
     if (o.grad_accum > 1) {  // the mean over micro-batches
       for (Parameter* p : params) ops::divide(p->grad, static_cast<float>(o.grad_accum));
     }
     phase.emplace("optimizer step");
-    const double grad_norm = optimizer.step(static_cast<float>(lr));  // dp reduce, clip, update
+    // dp reduce, clip, update; no update anywhere when the norm is not finite
+    const double grad_norm = optimizer.step(static_cast<float>(lr));
     phase.reset();
     optimizer.zero_grad();
     ++state.step;
     loss = dp_mean(mesh.dp(), from_last_stage(mesh.pp(), loss) / o.grad_accum);
-    if (!std::isfinite(loss)) {
+    // The norm is the same on every rank, so every rank decides alike.
+    const bool skipped = !std::isfinite(grad_norm);
+    if (skipped && !o.skip_nonfinite) {
+      throw InvalidInputError(
+          "[train] the gradient norm (" + std::to_string(grad_norm) + ") at step " +
+          std::to_string(state.step) + " is not finite; training stopped before applying it" +
+          (o.out.empty() ? std::string(".") : ", the last checkpoint in " + o.out + " is kept.") +
+          " Lower --lr, or pass --skip-nonfinite to skip such steps.");
+    }
+    if (skipped) ++state.skipped_steps;
+    if (!skipped && !std::isfinite(loss)) {
       throw InvalidInputError(
           "[train] loss (" + std::to_string(loss) + ") at step " + std::to_string(state.step) +
           " is not finite; training stopped" +
@@ -254,6 +270,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     m.lr = lr;
     m.grad_norm = grad_norm;
     m.step_ms = seconds * 1e3;
+    m.skipped = skipped;
+    m.skipped_steps = state.skipped_steps;
     m.tokens_per_s = tokens_per_step / seconds;
     if (time_pipeline) {  // every rank's time computing and in the schedule
       const PipelineRunner::StepTiming& mine = runner.last_step_timing();
@@ -306,7 +324,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     log.step(m, std::chrono::duration<double>(Clock::now() - start).count());
     if (!o.out.empty() && (last || stop || (o.save_every > 0 && state.step % o.save_every == 0))) {
       const MemoryPhase saving("checkpoint save");
-      const std::string dir = save_training_checkpoint(model, optimizer, state, o.out, mesh);
+      const std::string dir =
+          save_training_checkpoint(model, optimizer, state, o.out, mesh, faults);
       if (last || stop) log.line("saved " + dir + " (also " + o.out + "/latest)");
     }
     if (stop) {

@@ -94,6 +94,8 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
       j["pipeline_bubble"] = m.pipeline_bubble;
       j["pipeline_bubble_ideal"] = m.pipeline_bubble_ideal;
     }
+    if (m.skipped) j["skipped"] = true;
+    if (m.skipped_steps > 0) j["skipped_steps"] = m.skipped_steps;
     std::fprintf(metrics_, "%s\n", j.dump().c_str());
     std::fflush(metrics_);
   }
@@ -112,12 +114,17 @@ void TrainingLog::step(const StepMetrics& m, double elapsed_seconds) {
     std::snprintf(bubble, sizeof bubble, "  bubble %.0f%% (ideal %.0f%%)",
                   100.0 * m.pipeline_bubble, 100.0 * m.pipeline_bubble_ideal);
   }
-  char text[336];
+  char skipped[48] = "";
+  if (m.skipped) {
+    std::snprintf(skipped, sizeof skipped, "  SKIPPED (%ld so far)",
+                  static_cast<long>(m.skipped_steps));
+  }
+  char text[384];
   std::snprintf(
       text, sizeof text,
-      "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f  %.0f tok/s  %.1f GFLOP/s%s%s%s  eta %s",
+      "step %5ld/%ld  loss %.4f%s  lr %.2e  |g| %.3f%s  %.0f tok/s  %.1f GFLOP/s%s%s%s  eta %s",
       static_cast<long>(m.step), static_cast<long>(total_steps_), m.loss, val, m.lr, m.grad_norm,
-      m.tokens_per_s, m.gflops_per_s, mfu, device_memory, bubble, duration(eta).c_str());
+      skipped, m.tokens_per_s, m.gflops_per_s, mfu, device_memory, bubble, duration(eta).c_str());
   if (terminal_) {
     std::printf("\r\033[K%s", text);  // redraw in place
     progress_open_ = true;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -269,6 +270,78 @@ TEST(AdamW, WeightDecayAppliesToMatricesOnly) {
             const float p0 = static_cast<float>(start[j]);
             EXPECT_EQ(got[j], matrix && !decay_none ? p0 * factor : p0) << kTensors[i].name;
           }
+        }
+      }
+    }
+  }
+}
+
+// A NaN or Inf in one element of one gradient on one rank: every rank's
+// norm is non-finite and nothing moves anywhere (parameters, moments, step
+// count); the next finite step then gives the same bits as a run that never
+// saw the bad step. Every tensor is tried, the replicated ones included: on
+// tp ranks > 0 the norm does not count them, and the last world rank (tp
+// rank > 0 where tp > 1) is the one poisoned.
+TEST(AdamW, NonFiniteGradientOnOneRankUpdatesNothingAnywhere) {
+  const float kBad[] = {std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::infinity()};
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      for (size_t bad_tensor = 0; bad_tensor < kCount; ++bad_tensor) {
+        SCOPED_TRACE("tp " + std::to_string(tp_size) + " zero " + std::to_string(zero) + " " +
+                     kTensors[bad_tensor].name);
+        auto fresh = [&](std::vector<std::unique_ptr<Parameter>>& params) {
+          std::vector<Parameter*> ptrs;
+          for (size_t i = 0; i < kCount; ++i) {
+            const ShardSpec spec = spec_of(i, mesh.tp_rank(), tp_size);
+            params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
+            params.back()->value.copy_from(
+                to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
+            ptrs.push_back(params.back().get());
+          }
+          return ptrs;
+        };
+        auto set_grads = [&](std::vector<std::unique_ptr<Parameter>>& params, int s) {
+          for (auto& p : params) {
+            const size_t i = &p - params.data();
+            p->grad.copy_from(to_tensor(p->shard.local_shape(),
+                                        block_of(full_grad(i, mesh.dp_rank(), s), p->shard)));
+          }
+        };
+        std::vector<std::unique_ptr<Parameter>> bad_params, good_params;
+        AdamW bad(mesh.tp(), mesh.dp(), fresh(bad_params), config_with(zero));
+        AdamW good(mesh.tp(), mesh.dp(), fresh(good_params), config_with(zero));
+        set_grads(bad_params, 0);
+        set_grads(good_params, 0);
+        bad.step(static_cast<float>(lr_of(0)));
+        good.step(static_cast<float>(lr_of(0)));
+        const std::vector<float> m_before = bad.exp_avg().to_vector();
+        const std::vector<float> v_before = bad.exp_avg_sq().to_vector();
+        std::vector<std::vector<float>> before;
+        for (auto& p : bad_params) before.push_back(p->value.to_vector());
+
+        set_grads(bad_params, 1);
+        if (world().rank() == world().size() - 1) {
+          Tensor& g = bad_params[bad_tensor]->grad;
+          g.view({g.numel()})
+              .slice(0, g.numel() - 1, 1)
+              .copy_from(Tensor::full({1}, kBad[bad_tensor % 2]));
+        }
+        EXPECT_FALSE(std::isfinite(bad.step(static_cast<float>(lr_of(1)))));
+        EXPECT_EQ(bad.step_count(), 1);
+        EXPECT_EQ(bad.exp_avg().to_vector(), m_before);
+        EXPECT_EQ(bad.exp_avg_sq().to_vector(), v_before);
+        for (size_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(bad_params[i]->value.to_vector(), before[i]) << kTensors[i].name;
+        }
+
+        set_grads(bad_params, 1);
+        set_grads(good_params, 1);
+        EXPECT_EQ(bad.step(static_cast<float>(lr_of(1))), good.step(static_cast<float>(lr_of(1))));
+        for (size_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(bad_params[i]->value.to_vector(), good_params[i]->value.to_vector())
+              << kTensors[i].name;
         }
       }
     }

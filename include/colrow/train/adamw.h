@@ -50,7 +50,9 @@ class AdamW {
 
   // Averages grads over dp, clips by the global norm, updates every parameter
   // with rate `lr`. Returns the global grad norm before clipping (the same on
-  // every rank; non-finite when a gradient is). Parameter::grad is left as
+  // every rank; non-finite when a gradient is, on any rank). A non-finite
+  // norm updates nothing: parameters, moments and the step count stay as
+  // they were, on every rank (the caller stops or skips the step). Parameter::grad is left as
   // backward wrote it: the averaged, clipped grads live in the flat buffer.
   double step(float lr);
   void zero_grad();

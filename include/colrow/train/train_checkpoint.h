@@ -18,17 +18,21 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/train/adamw.h"
+#include "colrow/train/injected_faults.h"
 
 namespace colrow {
 
 struct TrainState {
   int64_t step = 0;  // optimizer steps done
   uint64_t seed = 0;
+  int64_t skipped_steps = 0;  // steps whose gradient was not finite (--skip-nonfinite)
 };
 
 // Collective over the mesh's world. Returns the checkpoint's directory.
+// `faults`: kill-in-save fires after model.safetensors is written.
 std::string save_training_checkpoint(GptModel& model, AdamW& optimizer, const TrainState& state,
-                                     const std::string& run_dir, ProcessMesh& mesh);
+                                     const std::string& run_dir, ProcessMesh& mesh,
+                                     const FaultInjector& faults = FaultInjector());
 
 // `dir`: a run directory (its `latest` is used) or a step directory. Reads the
 // model, the moments (resharded to this mesh) and the state. Every rank reads

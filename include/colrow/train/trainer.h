@@ -39,6 +39,7 @@ struct TrainOptions {
   std::string metrics;             // JSONL file ("" = none)
   std::string resume;              // run or step directory to continue
   std::string init;                // Hugging Face checkpoint to start from
+  bool skip_nonfinite = false;     // a NaN/Inf gradient skips the step (counted), not the run
   int threads = 0;
   int64_t profile = 0;   // > 0: time each kernel operation over this many steps after the first
   DeviceOptions device;  // --device, --comm, --tf32

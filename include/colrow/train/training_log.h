@@ -33,6 +33,8 @@ struct StepMetrics {
   // the schedule's ideal (pp - 1) / (m + pp - 1) for equal stages.
   double pipeline_bubble = -1.0;
   double pipeline_bubble_ideal = -1.0;
+  bool skipped = false;       // the gradient was not finite: no update (--skip-nonfinite)
+  int64_t skipped_steps = 0;  // such steps so far in the run
 };
 
 class TrainingLog {
