@@ -17,6 +17,7 @@
 #include "io/posix_file.h"
 #include "io/region.h"
 #include "io/safetensors_format.h"
+#include "io/tensor_checksums.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data are little-endian; a big-endian host needs byte swaps here");
@@ -303,6 +304,47 @@ const TensorInfo& SafetensorsReader::info(const std::string& name) const {
                             "). The checkpoint does not match the model.");
   }
   return it->second;
+}
+
+void SafetensorsReader::verify_checksums(Communicator& group) const {
+  // Which tensors carry a checksum: the same on every rank (one file).
+  std::vector<TensorInfo> checked;
+  std::vector<uint32_t> stored;
+  for (const auto& [name, info] : tensors_) {
+    const auto it = metadata_.find(safetensors::checksum_key(name));
+    if (it == metadata_.end()) continue;
+    const std::optional<uint32_t> crc = safetensors::parse_checksum(it->second);
+    if (!crc) {
+      throw InvalidInputError("[safetensors] " + path_ + ": the checksum of tensor \"" + name +
+                              "\" in __metadata__ (" + it->second.substr(0, 16) +
+                              ") must be 8 lower-case hex digits. The header is damaged; "
+                              "restore the file from a copy.");
+    }
+    checked.push_back(info);
+    stored.push_back(*crc);
+  }
+  if (checked.empty()) return;  // not written by colrow: nothing to verify
+  // [agree] every checked tensor's CRC-32 over the group
+  const safetensors::GroupChecksums sums =
+      safetensors::tensor_crc32s(group, fd_, data_start_, checked);
+  if (sums.failed_rank >= 0) {
+    throw InvalidInputError(
+        "[safetensors] cannot read " + path_ + " to verify its checksums on rank " +
+        std::to_string(sums.failed_rank) + " of group " + group.name() + ": " +
+        (sums.err == kEndOfFile ? std::string("the file ends early") : errno_text(sums.err)) + ".");
+  }
+  std::vector<size_t> bad;
+  for (size_t i = 0; i < checked.size(); ++i) {
+    if (sums.crc[i] != stored[i]) bad.push_back(i);
+  }
+  if (bad.empty()) return;
+  const TensorInfo& first = checked[bad.front()];
+  throw InvalidInputError(
+      "[safetensors] " + path_ + ": tensor \"" + first.name + "\" fails its checksum (stored " +
+      safetensors::checksum_text(stored[bad.front()]) + ", its bytes give " +
+      safetensors::checksum_text(sums.crc[bad.front()]) + ")" +
+      (bad.size() > 1 ? ", and " + std::to_string(bad.size() - 1) + " other tensors do too" : "") +
+      ": the file is corrupt. Restore it from a copy, or load an earlier checkpoint.");
 }
 
 void SafetensorsReader::read_rows(const std::string& name, int64_t row0, int64_t rows,

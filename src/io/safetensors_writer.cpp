@@ -15,6 +15,7 @@
 #include "io/posix_file.h"
 #include "io/region.h"
 #include "io/safetensors_format.h"
+#include "io/tensor_checksums.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "safetensors data are little-endian; a big-endian host needs byte swaps here");
@@ -23,7 +24,18 @@ namespace colrow {
 namespace {
 
 // What failed, in the order a writer's life meets them.
-enum Stage { kNone, kCreate, kWriteHeader, kResize, kOpen, kEntriesDiffer, kWrite, kSync, kRename };
+enum Stage {
+  kNone,
+  kCreate,
+  kWriteHeader,
+  kResize,
+  kOpen,
+  kEntriesDiffer,
+  kWrite,
+  kSync,
+  kReadBack,
+  kRename
+};
 
 // commit() sums per-tensor element counts over the group in fp32, as base-256
 // limbs: exact while size * 255 < 2^24 and a tensor has < 2^40 elements.
@@ -47,9 +59,18 @@ void sync_directory_of(const std::string& path) {
 SafetensorsWriter::SafetensorsWriter(Communicator& group, const std::string& path,
                                      const std::vector<std::pair<std::string, Shape>>& entries,
                                      const std::map<std::string, std::string>& metadata)
-    : group_(group), group_rank_(group.rank()), path_(path), tmp_path_(path + ".tmp") {
+    : group_(group),
+      group_rank_(group.rank()),
+      path_(path),
+      tmp_path_(path + ".tmp"),
+      entry_list_(entries),
+      metadata_(metadata) {
+  // Room for every tensor's checksum, filled in by commit() (same length).
+  for (const auto& [name, shape] : entries) {
+    metadata_[safetensors::checksum_key(name)] = safetensors::checksum_text(0);
+  }
   // Validated before any collective; identical on every rank.
-  const safetensors::WriterLayout layout = safetensors::f32_layout(path, entries, metadata);
+  const safetensors::WriterLayout layout = safetensors::f32_layout(path, entries, metadata_);
   if (group.size() > kMaxGroupSize) {
     throw InternalError("[safetensors] writer group size (" + std::to_string(group.size()) +
                         ") must be at most " + std::to_string(kMaxGroupSize) +
@@ -173,12 +194,37 @@ void SafetensorsWriter::fail(const std::vector<IoFailure>& failures) {
       throw BackendError(prefix + "cannot write tensor data to " + tmp_path_ + on_rank + unchanged);
     case kSync:
       throw BackendError(prefix + "cannot flush (fsync) " + tmp_path_ + on_rank + unchanged);
+    case kReadBack:
+      throw BackendError(prefix + "cannot read back " + tmp_path_ + " to checksum it" + on_rank +
+                         unchanged);
     case kRename:
       throw BackendError(prefix + "cannot rename " + tmp_path_ + " to " + path_ + on_rank +
                          unchanged);
     default:
       throw InternalError(prefix + "unknown writer failure stage " + std::to_string(f.stage));
   }
+}
+
+// Group rank 0: the header again, with the checksums in place of the zeros
+// (the same length: the data do not move), written and flushed. 0 or errno.
+int SafetensorsWriter::write_checksums(const std::vector<TensorInfo>& tensors,
+                                       const std::vector<uint32_t>& crcs) {
+  std::map<std::string, std::string> metadata = metadata_;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    metadata[safetensors::checksum_key(tensors[i].name)] = safetensors::checksum_text(crcs[i]);
+  }
+  const std::string head = safetensors::f32_layout(path_, entry_list_, metadata).head;
+  if (head.size() != data_start_) {
+    throw InternalError("[safetensors] " + path_ + ": the header with checksums (" +
+                        std::to_string(head.size()) + " bytes) must keep its length (" +
+                        std::to_string(data_start_) + ")");
+  }
+  const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = pwrite_full(fd, head.data(), head.size(), 0);
+  if (err == 0 && ::fsync(fd) != 0) err = errno;
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
 }
 
 SafetensorsWriter::Entry& SafetensorsWriter::entry(const std::string& name) {
@@ -323,9 +369,27 @@ void SafetensorsWriter::commit() {
                         path_ + " is unchanged.");
   }
 
+  // Checksums of the bytes as they are in the file, read back by every rank.
+  std::vector<TensorInfo> infos;
+  for (const auto& [name, e] : entries_) infos.push_back(e.info);
+  const int read_fd = ::open(tmp_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  // [agree] every tensor's CRC-32 (tensor_checksums.h: one all_gather)
+  const safetensors::GroupChecksums sums =
+      safetensors::tensor_crc32s(group_, read_fd, data_start_, infos);
+  if (read_fd >= 0) ::close(read_fd);
+  if (sums.failed_rank >= 0) {
+    failures.assign(size, IoFailure{});
+    failures[sums.failed_rank] = {kReadBack, sums.err};
+    fail(failures);
+  }
+
   Tensor renamed = Tensor::zeros({2});
   if (group_rank_ == 0) {
-    if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    const int err = write_checksums(infos, sums.crc);
+    if (err != 0) {
+      renamed.data()[0] = kWriteHeader;
+      renamed.data()[1] = static_cast<float>(err);
+    } else if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
       renamed.data()[0] = kRename;
       renamed.data()[1] = static_cast<float>(errno);
     } else {

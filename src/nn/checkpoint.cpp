@@ -146,8 +146,10 @@ std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model) {
 }
 
 void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
-                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed) {
+                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed,
+                  Communicator& group) {
   const SafetensorsReader file(path);
+  file.verify_checksums(group);  // a flipped byte: named here, before any weight is used
   // GPT-2 files come with and without the "transformer." prefix.
   const std::string prefix =
       gpt2_prefix_allowed && file.contains("transformer.wte.weight") ? "transformer." : "";
@@ -230,7 +232,8 @@ void make_directory(const std::string& dir, Communicator& tp) {
 void load_checkpoint(GptModel& model, const std::string& dir) {
   load_tensors(
       checkpoint_bindings(model), dir + "/" + kWeightsFile,
-      [](Parameter& p) -> Tensor& { return p.value; }, model.config().family == ModelFamily::kGpt2);
+      [](Parameter& p) -> Tensor& { return p.value; }, model.config().family == ModelFamily::kGpt2,
+      model.tp());
 }
 
 void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,

@@ -213,7 +213,7 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
     Segments views(opt, whole);
     load_tensors(
         bindings, step_dir + "/" + file, [&views](Parameter& p) -> Tensor& { return views.of(p); },
-        false);
+        false, model.tp());
     moment->copy_from(whole.slice(0, opt.slice_begin(), opt.slice_size()));
   }
   opt.set_step_count(j.value("adam_steps", state.step));

@@ -13,6 +13,8 @@
 #  - a full disk during a save (a small tmpfs in a private mount namespace):
 #    one clear error, `latest` intact, no partial step directory, training
 #    stopped;
+#  - a byte flipped in model.safetensors or an optimizer file: eval and
+#    resume refuse it on every rank, naming the tensor (per-tensor CRC-32);
 #  - a bad COLROW_INJECT_FAULT is refused on every rank.
 #   train_faults_test.sh COLROW MPIEXEC
 set -eu
@@ -143,6 +145,28 @@ if unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$DIR/disk"' 2>/dev/null; t
 else
   echo "SKIP full disk: this machine cannot mount a tmpfs in a private mount namespace (needs CAP_SYS_ADMIN)"
 fi
+
+# ---- a byte flipped in a checkpoint: named by tensor on every rank, for the model and the moments.
+flip() {  # flip FILE TENSOR: one bit in the middle of TENSOR's bytes
+  python3 - "$1" "$2" <<'PY'
+import json, struct, sys
+path, name = sys.argv[1], sys.argv[2]
+raw = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", raw[:8])[0]
+b, e = json.loads(raw[8:8 + n])[name]["data_offsets"]
+raw[8 + n + (b + e) // 2] ^= 0x04
+open(path, "wb").write(raw)
+PY
+}
+cp -rL "$dir/step/latest" "$dir/corrupt"
+flip "$dir/corrupt/model.safetensors" h.1.mlp.c_fc.weight
+err=$(run 2 "" eval --model "$dir/corrupt" --tokens "$dir/tokens.bin" --seq-len 16 2>&1 >/dev/null) && { echo "FAIL: a corrupt model loaded"; exit 1; }
+[ "$(echo "$err" | grep -c 'model.safetensors: tensor "h.1.mlp.c_fc.weight" fails its checksum')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+cp -rL "$dir/step/latest" "$dir/corrupt_moments"
+flip "$dir/corrupt_moments/optimizer.exp_avg_sq.safetensors" wpe.weight
+err=$(run 2 "" train $common --tp 2 --steps 8 --resume "$dir/corrupt_moments" 2>&1 >/dev/null) && { echo "FAIL: corrupt moments resumed"; exit 1; }
+[ "$(echo "$err" | grep -c 'optimizer.exp_avg_sq.safetensors: tensor "wpe.weight" fails its checksum')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+echo "a flipped byte: eval and resume refuse the checkpoint on every rank, naming the tensor"
 
 # ---- a bad fault spec: refused on every rank.
 err=$(run 2 kill@3 train $common --tp 2 --steps 2 2>&1 >/dev/null) && { echo "FAIL: a bad COLROW_INJECT_FAULT accepted"; exit 1; }

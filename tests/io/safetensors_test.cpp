@@ -6,12 +6,15 @@
 // block back bitwise. F16 and BF16 decode exactly for all 65536 bit patterns; a
 // read touches only its bytes; every malformed file gives one message naming
 // the file (and the tensor); writer failures throw on every rank alike and
-// leave an existing file untouched.
+// leave an existing file untouched. The writer's per-tensor CRC-32s (in
+// __metadata__) equal zlib's over each tensor's bytes, for tensors that
+// straddle the ranks' parts too; a flipped byte is named on every rank.
 #include "colrow/io/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <csignal>
 
@@ -85,6 +88,20 @@ std::string independent_file(const std::map<std::string, RawTensor>& tensors,
   json += json.empty() ? "{}" : "}";
   while (json.size() % 8 != 0) json += ' ';
   return le64(json.size()) + json + data;
+}
+
+// `metadata` and what colrow's writer adds: "crc32:<name>" -> zlib's crc32
+// of the tensor's bytes, 8 lower-case hex digits.
+std::map<std::string, std::string> with_checksums(const std::map<std::string, RawTensor>& tensors,
+                                                  std::map<std::string, std::string> metadata) {
+  for (const auto& [name, t] : tensors) {
+    const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(t.bytes.data()),
+                            static_cast<uInt>(t.bytes.size()));
+    char text[9];
+    std::snprintf(text, sizeof text, "%08lx", crc);
+    metadata["crc32:" + name] = text;
+  }
+  return metadata;
 }
 
 // Any header text, unpadded (for malformed files).
@@ -315,11 +332,13 @@ TEST_F(SafetensorsTest, RoundTripAtTpEqualsWorldSize) {
     const Planned& p = planned[i];
     raw[p.name] = {"F32", p.stored(), f32_bytes(stored_values(p, full_value(i, p)))};
   }
-  EXPECT_TRUE(same_bytes(read_file(path), independent_file(raw, {{"format", "pt"}})));
+  const std::map<std::string, std::string> metadata = with_checksums(raw, {{"format", "pt"}});
+  EXPECT_TRUE(same_bytes(read_file(path), independent_file(raw, metadata)));
 
   // Every rank reads its own shard, its neighbour's, the whole tensor and blocks.
   const SafetensorsReader reader(path);
-  EXPECT_EQ(reader.metadata(), (std::map<std::string, std::string>{{"format", "pt"}}));
+  EXPECT_EQ(reader.metadata(), metadata);
+  reader.verify_checksums(world());
   EXPECT_EQ(reader.data_start() % 8, 0u);
   EXPECT_EQ(reader.tensors().size(), planned.size());
   for (size_t i = 0; i < planned.size(); ++i) {
@@ -366,10 +385,78 @@ TEST_F(SafetensorsTest, WriterIssuesTheDocumentedCollectives) {
   }
   EXPECT_TRUE(tp.events().empty()) << "writes are local";
   writer.commit();
-  // [all_reduce_sum] 5 count limbs per tensor + every rank's failure; [broadcast] the rename
-  const int64_t tally = 5 * static_cast<int64_t>(planned.size()) + 2 * tp_size;
-  EXPECT_EQ(tp.events(),
-            (std::vector<CollectiveEvent>{{"all_reduce_sum", tally, 0.0}, {"broadcast", 2, 0.0}}));
+  // [all_reduce_sum] 5 count limbs per tensor + every rank's failure;
+  // [all_gather] 2 CRC halves per tensor + the read's result; [broadcast] the rename
+  const int64_t n = static_cast<int64_t>(planned.size());
+  const int64_t tally = 5 * n + 2 * tp_size;
+  EXPECT_EQ(tp.events(), (std::vector<CollectiveEvent>{{"all_reduce_sum", tally, 0.0},
+                                                       {"all_gather", 2 * n + 1, 0.0},
+                                                       {"broadcast", 2, 0.0}}));
+  tp.clear();
+  SafetensorsReader(writer.path()).verify_checksums(tp);
+  EXPECT_EQ(tp.events(), (std::vector<CollectiveEvent>{{"all_gather", 2 * n + 1, 0.0}}));
+}
+
+// Tensors of 1.25 MiB: the ranks' parts of the data (1 MiB aligned) split
+// them, so each CRC is joined from several ranks' pieces. The joined value
+// must be zlib's over the whole tensor; a byte flipped in any one tensor is
+// then named, on every rank alike, and only that tensor.
+TEST_F(SafetensorsTest, ChecksumsJoinedOverRanksNameTheCorruptTensor) {
+  const std::string path = shared_path("big.safetensors");
+  const int64_t n = 5 * (int64_t{1} << 16);  // floats: 1.25 MiB
+  std::map<std::string, RawTensor> raw;
+  std::vector<std::pair<std::string, Shape>> entries;
+  std::vector<Tensor> values;
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7 + t * 13) % 1001) - 500.0f;
+    const std::string name = "t" + std::to_string(t);
+    raw[name] = {"F32", {n}, f32_bytes(v)};
+    entries.emplace_back(name, Shape{n});
+    values.push_back(Tensor::from_vector({n}, v));
+  }
+  {
+    SafetensorsWriter writer(world(), path, entries);
+    for (int t = 0; t < 3; ++t) {
+      // Rows split over the ranks: every rank writes a piece of every tensor.
+      const int64_t per = (n + world().size() - 1) / world().size();
+      const int64_t row0 = std::min(n, per * world().rank());
+      const int64_t rows = std::min(n, row0 + per) - row0;
+      if (rows > 0) writer.write_rows(entries[t].first, row0, values[t].slice(0, row0, rows));
+    }
+    writer.commit();
+  }
+  EXPECT_EQ(SafetensorsReader(path).metadata(), with_checksums(raw, {{"format", "pt"}}));
+  SafetensorsReader(path).verify_checksums(world());
+
+  for (int t = 0; t < 3; ++t) {
+    SCOPED_TRACE("flipped in t" + std::to_string(t));
+    const std::string copy = shared_path("flipped" + std::to_string(t) + ".safetensors");
+    if (world().rank() == 0) {
+      std::string bytes = read_file(path);
+      const uint64_t data_start = SafetensorsReader(path).data_start();
+      const TensorInfo info = SafetensorsReader(path).info("t" + std::to_string(t));
+      bytes[data_start + info.begin + (info.end - info.begin) * 2 / 3] ^= 0x10;
+      write_file(copy, bytes);
+    }
+    world().barrier();
+    const SafetensorsReader reader(copy);  // the header is intact: it opens
+    expect_error<InvalidInputError>(
+        [&] { reader.verify_checksums(world()); },
+        {copy, "tensor \"t" + std::to_string(t) + "\" fails its checksum", "the file is corrupt"});
+  }
+}
+
+TEST_F(SafetensorsTest, FilesWithoutChecksumsPassAndMalformedOnesAreRefused) {
+  const std::string plain = local_path("plain.safetensors");
+  write_file(plain, independent_file({{"a", {"F32", {2}, f32_bytes({1.0f, 2.0f})}}}, {}));
+  SafetensorsReader(plain).verify_checksums(
+      world());  // Hugging Face's own files: nothing to verify
+  const std::string bad = local_path("bad.safetensors");
+  write_file(
+      bad, independent_file({{"a", {"F32", {2}, f32_bytes({1.0f, 2.0f})}}}, {{"crc32:a", "XYZ"}}));
+  expect_error<InvalidInputError>([&] { SafetensorsReader(bad).verify_checksums(world()); },
+                                  {bad, "checksum of tensor \"a\"", "(XYZ)", "8 lower-case hex"});
 }
 
 // ---------------------------------------------------------------------------

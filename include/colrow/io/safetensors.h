@@ -2,8 +2,9 @@
 // slices: every rank reads or writes only its shard's bytes of one unsharded
 // file, found from the header's offsets, so a checkpoint saved at one tp loads
 // at any other with no conversion step (what Megatron's checkpoint converters do
-// offline, done in place). The reader issues no collective; the writer issues
-// two at construction and two in commit() over its group (see SafetensorsWriter).
+// offline, done in place). The reader issues no collective but
+// verify_checksums(); the writer issues two at construction and three in
+// commit() over its group (see SafetensorsWriter).
 #pragma once
 
 #include <cstdint>
@@ -12,9 +13,9 @@
 #include <utility>
 #include <vector>
 
+#include "colrow/core/shard_spec.h"
 #include "colrow/core/tensor.h"
 #include "colrow/dist/communicator.h"
-#include "colrow/core/shard_spec.h"
 
 namespace colrow {
 
@@ -92,6 +93,13 @@ class SafetensorsReader {
   void read(const std::string& name, const ShardSpec& shard, Tensor& out,
             bool transposed = false) const;
 
+  // Collective over `group` (one all_gather; each rank reads 1/size of the
+  // data): the CRC-32 of every tensor that has one in __metadata__ (colrow's
+  // writer stores them; other files have none, and pass). Throws
+  // InvalidInputError on every rank alike, naming the file and the first
+  // tensor whose bytes do not match, or a malformed checksum entry.
+  void verify_checksums(Communicator& group) const;
+
  private:
   void read_header();
   void read_region(const TensorInfo& info, const Region& region, Tensor& out) const;
@@ -113,9 +121,12 @@ class SafetensorsReader {
 //   write_*(): local pwrites. An I/O error is remembered, not thrown, so that
 //     no rank leaves the others waiting in commit().
 //   commit(): fsync; [all_reduce_sum] the elements each rank wrote per tensor
-//     and every rank's I/O error; group rank 0 renames the temporary to `path`
-//     (atomic on POSIX); [broadcast] the rename's result, so no rank returns
-//     before the complete file is at `path`.
+//     and every rank's I/O error; every rank reads back its 1/size part of
+//     the data and [all_gather] gives each tensor's CRC-32; group rank 0
+//     writes them into the header's __metadata__ ("crc32:<name>", see
+//     src/io/tensor_checksums.h), renames the temporary to `path` (atomic on
+//     POSIX); [broadcast] the result, so no rank returns before the complete
+//     file is at `path`.
 // Every tensor must be written exactly once over the group: a shard by the one
 // rank that owns it, a replicated tensor by one rank (write() writes a count-1
 // shard from group rank 0 only, so every rank may call it for every
@@ -177,12 +188,15 @@ class SafetensorsWriter {
   void write_region(Entry& entry, const Region& region, const Tensor& block);
   void create_temporary(const std::string& head, uint64_t file_bytes);
   void close_file(IoFailure* failure);
+  int write_checksums(const std::vector<TensorInfo>& tensors, const std::vector<uint32_t>& crcs);
   [[noreturn]] void fail(const std::vector<IoFailure>& failures);
 
   Communicator& group_;
   int group_rank_ = 0;
   std::string path_;
   std::string tmp_path_;
+  std::vector<std::pair<std::string, Shape>> entry_list_;  // as given
+  std::map<std::string, std::string> metadata_;            // as given, with checksum keys
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   int fd_ = -1;

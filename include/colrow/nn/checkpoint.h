@@ -35,9 +35,12 @@ std::vector<CheckpointBinding> checkpoint_bindings(GptModel& model);
 
 // The machinery under load/save_checkpoint, for any per-parameter tensor of
 // the parameter's shape (the optimizer's moments use it too): reads or writes
-// `tensor_of(parameter)` for every binding, by this rank's slices.
+// `tensor_of(parameter)` for every binding, by this rank's slices. Loading is
+// collective over `group` (the model's tp group) for one step only: the
+// file's checksums are verified together (SafetensorsReader::verify_checksums).
 void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
-                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed);
+                  const std::function<Tensor&(Parameter&)>& tensor_of, bool gpt2_prefix_allowed,
+                  Communicator& group);
 // Collective over `writers`: the ranks of one dp replica that write the file
 // together, tp alone or, pipelined, the tp x pp ranks of every stage (their
 // tensor lists are gathered, so each knows the whole file's layout). The
@@ -55,7 +58,8 @@ inline void save_tensors(const std::vector<CheckpointBinding>& bindings, const s
 void make_directory(const std::string& dir, Communicator& tp);
 
 // Reads dir/model.safetensors into `model` (its config must match the file's
-// shapes). Every rank reads its own slices; no communication.
+// shapes). Every rank reads its own slices; the ranks of the model's tp
+// group verify the file's checksums together first (one all_gather).
 void load_checkpoint(GptModel& model, const std::string& dir);
 
 // Writes dir/config.json and dir/model.safetensors (F32), each through a

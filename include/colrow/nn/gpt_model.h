@@ -120,6 +120,7 @@ class GptModel {
   int64_t local_parameter_count();
   void zero_grad();
   const ModelConfig& config() const { return config_; }
+  Communicator& tp() const { return tp_; }  // the group its weights are split over
   int64_t padded_vocab_size() const { return padded_vocab_size_; }
   int64_t vocab_size_local() const { return padded_vocab_size_ / tp_.size(); }
   bool sequence_parallel() const { return sequence_parallel_; }
