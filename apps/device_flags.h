@@ -1,4 +1,4 @@
-// The flags every verb shares for where it runs: --device, --comm, --tf32.
+// The flags every verb shares for where it runs: --device, --comm, --tf32, --deterministic.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +18,10 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
                   "its own GPU, host-staged MPI otherwise), nccl or staged")
       ->capture_default_str();
   verb.add_flag("--tf32", o.tf32, "Allow TF32 tensor cores in fp32 GEMMs (GPU; off by default)");
+  verb.add_flag("--deterministic", o.deterministic,
+                "The same bits at any number of threads per rank: GEMMs in fixed blocks, one "
+                "thread each (CPU; a few percent slower). Without it, runs are bitwise "
+                "repeatable at a fixed thread count");
 }
 
 }  // namespace colrow::apps

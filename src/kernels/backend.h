@@ -71,6 +71,10 @@ class Backend {
   // Whether fp32 GEMMs may use TF32 tensor cores (off by default). The CPU
   // has none: asking for it there is a ConfigError.
   virtual void set_allow_tf32(bool allowed) = 0;
+  // --deterministic: the same bits at any number of threads per rank (the
+  // CPU's GEMMs in fixed blocks, kernels/cpu/gemm.h; every other CPU kernel
+  // is so already). The GPU path makes no such promise yet: a ConfigError.
+  virtual void set_deterministic(bool on) = 0;
   // Peak dense FLOP/s of fp32 GEMMs on `device` (TF32 when allowed); 0 when unknown.
   virtual double peak_flops(Device device) = 0;
 

@@ -25,6 +25,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   check_comm_kind(p.comm, p.device);
   p.tf32 = options.tf32;
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);
+  kernels::backend_for(p.device).set_deterministic(options.deterministic);
   return p;
 }
 

@@ -1,7 +1,7 @@
 // Where a run computes: the device (--device cpu|cuda), how tensors travel
-// between ranks (--comm auto|mpi|shm on the CPU, auto|nccl|staged on a GPU) and whether fp32 GEMMs may
-// use TF32 (--tf32). Resolved once, before anything is allocated, identically
-// on every rank, so a bad choice fails everywhere with one line.
+// between ranks (--comm auto|mpi|shm on the CPU, auto|nccl|staged on a GPU) and whether fp32 GEMMs
+// may use TF32 (--tf32). Resolved once, before anything is allocated, identically on every rank, so
+// a bad choice fails everywhere with one line.
 #pragma once
 
 #include <string>
@@ -17,6 +17,7 @@ struct DeviceOptions {
   std::string device = "cpu";  // cpu | cuda | cuda:N
   std::string comm = "auto";   // auto | mpi | shm (CPU) | nccl | staged (GPU)
   bool tf32 = false;           // allow TF32 in fp32 GEMMs (GPUs only)
+  bool deterministic = false;  // the same bits at any thread count (CPU only)
 };
 
 // The resolved choice.

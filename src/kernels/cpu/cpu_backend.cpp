@@ -30,6 +30,7 @@ class CpuBackend final : public Backend {
           "Drop --tf32, or use --device cuda.");
     }
   }
+  void set_deterministic(bool on) override { cpu::set_thread_invariant_gemm(on); }
   // Unknown: OpenBLAS's rate depends on the cores, their vector units and
   // clocks, which colrow does not model; bench mlp measures it instead.
   double peak_flops(Device) override { return 0.0; }

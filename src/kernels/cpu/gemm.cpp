@@ -6,9 +6,47 @@
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <atomic>
+
 #include "kernels/checks/gemm.h"
 
 namespace colrow::kernels::cpu {
+namespace {
+
+std::atomic<bool> g_thread_invariant{false};
+
+// One BLAS call on raw row-major operands: op(a) [m, k] with leading
+// dimension lda, op(b) [k, n] with ldb, c [m, n] with ldc. OpenBLAS threads
+// it, unless called inside an OpenMP parallel region (one thread then).
+void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                  int64_t ldc) {
+  if (m == 1) {
+    // c[0, :] = alpha op(b)^T a[0, :] + beta c[0, :], with b [n, k] (kYes) or [k, n] (kNo)
+    // row-major; a's row is strided when a is stored [k, 1] (kYes).
+    const int a_step = trans_a == Trans::kNo ? 1 : static_cast<int>(lda);
+    const bool b_rows_are_n = trans_b == Trans::kYes;
+    cblas_sgemv(CblasRowMajor, b_rows_are_n ? CblasNoTrans : CblasTrans,
+                static_cast<int>(b_rows_are_n ? n : k), static_cast<int>(b_rows_are_n ? k : n),
+                alpha, b, static_cast<int>(ldb), a, a_step, beta, c, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
+              trans_b == Trans::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), alpha, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+}
+
+}  // namespace
+
+void set_thread_invariant_gemm(bool on) {
+  g_thread_invariant = on;
+}
+
+bool thread_invariant_gemm() {
+  return g_thread_invariant;
+}
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
@@ -20,20 +58,27 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     }
     return;
   }
-  if (m == 1) {
-    // c[0, :] = alpha op(b)^T a[0, :] + beta c[0, :], with b [n, k] (kYes) or [k, n] (kNo)
-    // row-major; a's row is strided when a is stored [k, 1] (kYes).
-    const int a_step = trans_a == Trans::kNo ? 1 : static_cast<int>(a.row_stride());
-    cblas_sgemv(CblasRowMajor, trans_b == Trans::kYes ? CblasNoTrans : CblasTrans,
-                static_cast<int>(b.size(0)), static_cast<int>(b.size(1)), alpha, b.data(),
-                static_cast<int>(b.row_stride()), a.data(), a_step, beta, c.data(), 1);
+  const int64_t lda = a.row_stride(), ldb = b.row_stride(), ldc = c.row_stride();
+  if (!g_thread_invariant) {
+    blas_product(trans_a, trans_b, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(),
+                 ldc);
     return;
   }
-  cblas_sgemm(CblasRowMajor, trans_a == Trans::kNo ? CblasNoTrans : CblasTrans,
-              trans_b == Trans::kNo ? CblasNoTrans : CblasTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), alpha, a.data(),
-              static_cast<int>(a.row_stride()), b.data(), static_cast<int>(b.row_stride()), beta,
-              c.data(), static_cast<int>(c.row_stride()));
+  const int64_t row_blocks = (m + kInvariantBlock - 1) / kInvariantBlock;
+  const int64_t col_blocks = (n + kInvariantBlock - 1) / kInvariantBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t block = 0; block < row_blocks * col_blocks; ++block) {
+    const int64_t i0 = block / col_blocks * kInvariantBlock;
+    const int64_t j0 = block % col_blocks * kInvariantBlock;
+    const int64_t rows = std::min(kInvariantBlock, m - i0);
+    const int64_t cols = std::min(kInvariantBlock, n - j0);
+    // Rows i0.. of op(a): stored [m, k] (kNo) or [k, m] (kYes); columns
+    // j0.. of op(b): stored [k, n] (kNo) or [n, k] (kYes).
+    const float* a_block = a.data() + (trans_a == Trans::kNo ? i0 * lda : i0);
+    const float* b_block = b.data() + (trans_b == Trans::kNo ? j0 : j0 * ldb);
+    blas_product(trans_a, trans_b, rows, cols, k, alpha, a_block, lda, b_block, ldb, beta,
+                 c.data() + i0 * ldc + j0, ldc);
+  }
 }
 
 }  // namespace colrow::kernels::cpu

@@ -20,6 +20,16 @@ using kernels::Trans;  // cpu::Trans, as callers spell it
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c);
 
+// OpenBLAS's threaded sgemm splits c over its threads by their number, and
+// the edges of the split change the bits of the result. Thread-invariant
+// mode (--deterministic) splits c into fixed kInvariantBlock x kInvariantBlock
+// blocks instead, each a single-threaded sgemm (sgemv for one row) on
+// whichever thread takes it: the same bits at any thread count, at the cost
+// of packing each operand once per block row or column (docs/performance.md).
+constexpr int64_t kInvariantBlock = 256;
+void set_thread_invariant_gemm(bool on);
+bool thread_invariant_gemm();
+
 // 2 m n k: the floating-point operations of one such product.
 inline double gemm_flops(int64_t m, int64_t n, int64_t k) {
   return 2.0 * m * n * k;

@@ -2,6 +2,8 @@
 // kernels in kernels/cuda, which queue their work on the GPU's compute stream.
 #include "kernels/backend.h"
 
+#include "colrow/core/error.h"
+
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
@@ -24,6 +26,14 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   void set_allow_tf32(bool allowed) override { ::colrow::cuda::set_allow_tf32(allowed); }
+  // Scatter-adds and cuBLAS's algorithm choice are not pinned down yet.
+  void set_deterministic(bool on) override {
+    if (on) {
+      throw ConfigError(
+          "[device] deterministic is implemented on the cpu only (fixed GEMM blocks); the GPU "
+          "kernels make no bitwise promise yet. Drop --deterministic, or use --device cpu.");
+    }
+  }
   double peak_flops(Device device) override {
     return ::colrow::cuda::peak_fp32_flops(device.index);
   }

@@ -24,6 +24,7 @@
 #include "kernels/cpu/bias.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/init.h"
 #include "kernels/cpu/kv_cache.h"
 #include "kernels/cpu/norm.h"
@@ -40,6 +41,7 @@ namespace colrow {
 namespace {
 
 namespace cpu = kernels::cpu;
+using kernels::Trans;
 using reference::Matrix;
 using testing::random_tensor;
 using testing::to_matrix;
@@ -78,6 +80,50 @@ std::vector<Tensor> at_every_thread_count(const std::string& what, Run run) {
 
 std::string shape_name(int64_t tokens, int64_t features) {
   return "[" + std::to_string(tokens) + ", " + std::to_string(features) + "]";
+}
+
+// GEMM in thread-invariant mode (--deterministic): every transpose, one row
+// (sgemv), shapes that cross the fixed blocks with ragged ends, strided
+// views and beta = 1, the same bits at every thread count; and within
+// fp32's bound of the plain threaded product (the same sums, other order).
+// Plain mode makes no such promise: OpenBLAS splits c by the thread count.
+TEST(ThreadInvarianceTest, GemmInThreadInvariantMode) {
+  const int64_t b = cpu::kInvariantBlock;
+  const int64_t shapes[][3] = {
+      {1, 2 * b + 3, 40}, {7, 5, 3}, {b + 1, b - 1, 64}, {2 * b + 5, 3 * b + 7, 33}};
+  cpu::set_thread_invariant_gemm(true);
+  for (const auto& [m, n, k] : shapes) {
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        const std::string name = "gemm " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                                 std::to_string(k) + (ta == Trans::kYes ? " aT" : "") +
+                                 (tb == Trans::kYes ? " bT" : "");
+        // Operands as column views of wider buffers: leading dimensions > widths.
+        const Tensor a_store =
+            random_tensor(ta == Trans::kNo ? Shape{m, k + 3} : Shape{k, m + 3}, 1);
+        const Tensor b_store =
+            random_tensor(tb == Trans::kNo ? Shape{k, n + 2} : Shape{n, k + 2}, 2);
+        const Tensor a = a_store.slice(1, 1, ta == Trans::kNo ? k : m);
+        const Tensor bm = b_store.slice(1, 2, tb == Trans::kNo ? n : k);
+        const Tensor c0 = random_tensor({m, n}, 3);
+        const std::vector<Tensor> out = at_every_thread_count(name, [&] {
+          Tensor c = c0.clone();
+          cpu::gemm(ta, tb, 0.5f, a, bm, 1.0f, c);
+          return std::vector<Tensor>{c};
+        });
+        cpu::set_thread_invariant_gemm(false);
+        Tensor plain = c0.clone();
+        cpu::gemm(ta, tb, 0.5f, a, bm, 1.0f, plain);
+        cpu::set_thread_invariant_gemm(true);
+        // |terms| <= ~16 (normal values), k of them: k u |terms| bounds either order.
+        const std::vector<float> got = out[0].to_vector(), want = plain.to_vector();
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 2.0 * k * kU * 16) << name << " element " << i;
+        }
+      }
+    }
+  }
+  cpu::set_thread_invariant_gemm(false);
 }
 
 TEST(ThreadInvarianceTest, SumOfSquares) {
