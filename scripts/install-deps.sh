@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev
   libpcre2-dev
+  clang libclang-rt-14-dev libomp-14-dev  # scripts/fuzz.sh: libFuzzer, and OpenMP for clang
   jargon-text
   python3
 )

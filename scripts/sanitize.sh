@@ -4,7 +4,9 @@
 # falsely under -fsanitize, e.g. maybe-uninitialized in std::regex; the
 # Release build keeps -Werror) and runs the test suite under them:
 # every single-rank and multi-rank test, the CLI tests included.
-#   scripts/sanitize.sh [ctest arguments, e.g. -L unit or -R generator]
+#   scripts/sanitize.sh [ctest arguments, e.g. -R generator]
+#   scripts/sanitize.sh --ci   builds and runs only the tests labelled
+#                              sanitize-ci (tests/CMakeLists.txt says which)
 # A memory error, a leak outside Open MPI (tests/sanitize/lsan.supp says why
 # those are suppressed) or any undefined behaviour fails the test it happens in.
 set -euo pipefail
@@ -19,7 +21,13 @@ cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCOLROW_SANITIZE=ON -DCOLROW_CUDA=OFF \
   -DCOLROW_WERROR=OFF -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -L$PWD/build-sanitize \
   -lkeep_loaded_modules -Wl,-rpath,$PWD/build-sanitize" >/dev/null
-cmake --build build-sanitize
+if [ "${1:-}" = --ci ]; then
+  shift
+  cmake --build build-sanitize --target sanitize_ci_tests
+  set -- -L sanitize-ci "$@"
+else
+  cmake --build build-sanitize
+fi
 source scripts/env.sh
 # detect_leaks at exit; abort (not just report) on the first error of either
 # sanitizer so that ctest sees a failure; Open MPI's own leaks suppressed.

@@ -71,7 +71,7 @@ std::string read_file(const std::string& path) {
 json parse_json(const std::string& path) {
   try {
     return json::parse(read_file(path));
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw InvalidInputError("[tokenizer] " + path + " is not valid JSON: " + e.what() + ".");
   }
 }
@@ -187,6 +187,10 @@ BpeVocabulary read_tokenizer_json(const std::string& path) {
   if (model_type != "BPE") {
     throw InvalidInputError("[tokenizer] " + path + ": model.type (" + shown(model_type) +
                             ") must be BPE: colrow reads GPT-2's byte-level BPE only.");
+  }
+  if (!model.is_object()) {  // "model": "BPE": no vocab, no merges (value() would throw)
+    throw InvalidInputError("[tokenizer] " + path + ": model (" + model.dump() +
+                            ") must be an object holding type, vocab and merges.");
   }
   const json pre = root.value("pre_tokenizer", json());
   const json pre_type = pre.is_object() ? pre.value("type", json()) : pre;

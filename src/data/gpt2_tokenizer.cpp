@@ -53,7 +53,10 @@ Gpt2Tokenizer::Gpt2Tokenizer(BpeVocabulary v)
   }
   merges_.reserve(v.merges.size());
   for (size_t rank = 0; rank < v.merges.size(); ++rank) {
-    const auto& [left, right] = v.merges[rank];
+    // Not a structured binding: the lambda below captures them (C++17 lets
+    // no lambda capture a binding; GCC allows it, clang does not).
+    const std::string& left = v.merges[rank].first;
+    const std::string& right = v.merges[rank].second;
     const int32_t left_id = token_id(left);
     const int32_t right_id = token_id(right);
     const int32_t merged_id = token_id(left + right);

@@ -25,8 +25,11 @@ void ProcessMesh::validate(int tp, int pp, int dp, int world_size) {
                       ") and dp (" + std::to_string(dp) + ") must be at least 1. Pass " + flags +
                       (wrong > 1 ? " as positive integers." : " as a positive integer."));
   }
-  const int64_t product = static_cast<int64_t>(tp) * pp * dp;
-  if (product == world_size) return;
+  // tp x pp fits in int64; times dp it may not (three flags near INT_MAX).
+  int64_t product = 0;
+  const bool overflow =
+      __builtin_mul_overflow(static_cast<int64_t>(tp) * pp, static_cast<int64_t>(dp), &product);
+  if (!overflow && product == world_size) return;
   // The fix keeps tp, then pp, where the world size allows. It names --pp
   // only when pp was asked for: tools without pipeline stages have no --pp.
   int tp_fix = world_size, pp_fix = 1, dp_fix = 1;
@@ -39,9 +42,15 @@ void ProcessMesh::validate(int tp, int pp, int dp, int world_size) {
     dp_fix = world_size / tp;
   }
   std::ostringstream msg;
-  msg << "[mesh] tp (" << tp << ") x pp (" << pp << ") x dp (" << dp << ") = " << product
-      << " must equal the world size (" << world_size << "). Launch with mpirun -np " << product
-      << ", or choose tp x pp x dp = " << world_size << " (e.g. --tp " << tp_fix;
+  msg << "[mesh] tp (" << tp << ") x pp (" << pp << ") x dp (" << dp
+      << ") = " << (overflow ? std::string("more than 2^63") : std::to_string(product))
+      << " must equal the world size (" << world_size << "). ";
+  if (overflow) {
+    msg << "Choose";
+  } else {
+    msg << "Launch with mpirun -np " << product << ", or choose";
+  }
+  msg << " tp x pp x dp = " << world_size << " (e.g. --tp " << tp_fix;
   if (pp != 1) msg << " --pp " << pp_fix;
   msg << " --dp " << dp_fix << ").";
   throw ConfigError(msg.str());
@@ -49,7 +58,9 @@ void ProcessMesh::validate(int tp, int pp, int dp, int world_size) {
 
 int ProcessMesh::resolve_tp(int tp, int pp, int dp, int world_size) {
   if (tp > 0) return tp;
-  return std::max(1, world_size / (std::max(1, pp) * std::max(1, dp)));
+  // In int64: pp x dp of two large flags (--pp 65536 --dp 65536) overflows an int.
+  const int64_t others = static_cast<int64_t>(std::max(1, pp)) * std::max(1, dp);
+  return static_cast<int>(std::max<int64_t>(1, world_size / others));
 }
 
 ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp) : world_(world) {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/core/tensor.h"
 #include "colrow/core/shard_spec.h"
+#include "colrow/core/tensor.h"
 
 namespace colrow {
 

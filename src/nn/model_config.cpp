@@ -98,6 +98,18 @@ class Fields {
   int64_t integer_or(const char* key, int64_t fallback) const {
     return has(key) ? integer(key) : fallback;
   }
+  // For ModelConfig's int fields (layers, heads): a value past int is
+  // refused, never truncated (n_layer 4294967298 would read as 2).
+  int int_field(const char* key) const {
+    const int64_t v = integer(key);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      wrong_type(key, "an integer that fits in 32 bits", at(key));
+    }
+    return static_cast<int>(v);
+  }
+  int int_field_or(const char* key, int fallback) const {
+    return has(key) ? int_field(key) : fallback;
+  }
   double number_or(const char* key, double fallback) const {
     return has(key) ? number(key) : fallback;
   }
@@ -169,10 +181,16 @@ ModelConfig parse_gpt2(const Fields& f) {
   c.model_type = "gpt2";
   c.vocab_size = f.integer("vocab_size");
   c.d_model = f.integer("n_embd");
-  c.n_layer = static_cast<int>(f.integer("n_layer"));
-  c.n_head = c.n_kv_head = static_cast<int>(f.integer("n_head"));
+  c.n_layer = f.int_field("n_layer");
+  c.n_head = c.n_kv_head = f.int_field("n_head");
   c.head_dim = c.n_head > 0 ? c.d_model / c.n_head : 0;
-  c.ffn_hidden_size = f.integer_or("n_inner", 4 * c.d_model);
+  // n_inner null or absent: 4 x n_embd, which must fit in 64 bits (n_embd may be 2^62).
+  if (f.has("n_inner")) {
+    c.ffn_hidden_size = f.integer("n_inner");
+  } else if (__builtin_mul_overflow(c.d_model, int64_t{4}, &c.ffn_hidden_size)) {
+    f.unsupported("n_embd", std::to_string(c.d_model),
+                  "is too large: 4 x n_embd, the default n_inner, must fit in 64 bits.");
+  }
   c.max_position_embeddings = f.integer("n_positions");
   c.norm_eps = f.number_or("layer_norm_epsilon", 1e-5);
   c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", true);
@@ -271,9 +289,9 @@ ModelConfig parse_llama_family(const Fields& f, const std::string& type) {
   c.vocab_size = f.integer("vocab_size");
   c.d_model = f.integer("hidden_size");
   c.ffn_hidden_size = f.integer("intermediate_size");
-  c.n_layer = static_cast<int>(f.integer("num_hidden_layers"));
-  c.n_head = static_cast<int>(f.integer("num_attention_heads"));
-  c.n_kv_head = static_cast<int>(f.integer_or("num_key_value_heads", c.n_head));
+  c.n_layer = f.int_field("num_hidden_layers");
+  c.n_head = f.int_field("num_attention_heads");
+  c.n_kv_head = f.int_field_or("num_key_value_heads", c.n_head);
   c.head_dim = f.integer_or("head_dim", c.n_head > 0 ? c.d_model / c.n_head : 0);
   c.max_position_embeddings = f.integer("max_position_embeddings");
   c.norm_eps = f.number_or("rms_norm_eps", 1e-6);
@@ -310,7 +328,7 @@ ModelConfig parse_llama_family(const Fields& f, const std::string& type) {
     c.attention_output_bias = c.mlp_bias = false;
     if (f.boolean_or("use_sliding_window", false)) {
       c.sliding_window = f.integer_or("sliding_window", 0);
-      c.max_window_layers = static_cast<int>(f.integer_or("max_window_layers", 28));
+      c.max_window_layers = f.int_field_or("max_window_layers", 28);
     }
   }
   if (f.has("sliding_window") && c.sliding_window < 0) {
@@ -382,7 +400,7 @@ ModelConfig model_config_from_hf_json(const std::string& text, const std::string
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e999
     throw InvalidInputError("[config] " + source + " is not valid JSON: " + e.what());
   }
   if (!j.is_object()) {

@@ -40,7 +40,8 @@ std::vector<int> pipeline_layer_counts(int n_layer, int stages, const std::vecto
     for (int s = 0; s < n_layer % stages; ++s) ++counts[s];
     return counts;
   }
-  const int sum = std::accumulate(requested.begin(), requested.end(), 0);
+  // In int64: entries near INT_MAX (--pp-layers 2147483647,1) must not overflow the sum.
+  const int64_t sum = std::accumulate(requested.begin(), requested.end(), int64_t{0});
   bool positive = true;
   for (int n : requested) positive = positive && n >= 1;
   if (static_cast<int>(requested.size()) != stages || !positive || sum != n_layer) {

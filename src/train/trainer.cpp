@@ -125,12 +125,19 @@ int run_training(const TrainOptions& o, const Launch& launch) {
           "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
               "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
   require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
+  require(o.grad_accum >= 1,
+          "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
+  int64_t step_tokens = 0;  // batch x seq_len x grad_accum x dp, without overflow
+  require(!__builtin_mul_overflow(o.batch, o.seq_len, &step_tokens) &&
+              !__builtin_mul_overflow(step_tokens, o.grad_accum, &step_tokens) &&
+              !__builtin_mul_overflow(step_tokens, int64_t{o.dp}, &step_tokens),
+          "batch x seq_len x grad_accum x dp (" + std::to_string(o.batch) + " x " +
+              std::to_string(o.seq_len) + " x " + std::to_string(o.grad_accum) + " x " +
+              std::to_string(o.dp) + ") must fit in 64 bits: the tokens of one step.");
   require(!o.sequence_parallel || (o.batch * o.seq_len) % tp_size == 0,
           "batch x seq_len (" + std::to_string(o.batch) + " x " + std::to_string(o.seq_len) +
               ") must be divisible by tp (" + std::to_string(tp_size) +
               ") with --sequence-parallel: each rank holds batch x seq_len / tp token rows.");
-  require(o.grad_accum >= 1,
-          "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
   require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
               o.profile >= 0,
           "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");

@@ -135,6 +135,8 @@ err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --out /proc/nope 2>&1 >/de
 : > "$dir/empty.txt"
 err=$(run 2 train --model gpt2-tiny --data "$dir/empty.txt" --steps 20 --batch 4 2>&1 >/dev/null) && { echo "FAIL: empty data accepted"; exit 1; }
 [ "$(echo "$err" | grep -c "$dir/empty.txt")" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 train $common --steps 20 --batch 4611686018427387904 --grad-accum 4 --tp 2 2>&1 >/dev/null) && { echo "FAIL: an overflowing batch accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'must fit in 64 bits: the tokens of one step')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --profile -1 2>&1 >/dev/null) && { echo "FAIL: --profile -1 accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'profile must not be negative')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 

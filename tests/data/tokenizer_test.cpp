@@ -251,5 +251,25 @@ TEST_F(TokenizerTest, RefusesBrokenVocabularies) {
   EXPECT_EQ(load_tokenizer(dir_.string())->encode(" hi"), (std::vector<int32_t>{257}));
 }
 
+// Found while writing tests/fuzz/tokenizer_json_fuzz: "model": "BPE" passed
+// the type check, then json::value() on the string threw nlohmann's type_error.
+TEST_F(TokenizerTest, ModelThatIsNotAnObjectIsRefused) {
+  json t = tiny_tokenizer_json();
+  t["model"] = "BPE";
+  expect_refused(
+      t, "tokenizer.json: model (\"BPE\") must be an object holding type, vocab and merges");
+}
+
+// What tests/fuzz/model_config_fuzz found in config.json, here too: a number
+// too large for a double is nlohmann's out_of_range, not parse_error, and escaped.
+TEST_F(TokenizerTest, NumberTooLargeForADoubleIsInvalidJson) {
+  write(dir_ / "tokenizer.json", R"({"model": {"type": "BPE", "dropout": 1e999}})");
+  expect_refused_text("tokenizer.json is not valid JSON");
+  fs::remove(dir_ / "tokenizer.json");
+  write(dir_ / "vocab.json", R"({"a": 1e999})");
+  write(dir_ / "merges.txt", "#version: 0.2\n");
+  expect_refused_text("vocab.json is not valid JSON");
+}
+
 }  // namespace
 }  // namespace colrow

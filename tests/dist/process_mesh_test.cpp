@@ -144,6 +144,22 @@ TEST(ProcessMeshValidateTest, ProductDoesNotOverflow) {
   // 65536 * 65536 wraps a 32-bit int to 0; it must still be reported as too large.
   EXPECT_TRUE(contains(validate_error(65536, 1, 65536, 1), "= 4294967296 "));
   EXPECT_TRUE(contains(validate_error(2048, 2048, 2048, 1), "= 8589934592 "));
+  // Found while writing tests/fuzz/cli_flags_fuzz: three degrees near INT_MAX
+  // overflowed int64 too (undefined behaviour); now "more than 2^63".
+  const std::string message = validate_error(2097152, 2097152, 2097152, 4);
+  EXPECT_TRUE(contains(message,
+                       "= more than 2^63 must equal the world size (4). Choose tp x pp "
+                       "x dp = 4 (e.g. --tp 4 --pp 1 --dp 1)."))
+      << message;
+  EXPECT_TRUE(contains(validate_error(2147483647, 2147483647, 2147483647, 1), "more than 2^63"));
+}
+
+// Found while writing tests/fuzz/cli_flags_fuzz: --pp 65536 --dp 65536 with
+// --tp 0 overflowed pp x dp in an int (undefined behaviour).
+TEST(ProcessMeshValidateTest, ResolveTpDoesNotOverflow) {
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 65536, 65536, 8), 1);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 2147483647, 2147483647, 2147483647), 1);
+  EXPECT_EQ(ProcessMesh::resolve_tp(0, 1, 1, 2147483647), 2147483647);
 }
 
 TEST(ProcessMeshValidateTest, DegreesMustBePositive) {

@@ -427,5 +427,53 @@ TEST(ModelConfigTest, EveryFamilyOptionSurvivesTheExportedConfigJson) {
   EXPECT_THROW(hf_config_json(odd), ConfigError);
 }
 
+// Found by tests/fuzz/model_config_fuzz: nlohmann reports a number too large
+// for a double (1e999) as out_of_range, not parse_error, and it escaped.
+TEST(ModelConfigTest, NumberTooLargeForADoubleIsInvalidJson) {
+  const std::string m = message_of([] {
+    model_config_from_hf_json(R"({"model_type": "gpt2", "layer_norm_epsilon": 1e999})", "a.json");
+  });
+  EXPECT_NE(m.find("[config] a.json is not valid JSON"), std::string::npos) << m;
+  EXPECT_THROW(model_config_from_hf_json("[64e77777]", "a.json"), InvalidInputError);
+}
+
+// Found while writing tests/fuzz/model_config_fuzz: without n_inner, gpt2's
+// default 4 x n_embd overflowed int64 (undefined behaviour) for n_embd near 2^63.
+TEST(ModelConfigTest, DefaultFfnWidthOfAHugeGpt2IsRefused) {
+  const std::string m = message_of([] {
+    model_config_from_hf_json(
+        R"({"model_type": "gpt2", "vocab_size": 1, "n_embd": 9223372036854775807,
+            "n_layer": 1, "n_head": 1, "n_positions": 1})",
+        "a.json");
+  });
+  EXPECT_EQ(m,
+            "[config] a.json: n_embd (9223372036854775807) is too large: 4 x n_embd, the default "
+            "n_inner, must fit in 64 bits.");
+  // Given explicitly, n_inner is taken as it is (validate() judges it).
+  EXPECT_EQ(model_config_from_hf_json(
+                R"({"model_type": "gpt2", "vocab_size": 1, "n_embd": 4611686018427387904,
+                    "n_layer": 1, "n_head": 1, "n_positions": 1, "n_inner": 8})",
+                "a.json")
+                .ffn_hidden_size,
+            8);
+}
+
+// Layer and head counts are ints: a larger value is refused, never truncated
+// (4294967298 layers read as 2 before).
+TEST(ModelConfigTest, CountsPastIntAreRefusedNotTruncated) {
+  EXPECT_EQ(message_of([] {
+              model_config_from_hf_json(R"({"model_type": "gpt2", "vocab_size": 10, "n_embd": 8,
+                                            "n_layer": 4294967298, "n_head": 1, "n_positions": 4})",
+                                        "a.json");
+            }),
+            "[config] a.json: field n_layer (4294967298) must be an integer that fits in 32 bits.");
+  EXPECT_THROW(model_config_from_hf_json(
+                   R"({"model_type": "llama", "vocab_size": 32, "hidden_size": 8,
+                       "intermediate_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+                       "num_key_value_heads": -4294967295, "max_position_embeddings": 4})",
+                   "a.json"),
+               InvalidInputError);
+}
+
 }  // namespace
 }  // namespace colrow

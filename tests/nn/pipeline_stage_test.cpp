@@ -54,5 +54,17 @@ TEST(PipelineStage, BadSplitsAreRefusedWithTheFix) {
   }
 }
 
+// Found by tests/fuzz/cli_flags_fuzz: the sum of --pp-layers entries near
+// INT_MAX overflowed an int (undefined behaviour) before it was compared.
+TEST(PipelineStage, HugeLayerCountsAreRefusedWithoutOverflow) {
+  for (const std::vector<int>& bad :
+       std::vector<std::vector<int>>{{2147483647, 2147483647}, {6, 2147483647}, {2147483647, 1}}) {
+    const std::string message = refusal(4, 2, bad);
+    EXPECT_NE(message.find("[pipeline] pp_layers ("), std::string::npos) << message;
+  }
+  // A sum that wraps to n_layer in 32 bits is refused too: 2 x 2147483647 + 6 = 2^32 + 4.
+  EXPECT_NE(refusal(4, 3, {2147483647, 2147483647, 6}).find("pp_layers"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace colrow

@@ -50,7 +50,10 @@ bool thread_invariant_gemm() {
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
-  const auto [m, n, k] = check_gemm(trans_a, trans_b, a, b, c);
+  // Plain names, not a structured binding: OpenMP's loop below uses them,
+  // and C++17 does not let a parallel region capture a binding (clang refuses).
+  const auto dims = check_gemm(trans_a, trans_b, a, b, c);
+  const int64_t m = dims.m, n = dims.n, k = dims.k;
   if (m == 0 || n == 0) return;
   if (k == 0) {  // c = beta c: an empty sum (BLAS would want lda >= 1)
     for (int64_t i = 0; i < m; ++i) {
