@@ -1,0 +1,91 @@
+#!/bin/sh
+# The multi-node path on one machine: two network namespaces joined by a
+# bridge are two "nodes" (10.77.N.1 and .2), each with its own Open MPI
+# daemon, started through an rsh agent that enters the namespace; ranks talk
+# over TCP only (--mca btl self,tcp, --comm mpi). Checks:
+#  - multi-rank unit tests (communicators, point to point, the whole model)
+#    pass with one rank per node;
+#  - colrow train at tp 2, dp 2 (ZeRO-1) and pp 2 gives the same losses and
+#    gradient norms, bit for bit, and the same checkpoint bytes as on one node
+#    over shared memory.
+# Needs CAP_NET_ADMIN (ip netns, a bridge); exits 77 (skipped) without it.
+#   tcp_namespaces_test.sh COLROW MPIEXEC TESTS_DIR
+set -eu
+colrow=$1; mpiexec=$2; tests=$3
+dir=$(mktemp -d)
+id=$$
+net=$((id % 200 + 20))  # 10.77.<net>.0/24, the bridge at .254
+bridge=crbr$id; ns0=crns${id}a; ns1=crns${id}b
+cleanup() {
+  ip netns del "$ns0" 2>/dev/null || true
+  ip netns del "$ns1" 2>/dev/null || true
+  ip link del "$bridge" 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+if ! ip link add "$bridge" type bridge 2>/dev/null; then
+  echo "SKIP: cannot create network namespaces and a bridge here (needs CAP_NET_ADMIN)"; exit 77
+fi
+ip addr add 10.77.$net.254/24 dev "$bridge"
+ip link set "$bridge" up
+i=1
+for ns in "$ns0" "$ns1"; do
+  ip netns add "$ns"
+  ip link add "crh$id$i" type veth peer name "crn$id$i"
+  ip link set "crn$id$i" netns "$ns"
+  ip link set "crh$id$i" master "$bridge"
+  ip link set "crh$id$i" up
+  ip -n "$ns" addr add 10.77.$net.$i/24 dev "crn$id$i"
+  ip -n "$ns" link set "crn$id$i" up
+  ip -n "$ns" link set lo up
+  i=$((i+1))
+done
+# The rsh agent: host 10.77.<net>.1 is the first namespace, .2 the second.
+cat > "$dir/rsh" <<EOF
+#!/bin/sh
+host=\$1; shift
+case "\$host" in *.1) ns=$ns0 ;; *) ns=$ns1 ;; esac
+# Each node its own temporary directory, as separate machines have: Open
+# MPI's session directories are named by host name, which the nodes share.
+mkdir -p "$dir/tmp-\$ns"
+exec ip netns exec "\$ns" env TMPDIR="$dir/tmp-\$ns" sh -c "\$*"
+EOF
+chmod +x "$dir/rsh"
+printf '10.77.%s.1 slots=1\n10.77.%s.2 slots=1\n' $net $net > "$dir/hosts"
+tcp() {
+  timeout 300 "$mpiexec" -np 2 --hostfile "$dir/hosts" --mca plm_rsh_agent "$dir/rsh" \
+    --mca btl self,tcp --mca btl_tcp_if_include 10.77.$net.0/24 \
+    --mca oob_tcp_if_include 10.77.$net.0/24 --quiet "$@"
+}
+local2() { timeout 300 "$mpiexec" -np 2 --oversubscribe --bind-to none --quiet "$@"; }
+
+# Both ranks report the node they ran on: two namespaces, two addresses.
+nodes=$(tcp sh -c 'ip -4 -o addr show | grep -o "10\.77\.[0-9]*\.[12]/" | tr -d /' | sort | tr '\n' ' ')
+[ "$nodes" = "10.77.$net.1 10.77.$net.2 " ] || { echo "FAIL: ranks not on two nodes: $nodes"; exit 1; }
+
+for t in dist_communicator_test dist_point_to_point_test dist_process_mesh_test nn_gpt_model_test train_adamw_test; do
+  # That one asks for --comm shm, which is refused across nodes (rightly).
+  filter="-ProcessMeshTest.DeviceMeshWrapsThePpGroupLikeTheOthers"
+  tcp "$tests/$t" --gtest_brief=1 --gtest_filter="$filter" > "$dir/$t.log" 2>&1 || { echo "FAIL: $t over TCP"; tail -30 "$dir/$t.log"; exit 1; }
+done
+echo "over TCP between two namespaces: communicators, point to point, mesh, model, AdamW pass"
+
+i=0; while [ $i -lt 300 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
+common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --batch 4 --steps 4 --threads 1"
+for mesh in "--tp 2" "--dp 2 --tp 1" "--pp 2 --tp 1 --grad-accum 2"; do
+  name=$(echo "$mesh" | tr -d ' -')
+  tcp "$colrow" train $common $mesh --comm mpi --metrics "$dir/$name-tcp.jsonl" --out "$dir/$name-tcp" > /dev/null
+  local2 "$colrow" train $common $mesh --metrics "$dir/$name-shm.jsonl" --out "$dir/$name-shm" > /dev/null
+  python3 - "$dir" "$name" "$mesh" <<'PY'
+import json, sys
+d, name, mesh = sys.argv[1:]
+def steps(kind):
+    return [(m["step"], m["loss"], m["grad_norm"], m.get("val_loss")) for m in map(json.loads, open(f"{d}/{name}-{kind}.jsonl"))]
+tcp, shm = steps("tcp"), steps("shm")
+assert len(tcp) == 4 and tcp == shm, (mesh, tcp, shm)
+for f in ["model.safetensors", "optimizer.exp_avg.safetensors", "optimizer.exp_avg_sq.safetensors"]:
+    assert open(f"{d}/{name}-tcp/latest/{f}", "rb").read() == open(f"{d}/{name}-shm/latest/{f}", "rb").read(), (mesh, f)
+print(f"{mesh}: TCP across namespaces = shared memory on one node, bit for bit")
+PY
+done
+echo "tcp_namespaces_test: all passed"
