@@ -54,3 +54,15 @@ function(colrow_add_gpu_test name source)
                          SKIP_REGULAR_EXPRESSION "GPU test skipped")
   endforeach()
 endfunction()
+
+# colrow_add_cli_test(name script timeout [arg ...])
+# An end-to-end test of the colrow binary: tests/cli/<script> run with the
+# binary, mpiexec and the extra args, under the MPI test environment, killed
+# after `timeout` seconds. More properties: set_tests_properties(name ...).
+function(colrow_add_cli_test name script timeout)
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/${script} $<TARGET_FILE:colrow>
+                   ${MPIEXEC_EXECUTABLE} ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout}
+                       ENVIRONMENT "${COLROW_MPI_TEST_ENV}")
+endfunction()

@@ -127,10 +127,10 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
   require(o.grad_accum >= 1,
           "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
-  int64_t step_tokens = 0;  // batch x seq_len x grad_accum x dp, without overflow
-  require(!__builtin_mul_overflow(o.batch, o.seq_len, &step_tokens) &&
-              !__builtin_mul_overflow(step_tokens, o.grad_accum, &step_tokens) &&
-              !__builtin_mul_overflow(step_tokens, int64_t{o.dp}, &step_tokens),
+  int64_t tokens_per_step = 0;  // batch x seq_len x grad_accum x dp, without overflow
+  require(!__builtin_mul_overflow(o.batch, o.seq_len, &tokens_per_step) &&
+              !__builtin_mul_overflow(tokens_per_step, o.grad_accum, &tokens_per_step) &&
+              !__builtin_mul_overflow(tokens_per_step, int64_t{o.dp}, &tokens_per_step),
           "batch x seq_len x grad_accum x dp (" + std::to_string(o.batch) + " x " +
               std::to_string(o.seq_len) + " x " + std::to_string(o.grad_accum) + " x " +
               std::to_string(o.dp) + ") must fit in 64 bits: the tokens of one step.");
@@ -184,7 +184,6 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
   const int64_t local_params = model.local_parameter_count();
-  const int64_t tokens_per_step = o.batch * o.seq_len * o.grad_accum * o.dp;
   std::ostringstream about;
   about << "colrow train: " << to_string(config.family) << " (" << o.model << "), "
         << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "

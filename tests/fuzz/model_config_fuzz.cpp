@@ -9,21 +9,16 @@
 // (nlohmann's own, InternalError), a saved config that does not load as the
 // same model, a hang.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "colrow/core/error.h"
 #include "colrow/nn/model_config.h"
+#include "finding.h"
 
 namespace colrow::fuzz {
 namespace {
 
-void require(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "[fuzz] model_config: %s\n", what);
-  std::abort();
-}
+constexpr const char* kTarget = "model_config";
 
 // The fields that decide the model's math and its checkpoint's tensors.
 bool same_model(const ModelConfig& a, const ModelConfig& b) {
@@ -83,10 +78,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     loaded = model_config_from_hf_json(saved, "saved config.json");
   } catch (const Error& e) {
-    std::fprintf(stderr, "[fuzz] model_config: a saved config does not load: %s\n%s\n", e.what(),
-                 saved.c_str());
-    std::abort();
+    fuzz::report_finding(fuzz::kTarget, "a saved config does not load: ",
+                         (std::string(e.what()) + "\n" + saved).c_str());
   }
-  fuzz::require(fuzz::same_model(config, loaded), "a saved config loads as another model");
+  fuzz::require(fuzz::kTarget, fuzz::same_model(config, loaded),
+                "a saved config loads as another model");
   return 0;
 }

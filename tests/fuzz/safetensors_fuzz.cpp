@@ -23,17 +23,14 @@
 #include "colrow/core/shard_spec.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/io/safetensors.h"
+#include "finding.h"
 #include "io/safetensors_format.h"
 #include "memory_file.h"
 
 namespace colrow::fuzz {
 namespace {
 
-void require(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "[fuzz] safetensors: %s\n", what);
-  std::abort();
-}
+constexpr const char* kTarget = "safetensors";
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), 4 * a.size()) == 0);
@@ -69,10 +66,11 @@ void check_blocks(const SafetensorsReader& reader, const TensorInfo& t,
     } else {
       reader.read_block(t.name, row0, rows, col0, cols, out);
     }
-    require(out.shape() == Shape({rows, cols}), "a block has another shape");
+    require(kTarget, out.shape() == Shape({rows, cols}), "a block has another shape");
     if (whole.empty()) continue;
-    require(out.data() == wide.data(), "read_block replaced an output of the right shape");
-    require(same_bits(out.to_vector(), block_of(whole, b, row0, rows, col0, cols, transposed)),
+    require(kTarget, out.data() == wide.data(), "read_block replaced an output of the right shape");
+    require(kTarget,
+            same_bits(out.to_vector(), block_of(whole, b, row0, rows, col0, cols, transposed)),
             "a block differs from the whole tensor");
   }
   // Shard 1 of 2 of W = S^T along each dim (GPT-2's Conv1D weights).
@@ -85,7 +83,7 @@ void check_blocks(const SafetensorsReader& reader, const TensorInfo& t,
     const std::vector<float> expected = whole.empty() ? std::vector<float>()
                                         : dim == 0    ? block_of(whole, b, half, half, 0, a, true)
                                                       : block_of(whole, b, 0, b, half, half, true);
-    require(same_bits(shard.to_vector(), expected),
+    require(kTarget, same_bits(shard.to_vector(), expected),
             "a transposed shard differs from the whole tensor");
   }
 }
@@ -108,13 +106,14 @@ void check_shards(const SafetensorsReader& reader, const TensorInfo& t,
       const auto first = whole.begin() + (o * size + half) * inner;
       expected.insert(expected.end(), first, first + half * inner);
     }
-    require(same_bits(shard.to_vector(), expected), "a shard differs from the whole tensor");
+    require(kTarget, same_bits(shard.to_vector(), expected),
+            "a shard differs from the whole tensor");
   }
 }
 
 void check_tensor(const SafetensorsReader& reader, const TensorInfo& t) {
   const auto* dtype = safetensors::find_dtype(t.dtype);
-  require(dtype != nullptr, "the reader accepted an unknown dtype");
+  require(kTarget, dtype != nullptr, "the reader accepted an unknown dtype");
   Tensor whole;
   if (dtype->encoding == safetensors::Encoding::kUnreadable) {
     try {
@@ -122,10 +121,10 @@ void check_tensor(const SafetensorsReader& reader, const TensorInfo& t) {
     } catch (const InvalidInputError&) {
       return;
     }
-    require(false, "a dtype colrow cannot read was read");
+    require(kTarget, false, "a dtype colrow cannot read was read");
   }
   reader.read(t.name, ShardSpec::replicated(t.shape), whole);
-  require(whole.shape() == t.shape, "the whole read has another shape");
+  require(kTarget, whole.shape() == t.shape, "the whole read has another shape");
   const std::vector<float> values = whole.to_vector();
   if (t.shape.empty()) return;  // a scalar: no rows, blocks or shards
   // The second half of the rows.
@@ -133,7 +132,8 @@ void check_tensor(const SafetensorsReader& reader, const TensorInfo& t) {
   const int64_t inner = t.shape[0] > 0 ? static_cast<int64_t>(values.size()) / t.shape[0] : 0;
   Tensor part;
   reader.read_rows(t.name, row0, rows, part);
-  require(same_bits(part.to_vector(), std::vector<float>(values.begin() + row0 * inner,
+  require(kTarget,
+          same_bits(part.to_vector(), std::vector<float>(values.begin() + row0 * inner,
                                                          values.begin() + (row0 + rows) * inner)),
           "read_rows differs from the whole tensor");
   check_shards(reader, t, values);
@@ -164,7 +164,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // Every tensor of an accepted file reads (an error here is a finding too).
   for (const auto& [name, info] : reader->tensors()) {
-    fuzz::require(info.end >= info.begin && reader->data_start() + info.end <= size,
+    fuzz::require(fuzz::kTarget, info.end >= info.begin && reader->data_start() + info.end <= size,
                   "an entry's bytes lie outside the file");
     fuzz::check_tensor(*reader, info);
   }

@@ -21,6 +21,7 @@
 #include "colrow/data/token_dataset.h"
 #include "colrow/data/token_file.h"
 #include "colrow/data/token_source.h"
+#include "finding.h"
 #include "memory_file.h"
 
 namespace colrow::fuzz {
@@ -28,11 +29,7 @@ namespace {
 
 constexpr int64_t kVocabSize = 65536;  // every uint16 id
 
-void require(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "[fuzz] token_file: %s\n", what);
-  std::abort();
-}
+constexpr const char* kTarget = "token_file";
 
 MemoryFile& file() {
   static MemoryFile instance("tokens");
@@ -41,21 +38,23 @@ MemoryFile& file() {
 
 // Every id both ways: one by one, and in one copy.
 void check_ids(const TokenFile& tokens) {
-  require(tokens.size() >= 1, "a token file without tokens was accepted");
+  require(kTarget, tokens.size() >= 1, "a token file without tokens was accepted");
   std::vector<int32_t> all(static_cast<size_t>(tokens.size()));
   tokens.copy(0, tokens.size(), all.data());
   for (int64_t i = 0; i < tokens.size(); ++i) {
-    require(static_cast<int32_t>(tokens.token(i)) == all[i], "token() and copy() disagree");
+    require(kTarget, static_cast<int32_t>(tokens.token(i)) == all[i],
+            "token() and copy() disagree");
   }
 }
 
 void check_batch(const Batch& b) {
   require(
+      kTarget,
       b.ids.size() == static_cast<size_t>(b.rows * b.seq_len) && b.targets.size() == b.ids.size(),
       "a batch has the wrong size");
   for (int64_t row = 0; row < b.rows; ++row) {
     for (int64_t t = 0; t + 1 < b.seq_len; ++t) {
-      require(b.targets[row * b.seq_len + t] == b.ids[row * b.seq_len + t + 1],
+      require(kTarget, b.targets[row * b.seq_len + t] == b.ids[row * b.seq_len + t + 1],
               "a target is not the next id");
     }
   }
@@ -77,7 +76,7 @@ void train_on(std::unique_ptr<TokenSource> source) {
   }
   try {
     data.require_ids_below(kVocabSize);
-    require(data.unigram_cross_entropy(kVocabSize) >= 0.0, "a negative cross-entropy");
+    require(kTarget, data.unigram_cross_entropy(kVocabSize) >= 0.0, "a negative cross-entropy");
   } catch (const InvalidInputError&) {  // an id past the vocabulary, an empty split
   }
 }

@@ -14,8 +14,6 @@
 // the inputs before it; the differential check catches a stale cache entry.
 #include <climits>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -27,16 +25,13 @@
 #include "colrow/data/byte_tokenizer.h"
 #include "colrow/data/gpt2_tokenizer.h"
 #include "data/gpt2_pretokenizer.h"
+#include "finding.h"
 #include "tokenizer_checks.h"
 
 namespace colrow::fuzz {
 namespace {
 
-void require(bool ok, const char* what) {
-  if (ok) return;
-  std::fprintf(stderr, "[fuzz] tokenizer_text: %s\n", what);
-  std::abort();
-}
+constexpr const char* kTarget = "tokenizer_text";
 
 // Merges by rank; each result becomes a token.
 const std::vector<std::pair<std::string, std::string>>& merge_list() {
@@ -107,13 +102,13 @@ void check_gpt2(const std::string& text) {
   std::string tiled;
   std::vector<int32_t> expected;
   pretokenizer.split(text, [&](std::string_view piece) {
-    require(!piece.empty(), "an empty piece");
+    require(kTarget, !piece.empty(), "an empty piece");
     tiled.append(piece);
     const std::vector<int32_t> ids = reference_bpe(tokenizer, piece);
     expected.insert(expected.end(), ids.begin(), ids.end());
   });
-  require(tiled == text, "the pieces do not tile the text");
-  require(tokenizer.encode(text) == expected, "ids differ from encoder.py's bpe()");
+  require(kTarget, tiled == text, "the pieces do not tile the text");
+  require(kTarget, tokenizer.encode(text) == expected, "ids differ from encoder.py's bpe()");
   require_round_trip(tokenizer, text);
 }
 
@@ -123,9 +118,9 @@ void check_decode(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
   for (const int32_t id : ids) in_range = in_range && id >= 0 && id < tokenizer.vocab_size();
   try {
     tokenizer.decode(ids);
-    require(in_range, "an id outside the vocabulary was decoded");
+    require(kTarget, in_range, "an id outside the vocabulary was decoded");
   } catch (const InvalidInputError&) {
-    require(!in_range, "ids inside the vocabulary were refused");
+    require(kTarget, !in_range, "ids inside the vocabulary were refused");
   }
 }
 

@@ -116,23 +116,33 @@ struct TrainRun {
   std::vector<double> norms;
 };
 
-TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps) {
-  TrainRun run;
+// Every toy tensor's shard on tp rank `tp_rank` of `tp_size`, at its initial
+// values; `owned` keeps them, the pointers are AdamW's list.
+std::vector<Parameter*> initial_params(int tp_rank, int tp_size,
+                                       std::vector<std::unique_ptr<Parameter>>& owned) {
   std::vector<Parameter*> ptrs;
   for (size_t i = 0; i < kCount; ++i) {
-    const ShardSpec spec = spec_of(i, tp.rank(), tp.size());
-    run.params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
-    run.params.back()->value.copy_from(
-        to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
-    ptrs.push_back(run.params.back().get());
+    const ShardSpec spec = spec_of(i, tp_rank, tp_size);
+    owned.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
+    owned.back()->value.copy_from(to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
+    ptrs.push_back(owned.back().get());
   }
-  AdamW adamw(tp, dp, ptrs, config_with(zero));
+  return ptrs;
+}
+
+// Step s's gradients of dp rank `dp_rank`, each parameter's shard of them.
+void set_grads(const std::vector<std::unique_ptr<Parameter>>& params, int dp_rank, int s) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Parameter& p = *params[i];
+    p.grad.copy_from(to_tensor(p.shard.local_shape(), block_of(full_grad(i, dp_rank, s), p.shard)));
+  }
+}
+
+TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps) {
+  TrainRun run;
+  AdamW adamw(tp, dp, initial_params(tp.rank(), tp.size(), run.params), config_with(zero));
   for (int s = 0; s < steps; ++s) {
-    for (size_t i = 0; i < kCount; ++i) {
-      Parameter& p = *run.params[i];
-      p.grad.copy_from(
-          to_tensor(p.shard.local_shape(), block_of(full_grad(i, dp.rank(), s), p.shard)));
-    }
+    set_grads(run.params, dp.rank(), s);
     run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
   }
   EXPECT_EQ(adamw.step_count(), steps);
@@ -247,14 +257,7 @@ TEST(AdamW, WeightDecayAppliesToMatricesOnly) {
     for (int zero : {0, 1}) {
       for (bool decay_none : {false, true}) {
         std::vector<std::unique_ptr<Parameter>> params;
-        std::vector<Parameter*> ptrs;
-        for (size_t i = 0; i < kCount; ++i) {
-          const ShardSpec spec = spec_of(i, mesh.tp_rank(), tp_size);
-          params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
-          params.back()->value.copy_from(
-              to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
-          ptrs.push_back(params.back().get());
-        }
+        const std::vector<Parameter*> ptrs = initial_params(mesh.tp_rank(), tp_size, params);
         AdamWConfig config = config_with(zero);
         config.weight_decay = 0.5f;
         if (decay_none) config.decays = [](const Parameter&) { return false; };
@@ -291,29 +294,13 @@ TEST(AdamW, NonFiniteGradientOnOneRankUpdatesNothingAnywhere) {
       for (size_t bad_tensor = 0; bad_tensor < kCount; ++bad_tensor) {
         SCOPED_TRACE("tp " + std::to_string(tp_size) + " zero " + std::to_string(zero) + " " +
                      kTensors[bad_tensor].name);
-        auto fresh = [&](std::vector<std::unique_ptr<Parameter>>& params) {
-          std::vector<Parameter*> ptrs;
-          for (size_t i = 0; i < kCount; ++i) {
-            const ShardSpec spec = spec_of(i, mesh.tp_rank(), tp_size);
-            params.push_back(std::make_unique<Parameter>(kTensors[i].name, spec, Init::zeros(), 0));
-            params.back()->value.copy_from(
-                to_tensor(spec.local_shape(), block_of(initial_values(i), spec)));
-            ptrs.push_back(params.back().get());
-          }
-          return ptrs;
-        };
-        auto set_grads = [&](std::vector<std::unique_ptr<Parameter>>& params, int s) {
-          for (auto& p : params) {
-            const size_t i = &p - params.data();
-            p->grad.copy_from(to_tensor(p->shard.local_shape(),
-                                        block_of(full_grad(i, mesh.dp_rank(), s), p->shard)));
-          }
-        };
         std::vector<std::unique_ptr<Parameter>> bad_params, good_params;
-        AdamW bad(mesh.tp(), mesh.dp(), fresh(bad_params), config_with(zero));
-        AdamW good(mesh.tp(), mesh.dp(), fresh(good_params), config_with(zero));
-        set_grads(bad_params, 0);
-        set_grads(good_params, 0);
+        AdamW bad(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, bad_params),
+                  config_with(zero));
+        AdamW good(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, good_params),
+                   config_with(zero));
+        set_grads(bad_params, mesh.dp_rank(), 0);
+        set_grads(good_params, mesh.dp_rank(), 0);
         bad.step(static_cast<float>(lr_of(0)));
         good.step(static_cast<float>(lr_of(0)));
         const std::vector<float> m_before = bad.exp_avg().to_vector();
@@ -321,7 +308,7 @@ TEST(AdamW, NonFiniteGradientOnOneRankUpdatesNothingAnywhere) {
         std::vector<std::vector<float>> before;
         for (auto& p : bad_params) before.push_back(p->value.to_vector());
 
-        set_grads(bad_params, 1);
+        set_grads(bad_params, mesh.dp_rank(), 1);
         if (world().rank() == world().size() - 1) {
           Tensor& g = bad_params[bad_tensor]->grad;
           g.view({g.numel()})
@@ -336,8 +323,8 @@ TEST(AdamW, NonFiniteGradientOnOneRankUpdatesNothingAnywhere) {
           EXPECT_EQ(bad_params[i]->value.to_vector(), before[i]) << kTensors[i].name;
         }
 
-        set_grads(bad_params, 1);
-        set_grads(good_params, 1);
+        set_grads(bad_params, mesh.dp_rank(), 1);
+        set_grads(good_params, mesh.dp_rank(), 1);
         EXPECT_EQ(bad.step(static_cast<float>(lr_of(1))), good.step(static_cast<float>(lr_of(1))));
         for (size_t i = 0; i < kCount; ++i) {
           EXPECT_EQ(bad_params[i]->value.to_vector(), good_params[i]->value.to_vector())

@@ -44,10 +44,6 @@ void set_thread_invariant_gemm(bool on) {
   g_thread_invariant = on;
 }
 
-bool thread_invariant_gemm() {
-  return g_thread_invariant;
-}
-
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
   // Plain names, not a structured binding: OpenMP's loop below uses them,

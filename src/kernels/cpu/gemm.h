@@ -28,7 +28,6 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
 // of packing each operand once per block row or column (docs/performance.md).
 constexpr int64_t kInvariantBlock = 256;
 void set_thread_invariant_gemm(bool on);
-bool thread_invariant_gemm();
 
 // 2 m n k: the floating-point operations of one such product.
 inline double gemm_flops(int64_t m, int64_t n, int64_t k) {
