@@ -1,7 +1,8 @@
 # colrow_add_test(name source [NP n1 n2 ...])
 # Builds one GoogleTest binary and registers it once per process count: NP 1
-# runs it as a plain process, larger counts under mpirun. Every run has a
-# timeout, so a deadlock fails the test instead of hanging CI.
+# runs it as a plain process, larger counts under mpirun (label multirank,
+# the suite tcp_namespaces_test.sh also runs across two nodes). Every run has
+# a timeout, so a deadlock fails the test instead of hanging CI.
 set(COLROW_MPI_TEST_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 set(COLROW_TEST_TIMEOUT 120 CACHE STRING "Seconds before a test run counts as hung")
@@ -27,6 +28,9 @@ function(colrow_add_test name source)
     endif()
     set_tests_properties(${test_name} PROPERTIES TIMEOUT ${COLROW_TEST_TIMEOUT}
                          ENVIRONMENT "${COLROW_MPI_TEST_ENV}" PROCESSORS ${np})
+    if(NOT np EQUAL 1)
+      set_property(TEST ${test_name} APPEND PROPERTY LABELS multirank)
+    endif()
   endforeach()
 endfunction()
 
@@ -50,19 +54,20 @@ function(colrow_add_gpu_test name source)
     if(NOT np EQUAL 1)
       set(test_name ${name}_np${np})
     endif()
-    set_tests_properties(${test_name} PROPERTIES LABELS gpu
-                         SKIP_REGULAR_EXPRESSION "GPU test skipped")
+    set_property(TEST ${test_name} APPEND PROPERTY LABELS gpu)
+    set_tests_properties(${test_name} PROPERTIES SKIP_REGULAR_EXPRESSION "GPU test skipped")
   endforeach()
 endfunction()
 
 # colrow_add_cli_test(name script timeout [arg ...])
 # An end-to-end test of the colrow binary: tests/cli/<script> run with the
 # binary, mpiexec and the extra args, under the MPI test environment, killed
-# after `timeout` seconds. More properties: set_tests_properties(name ...).
+# after `timeout` seconds; labelled multirank, as it launches ranks through
+# mpiexec. More properties: set_tests_properties(name ...).
 function(colrow_add_cli_test name script timeout)
   add_test(NAME ${name}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/${script} $<TARGET_FILE:colrow>
                    ${MPIEXEC_EXECUTABLE} ${ARGN})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout}
-                       ENVIRONMENT "${COLROW_MPI_TEST_ENV}")
+                       ENVIRONMENT "${COLROW_MPI_TEST_ENV}" LABELS multirank)
 endfunction()

@@ -8,14 +8,17 @@
 #   bench_comm_test.sh COLROW MPIEXEC
 set -eu
 colrow=$1; mpiexec=$2
+. "$(dirname "$0")/mpi_nodes.sh"
 run() { np=$1; shift; timeout 120 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
 for np in 1 2 3; do
+  shared=no; on_one_node "$mpiexec" "$np" && shared=yes
   out=$(run "$np" bench comm --min-bytes 4 --max-bytes 300000 --step-factor 9 --iterations 3 --warmup 1 --json)
-  python3 - "$out" "$np" <<'PY'
+  python3 - "$out" "$np" "$shared" <<'PY'
 import json, sys
-r, np = json.loads(sys.argv[1]), int(sys.argv[2])
+r, np, shared = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "yes"
 assert r["benchmark"] == "comm" and r["ranks"] == np and r["wrong"] == 0, r
-comms = ["shm", "mpi"] if np > 1 else ["mpi"]  # one rank has nothing to share
+# One rank has nothing to share, and ranks on several nodes cannot.
+comms = ["shm", "mpi"] if np > 1 and shared else ["mpi"]
 sizes = [4 * 9**i for i in range(6) if 4 * 9**i <= 300000]
 rows = r["results"]
 assert len(rows) == 3 * len(sizes) * len(comms), len(rows)
@@ -37,10 +40,15 @@ for row in rows:
 print("ok bench comm at", np, "ranks")
 PY
 done
-out=$(run 3 bench comm --comm shm --max-bytes 4096 --ops all_reduce --iterations 2)
-echo "$out" | grep -q "shm (shared memory)" || { echo "FAIL: no shm column: $out"; exit 1; }
-if echo "$out" | grep -q "mpi (Open MPI)"; then echo "FAIL: --comm shm also ran mpi"; exit 1; fi
-echo "$out" | grep -q "# wrong elements in all: 0" || { echo "FAIL: $out"; exit 1; }
+if on_one_node "$mpiexec" 3; then
+  out=$(run 3 bench comm --comm shm --max-bytes 4096 --ops all_reduce --iterations 2)
+  echo "$out" | grep -q "shm (shared memory)" || { echo "FAIL: no shm column: $out"; exit 1; }
+  if echo "$out" | grep -q "mpi (Open MPI)"; then echo "FAIL: --comm shm also ran mpi"; exit 1; fi
+  echo "$out" | grep -q "# wrong elements in all: 0" || { echo "FAIL: $out"; exit 1; }
+else
+  err=$(run 3 bench comm --comm shm --max-bytes 4096 --ops all_reduce 2>&1 >/dev/null) && { echo "FAIL: shm across nodes accepted"; exit 1; }
+  [ "$(echo "$err" | grep -c 'needs every rank of the group on one node')" = 3 ] || { echo "FAIL: $err"; exit 1; }
+fi
 err=$(run 2 bench comm --ops all_reduce,broadcast 2>&1 >/dev/null) && { echo "FAIL: broadcast accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'ops (all_reduce,broadcast) must be a comma-separated list')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 bench comm --min-bytes 64 --max-bytes 8 2>&1 >/dev/null) && { echo "FAIL: max < min accepted"; exit 1; }

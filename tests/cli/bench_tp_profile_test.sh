@@ -10,18 +10,20 @@
 #   bench_tp_profile_test.sh COLROW MPIEXEC
 set -eu
 colrow=$1; mpiexec=$2
+. "$(dirname "$0")/mpi_nodes.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT INT TERM
 run() { np=$1; shift; timeout 60 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
 tiny="--min-d 64 --max-d 256 --tokens 64 --iterations 2"
 
 for np in 1 2 4; do
+  shared=no; on_one_node "$mpiexec" "$np" && shared=yes
   # shellcheck disable=SC2086  # $tiny is a list of flags
   out=$(run "$np" bench tp-profile $tiny --json --out-json "$work/p$np.json" --out-svg "$work/p$np.svg")
-  python3 - "$out" "$np" "$work/p$np.json" "$work/p$np.svg" <<'PY'
+  python3 - "$out" "$np" "$work/p$np.json" "$work/p$np.svg" "$shared" <<'PY'
 import json, math, sys
 import xml.etree.ElementTree as ET
-text, np, json_path, svg_path = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+text, np, json_path, svg_path, shared = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5] == "yes"
 r = json.loads(text)
 with open(json_path) as f:
     assert json.load(f) == r, "stdout and --out-json differ"
@@ -41,7 +43,7 @@ for x in rows:
     assert x["t_compute_ms"] > 0 and x["t_total_ms"] > 0 and x["t_comm_ms"] >= 0, x
     assert t == 1 or x["t_comm_ms"] > 0, x
     assert x["ffn_hidden_local"] == 4 * d // t, x
-    assert x["comm"] == ("none" if t == 1 else "shm"), x
+    assert x["comm"] == ("none" if t == 1 else "shm" if shared else "mpi"), x
     measured = x["t_comm_ms"] / x["t_compute_ms"]
     assert math.isclose(x["measured_ratio"], measured, rel_tol=1e-9), x
     predicted = 0.0 if t == 1 else (t - 1) / d * macs / (4 * floats)

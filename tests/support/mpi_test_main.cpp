@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "colrow/dist/mpi_communicator.h"
 #include "support/test_world.h"
@@ -30,6 +32,12 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 }  // namespace
 Communicator& world() {
   return g_session->world();
+}
+
+bool world_on_one_node() {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const char* all = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return local == nullptr || all == nullptr || std::string(local) == all;
 }
 }  // namespace colrow::testing
 
