@@ -14,6 +14,7 @@
 #include <sstream>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
@@ -56,24 +57,6 @@ std::vector<Op> parse_ops(const std::string& text) {
   }
   if (ops.empty()) throw ConfigError("[bench] ops is empty: name at least one collective.");
   return ops;
-}
-
-void validate(const CommBenchOptions& o) {
-  if (o.min_bytes < 4 || o.max_bytes < o.min_bytes) {
-    throw ConfigError("[bench] min-bytes (" + std::to_string(o.min_bytes) + ") and max-bytes (" +
-                      std::to_string(o.max_bytes) + ") must satisfy 4 <= min-bytes <= max-bytes.");
-  }
-  if (o.step_factor < 2) {
-    throw ConfigError("[bench] step-factor (" + std::to_string(o.step_factor) +
-                      ") must be at least 2.");
-  }
-  if (o.iterations < 1 || o.warmup < 0) {
-    throw ConfigError("[bench] iterations (" + std::to_string(o.iterations) + ") and warmup (" +
-                      std::to_string(o.warmup) + ") must be >= 1 and >= 0.");
-  }
-  if (o.comm != "auto" && o.comm != "shm" && o.comm != "mpi") {
-    throw ConfigError("[bench] comm (" + o.comm + ") must be auto (shm and mpi), shm or mpi.");
-  }
 }
 
 // In and out of one collective; in-place all_reduce uses `in` only.

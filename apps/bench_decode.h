@@ -19,7 +19,7 @@ struct DecodeBenchOptions {
   int64_t prompt_len = 128;
   int64_t new_tokens = 128;
   int64_t batch = 1;
-  int tp = 0;  // 0: world size
+  int tp = 0;       // 0: world size
   int threads = 0;  // per rank; 0: cores / ranks on the node
   uint64_t seed = 1234;
   bool json = false;

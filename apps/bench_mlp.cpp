@@ -15,10 +15,12 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
+#include "colrow/nn/parallel_mlp.h"
 #include "colrow/runtime/blas_kernels.h"
 #include "colrow/runtime/threads.h"
 #include "kernels/ops.h"
@@ -131,18 +133,9 @@ PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Devic
 int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // Everything is checked before anything is allocated, identically on every rank.
+  validate(o, world.size());
   const int tp_size = ProcessMesh::resolve_tp(o.tp, /*pp=*/1, o.dp, world.size());
-  ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world.size());
-  MlpConfig config;
-  config.d_model = o.d_model;
-  config.ffn_hidden_size = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * o.d_model;
-  config.activation = parse_activation(o.activation);
-  config.bias = o.bias;
-  config.seed = o.seed;
-  validate(config, tp_size);
-  if (o.tokens < 1) {
-    throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be positive.");
-  }
+  const MlpConfig config = mlp_config(o);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   const Device device = placement.device;
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);

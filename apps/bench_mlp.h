@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "colrow/nn/parallel_mlp.h"
+#include "colrow/nn/mlp_config.h"
 #include "colrow/runtime/placement.h"
 
 namespace colrow::apps {
@@ -27,6 +27,17 @@ struct MlpBenchOptions {
   bool json = false;
   DeviceOptions device;  // --device, --comm, --tf32
 };
+
+// The layer the flags describe.
+inline MlpConfig mlp_config(const MlpBenchOptions& o) {
+  MlpConfig config;
+  config.d_model = o.d_model;
+  config.ffn_hidden_size = o.ffn_hidden_size > 0 ? o.ffn_hidden_size : 4 * o.d_model;
+  config.activation = parse_activation(o.activation);
+  config.bias = o.bias;
+  config.seed = o.seed;
+  return config;
+}
 
 // Returns the process exit status.
 int run_mlp_bench(const MlpBenchOptions& options, const Launch& launch);

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/local_communicator.h"
@@ -42,10 +43,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr int64_t kMaxD = 65536;
-constexpr int64_t kMaxTokens = int64_t{1} << 20;
-constexpr int kMaxThreads = 1024;
-constexpr int kMaxIterations = 1000;
 constexpr uint64_t kSeed = 1234;
 // The verification's fp32 sums run over at most a few thousand terms in
 // different orders (~1e-6 relative); a wrong shard or sum is far above 1e-4.
@@ -54,32 +51,6 @@ constexpr double kVerifyTolerance = 1e-4;
 // A cell is skipped when its ranks would need more than this share of the
 // node's memory: the rest belongs to the OS and to other jobs.
 constexpr double kMemoryShare = 0.5;
-
-void validate(const TpProfileOptions& o) {
-  if (o.min_d < 1 || o.max_d < o.min_d || o.max_d > kMaxD) {
-    throw ConfigError("[bench] min-d (" + std::to_string(o.min_d) + ") and max-d (" +
-                      std::to_string(o.max_d) + ") must satisfy 1 <= min-d <= max-d <= " +
-                      std::to_string(kMaxD) + ". Pass e.g. --min-d 256 --max-d 8192.");
-  }
-  if (o.tokens < 1 || o.tokens > kMaxTokens) {
-    throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be in [1, " +
-                      std::to_string(kMaxTokens) + "]. Pass e.g. --tokens 2048.");
-  }
-  if (o.threads < 0 || o.threads > kMaxThreads) {
-    throw ConfigError("[bench] threads (" + std::to_string(o.threads) +
-                      ") must be 0 (cores / ranks on the node) or a count up to " +
-                      std::to_string(kMaxThreads) + ". Pass e.g. --threads 0.");
-  }
-  if (o.iterations < 1 || o.iterations > kMaxIterations) {
-    throw ConfigError("[bench] iterations (" + std::to_string(o.iterations) + ") must be in [1, " +
-                      std::to_string(kMaxIterations) + "]. Pass e.g. --iterations 5.");
-  }
-  if (o.comm != "auto" && o.comm != "shm" && o.comm != "mpi") {
-    throw ConfigError("[bench] comm (" + o.comm +
-                      ") must be auto (shared memory on one node), shm or mpi: tp-profile runs "
-                      "on the CPU.");
-  }
-}
 
 // Whether rank 0 can write `path` ("" is never written): its directory exists
 // and is writable, and the file, if there, is a writable regular file.

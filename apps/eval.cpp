@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/data/token_dataset.h"
@@ -45,8 +46,8 @@ void require_ids_in_vocab(const TokenFile& file, int64_t vocab_size) {
 
 int run_eval(const EvalOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
+  validate(o, world.size());
   const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
-  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
   const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, {});
@@ -54,9 +55,6 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
     throw ConfigError("[eval] seq_len (" + std::to_string(o.seq_len) +
                       ") must be between 1 and max_position_embeddings (" +
                       std::to_string(config.max_position_embeddings) + ").");
-  }
-  if (o.batch < 1) {
-    throw ConfigError("[eval] batch (" + std::to_string(o.batch) + ") must be positive.");
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   const TokenFile file(o.tokens);

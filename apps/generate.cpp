@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/data/tokenizer.h"
@@ -71,21 +72,15 @@ std::vector<std::string> prompt_texts(const GenerateOptions& o) {
 
 int run_generate(const GenerateOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
+  validate(o, world.size());
+  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
   // GPT-2's BPE when the checkpoint has its files, else bytes.
   const std::unique_ptr<Tokenizer> tokenizer_owner = load_tokenizer(o.model);
   const Tokenizer& tokenizer = *tokenizer_owner;
-  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
-  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
-  if (o.prompt.empty() == o.prompts.empty()) {
-    throw ConfigError("[generate] give exactly one of --prompt TEXT and --prompts FILE.");
-  }
   GenerationOptions generation;
   generation.max_new_tokens = o.max_new_tokens;
-  generation.sampling.temperature = o.temperature;
-  generation.sampling.top_k = o.top_k;
-  generation.sampling.top_p = o.top_p;
+  generation.sampling = sampling_options(o);
   generation.seed = o.seed;
-  validate(generation.sampling);
   const ModelConfig config = load_hf_config(o.model + "/config.json");
   validate(config, tp_size);
   const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, {});

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "colrow/infer/sampling.h"
 #include "colrow/runtime/placement.h"
 
 namespace colrow::apps {
@@ -28,6 +29,15 @@ struct GenerateOptions {
   bool json = false;
   DeviceOptions device;  // --device, --comm, --tf32
 };
+
+// The sampling the flags ask for.
+inline SamplingOptions sampling_options(const GenerateOptions& o) {
+  SamplingOptions sampling;
+  sampling.temperature = o.temperature;
+  sampling.top_k = o.top_k;
+  sampling.top_p = o.top_p;
+  return sampling;
+}
 
 // Returns the process exit status.
 int run_generate(const GenerateOptions& options, const Launch& launch);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "cli.h"
 #include "colrow/core/error.h"
 #include "colrow/data/text_corpus.h"
 #include "colrow/data/token_file.h"
@@ -77,10 +78,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& ids, 
 }  // namespace
 
 int run_tokenize(const TokenizeOptions& o, const Launch& launch) {
-  if (o.format != "raw" && o.format != "llmc") {
-    throw ConfigError("[tokenize] format (" + o.format +
-                      ") must be raw (uint16 ids) or llmc (llm.c's header, then uint16 ids).");
-  }
+  validate(o);
   const std::filesystem::path output_dir =
       std::filesystem::absolute(o.output).parent_path();  // absolute: "" would mean the cwd
   if (!std::filesystem::is_directory(output_dir)) {

@@ -103,13 +103,21 @@ run_case unknown-flag --d-model 48 --tokens 8 --no-such-flag 7
 expect_in_message "[cli] "
 expect_in_message "--no-such-flag"
 
+# A flag's explicit value past int64: CLI11 throws std::out_of_range, which
+# colrow reports as a flag error (found by cli_flags_fuzz).
+run_case flag-value-range --d-model 48 --tokens 8 --no-bias=99999999999999999999
+expect_in_message "[cli] a flag's value is past the range of a 64-bit integer"
+
 # (d) an activation colrow does not have.
 run_case activation --d-model 48 --tokens 8 --activation relu
 expect_in_message "[mlp] activation (relu) must be one of {gelu, gelu-erf, swiglu}"
 
-# (e) no tokens to run.
+# (e) no tokens to run; a width whose 4 x d_model hidden layer would overflow
+# (found by cli_flags_fuzz).
 run_case tokens --d-model 48 --tokens 0
-expect_in_message "tokens (0) must be positive"
+expect_in_message "tokens (0) must be in [1, 1048576]"
+run_case huge-width --d-model 4611686018427387904 --tokens 8
+expect_in_message "d-model (4611686018427387904) and ffn-hidden (0) must be in [1, 65536] and [0, 262144]"
 
 # (f) where to run: a device colrow does not know, a communicator it does not
 # have, TF32 on the CPU, and a GPU where none can be used.

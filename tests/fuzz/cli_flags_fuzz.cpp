@@ -1,28 +1,35 @@
-// Fuzzes the CLI's flags as `colrow train` declares them (apps/train.cpp's
-// add_train, with device_flags.h) and parses them (CLI11, under main()'s
-// policy: a flag given twice takes its last value): the input is a command
-// line, split at white space (e.g. "train --tp 2 --lr 3e-4 --pp-layers 1,1").
-// Values that parse then go through the pure checks train runs on them before
-// anything is allocated: the mesh (ProcessMesh::resolve_tp and validate, at
-// several world sizes), the preset's divisibility rules at that tp
-// (validate(config, tp)) and the pipeline split (pipeline_layer_counts).
+// Fuzzes colrow's command line as main() declares and parses it
+// (apps/cli.h's CommandLine: every verb's flags over CLI11, a flag given twice
+// taking its last value): the input is a command line, split at white space
+// (e.g. "train --tp 2 --lr 3e-4 --pp-layers 1,1", "bench decode --batch 8").
+// Values that parse then go through the checks the verb runs on them before
+// anything is read or allocated, at several world sizes: each verb's
+// validate() (apps/cli.h), the device flags' parsers, and for train the mesh
+// (ProcessMesh), the preset's divisibility rules at that tp and the pipeline
+// split, as run_training makes them.
 // Expected for bad input: CLI::ParseError (main turns it into a ConfigError)
 // and ConfigError. A finding: a crash, an ASan or UBSan report (an overflow
 // in a check of a huge value, say), any other exception, a hang.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "cli.h"
+#include "colrow/core/device.h"
 #include "colrow/core/error.h"
+#include "colrow/dist/device_communicator.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/pipeline_stage.h"
-#include "train.h"
+#include "finding.h"
 
 namespace colrow::fuzz {
 namespace {
+
+constexpr int kWorldSizes[] = {1, 2, 3, 4, 8};
 
 std::vector<std::string> split_words(const uint8_t* data, size_t size) {
   std::vector<std::string> words = {"colrow"};
@@ -39,20 +46,66 @@ std::vector<std::string> split_words(const uint8_t* data, size_t size) {
   return words;
 }
 
+// Runs one check: refusing the values (ConfigError) is the expected outcome
+// of bad flags; anything else escapes to libFuzzer as a finding.
+void run_check(const std::function<void()>& check) {
+  try {
+    check();
+  } catch (const ConfigError&) {
+  }
+}
+
+void check_device(const DeviceOptions& o) {
+  run_check([&] { check_comm_kind(parse_comm_kind(o.comm), parse_device(o.device)); });
+}
+
 // The checks run_training makes first, on the values as parsed.
 void check_train(const TrainOptions& o) {
   const std::vector<std::string> presets = model_preset_names();
   const bool preset = std::find(presets.begin(), presets.end(), o.model) != presets.end();
-  for (const int world_size : {1, 2, 3, 4, 8}) {
-    try {
+  for (const int world_size : kWorldSizes) {
+    run_check([&] {
       const int tp = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world_size);
       ProcessMesh::validate(tp, o.pp, o.dp, world_size);
-      if (!preset) continue;  // a directory: not read here
+      if (!preset) return;  // a directory: not read here
       const ModelConfig config = model_preset(o.model);
       validate(config, tp);
       pipeline_layer_counts(config.n_layer, o.pp, o.pp_layers);
-    } catch (const ConfigError&) {
-    }
+    });
+  }
+  check_device(o.device);
+}
+
+template <typename Options>
+void check_at_world_sizes(const Options& o) {
+  for (const int world_size : kWorldSizes) {
+    run_check([&] { apps::validate(o, world_size); });
+  }
+}
+
+void check(const std::string& verb, const apps::CliOptions& o) {
+  if (verb == "train") {
+    check_train(o.train);
+  } else if (verb == "eval") {
+    check_at_world_sizes(o.eval);
+    check_device(o.eval.device);
+  } else if (verb == "generate") {
+    check_at_world_sizes(o.generate);
+    check_device(o.generate.device);
+  } else if (verb == "bench mlp") {
+    check_at_world_sizes(o.bench_mlp);
+    check_device(o.bench_mlp.device);
+  } else if (verb == "bench decode") {
+    check_at_world_sizes(o.bench_decode);
+    check_device(o.bench_decode.device);
+  } else if (verb == "tokenize") {
+    run_check([&] { apps::validate(o.tokenize); });
+  } else if (verb == "bench comm") {
+    run_check([&] { apps::validate(o.bench_comm); });
+  } else if (verb == "bench tp-profile") {
+    run_check([&] { apps::validate(o.bench_tp_profile); });
+  } else {
+    report_finding("cli_flags_fuzz", "a verb parsed that the fuzzer does not know: ", verb.c_str());
   }
 }
 
@@ -64,22 +117,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> words = fuzz::split_words(data, size);
   std::vector<char*> argv;
   for (std::string& w : words) argv.push_back(&w[0]);
-  // As apps/colrow.cpp's main() sets the app up. Built once (building it
-  // costs more than parsing); parse() clears what the last input parsed, and
-  // the options the flags write to start from their defaults again.
-  static TrainOptions options;
-  static CLI::App app{"colrow"};
-  static CLI::App* const train = [] {
-    app.require_subcommand(1);
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    return apps::add_train(app, options);
-  }();
-  options = TrainOptions();
+  // Built once (declaring every flag costs more than parsing); parse()
+  // starts each input from the defaults.
+  static apps::CommandLine cli;
   try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
+    cli.parse(static_cast<int>(argv.size()), argv.data());
   } catch (const CLI::ParseError&) {
     return 0;
   }
-  if (train->parsed()) fuzz::check_train(options);
+  fuzz::check(cli.verb(), cli.options());
   return 0;
 }
