@@ -6,6 +6,9 @@
 set(COLROW_MPI_TEST_ENV
   "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_mpi_yield_when_idle=1;OMPI_MCA_btl_vader_single_copy_mechanism=none;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 set(COLROW_TEST_TIMEOUT 120 CACHE STRING "Seconds before a test run counts as hung")
+# Slower builds (the sanitizers: scripts/sanitize.sh sets 4) scale every
+# test's timeout, the CLI tests' own included.
+set(COLROW_TEST_TIMEOUT_SCALE 1 CACHE STRING "Factor on every test's timeout")
 
 function(colrow_add_test name source)
   cmake_parse_arguments(ARG "" "" "NP" ${ARGN})
@@ -26,7 +29,8 @@ function(colrow_add_test name source)
     if(np EQUAL 1)
       set(test_name ${name})
     endif()
-    set_tests_properties(${test_name} PROPERTIES TIMEOUT ${COLROW_TEST_TIMEOUT}
+    math(EXPR timeout "${COLROW_TEST_TIMEOUT} * ${COLROW_TEST_TIMEOUT_SCALE}")
+    set_tests_properties(${test_name} PROPERTIES TIMEOUT ${timeout}
                          ENVIRONMENT "${COLROW_MPI_TEST_ENV}" PROCESSORS ${np})
     if(NOT np EQUAL 1)
       set_property(TEST ${test_name} APPEND PROPERTY LABELS multirank)
@@ -68,6 +72,7 @@ function(colrow_add_cli_test name script timeout)
   add_test(NAME ${name}
            COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/cli/${script} $<TARGET_FILE:colrow>
                    ${MPIEXEC_EXECUTABLE} ${ARGN})
+  math(EXPR timeout "${timeout} * ${COLROW_TEST_TIMEOUT_SCALE}")
   set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout}
                        ENVIRONMENT "${COLROW_MPI_TEST_ENV}" LABELS multirank)
 endfunction()

@@ -19,7 +19,7 @@ c++ -shared -fPIC -O1 -o build-sanitize/libkeep_loaded_modules.so \
   tests/sanitize/keep_loaded_modules.cpp
 cmake -S . -B build-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCOLROW_SANITIZE=ON -DCOLROW_CUDA=OFF \
-  -DCOLROW_WERROR=OFF -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -L$PWD/build-sanitize \
+  -DCOLROW_WERROR=OFF -DCOLROW_TEST_TIMEOUT_SCALE=4 -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed -L$PWD/build-sanitize \
   -lkeep_loaded_modules -Wl,-rpath,$PWD/build-sanitize" >/dev/null
 if [ "${1:-}" = --ci ]; then
   shift

@@ -373,9 +373,10 @@ void SafetensorsWriter::commit() {
   std::vector<TensorInfo> infos;
   for (const auto& [name, e] : entries_) infos.push_back(e.info);
   const int read_fd = ::open(tmp_path_.c_str(), O_RDONLY | O_CLOEXEC);
+  const int open_error = read_fd < 0 ? errno : 0;
   // [agree] every tensor's CRC-32 (tensor_checksums.h: one all_gather)
   const safetensors::GroupChecksums sums =
-      safetensors::tensor_crc32s(group_, read_fd, data_start_, infos);
+      safetensors::tensor_crc32s(group_, read_fd, data_start_, infos, open_error);
   if (read_fd >= 0) ::close(read_fd);
   if (sums.failed_rank >= 0) {
     failures.assign(size, IoFailure{});

@@ -47,7 +47,7 @@ std::optional<uint32_t> parse_checksum(const std::string& text) {
 }
 
 GroupChecksums tensor_crc32s(Communicator& group, int fd, uint64_t data_start,
-                             const std::vector<TensorInfo>& tensors) {
+                             const std::vector<TensorInfo>& tensors, int open_error) {
   uint64_t end = 0;
   for (const TensorInfo& t : tensors) end = std::max(end, t.end);
   const int size = group.size(), rank = group.rank();
@@ -57,7 +57,7 @@ GroupChecksums tensor_crc32s(Communicator& group, int fd, uint64_t data_start,
   // the read's result: [2 n + 1]
   Tensor mine = Tensor::zeros({2 * n + 1});
   std::vector<unsigned char> buffer;
-  int err = 0;
+  int err = open_error;
   for (int64_t i = 0; i < n && err == 0; ++i) {
     const auto [b, e] = overlap(tensors[i].begin, tensors[i].end, first, last);
     uLong crc = crc32(0L, Z_NULL, 0);

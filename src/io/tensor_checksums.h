@@ -31,8 +31,10 @@ struct GroupChecksums {
 
 // Collective over `group`: one all_gather. `fd`: this rank's descriptor of
 // the file open for reading; `data_start`: where the data buffer begins.
-// Every rank returns the same result.
+// `open_error`: the errno of this rank's failed open (it then reads nothing,
+// and that errno is what the group reports), else 0. Every rank returns the
+// same result.
 GroupChecksums tensor_crc32s(Communicator& group, int fd, uint64_t data_start,
-                             const std::vector<TensorInfo>& tensors);
+                             const std::vector<TensorInfo>& tensors, int open_error = 0);
 
 }  // namespace colrow::safetensors

@@ -949,6 +949,55 @@ class FileSizeLimit {
   void (*old_handler_)(int);
 };
 
+// No new file descriptor on this process while it lives (EMFILE), even in
+// the place of one closed meanwhile; the open ones stay usable.
+class NoNewFileDescriptors {
+ public:
+  NoNewFileDescriptors() {
+    getrlimit(RLIMIT_NOFILE, &old_);
+    const rlimit none{0, old_.rlim_max};
+    setrlimit(RLIMIT_NOFILE, &none);
+  }
+  ~NoNewFileDescriptors() { setrlimit(RLIMIT_NOFILE, &old_); }
+
+ private:
+  rlimit old_;
+};
+
+// commit() reads the data back to checksum them; a rank that cannot (here it
+// cannot open the file: too many open files) fails the commit on every rank,
+// with its own errno, and the existing file stays.
+TEST_F(SafetensorsTest, ReadBackErrorOnOneRankFailsCommitOnEveryRank) {
+  Communicator& tp = world();
+  const int last = tp.size() - 1;
+  const std::string path = shared_path("model.safetensors");
+  const std::string previous = "the previous checkpoint";
+  if (tp.rank() == 0) write_file(path, previous);
+  tp.barrier();
+  const int64_t n = 256 * static_cast<int64_t>(tp.size());
+  const Tensor full = testing::random_tensor({n}, 5);
+  SafetensorsWriter writer(tp, path, {{"x", {n}}});
+  writer.write("x", ShardSpec{{n}, 0, tp.rank(), tp.size()}, full.shard(0, tp.rank(), tp.size()));
+  // commit()'s collectives once before the limit: Open MPI's TCP transport
+  // connects peers on first use, which needs descriptors.
+  Tensor warm = Tensor::zeros({8});
+  Tensor gathered = Tensor::zeros({8 * tp.size()});
+  tp.all_reduce_sum(warm);
+  tp.all_gather(warm, gathered);
+  tp.broadcast(warm, 0);
+  {
+    std::unique_ptr<NoNewFileDescriptors> limit;
+    if (tp.rank() == last) limit = std::make_unique<NoNewFileDescriptors>();
+    expect_error<BackendError>(
+        [&] { writer.commit(); },
+        {"cannot read back " + path + ".tmp to checksum it on rank " + std::to_string(last),
+         "Too many open files", "An existing " + path + " is unchanged"});
+  }
+  tp.barrier();
+  EXPECT_EQ(read_file(path), previous);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
 TEST_F(SafetensorsTest, WriteErrorOnOneRankFailsCommitOnEveryRank) {
   Communicator& tp = world();
   const int last = tp.size() - 1;
