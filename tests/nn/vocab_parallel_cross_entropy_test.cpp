@@ -222,6 +222,36 @@ TEST(VocabParallelCrossEntropyTest, ExtremeLogits) {
   }
 }
 
+// A NaN logit (a diverged run) makes that row's loss and gradient NaN on
+// every rank and leaves the other rows as they were. Under the sanitizers
+// this once was undefined behaviour (the fast exp built 2^n from NaN's
+// integer conversion), which scripts/sanitize.sh reports.
+TEST(VocabParallelCrossEntropyTest, NanLogitStaysInItsRow) {
+  Communicator& tp = world();
+  constexpr int64_t kTokens = 3, kVocab = 24;
+  const std::vector<int32_t> targets = {3, 7, 20};
+  std::vector<float> values = testing::random_tensor({kTokens, kVocab}, 62).to_vector();
+  const std::vector<float> clean = values;
+  values[1 * kVocab + 5] = NAN;
+  const int64_t padded = padded_vocab_size(kVocab, tp.size(), 1);
+  VocabParallelCrossEntropy ce(tp, kVocab, padded, 0.0f);
+  const CrossEntropyOutput out =
+      ce.forward(my_columns(tp, padded_logits(values, kTokens, kVocab, padded)), targets);
+  const Tensor grad = testing::gather_shards(tp, ce.backward(1.0f), 1);
+  VocabParallelCrossEntropy clean_ce(tp, kVocab, padded, 0.0f);
+  const CrossEntropyOutput clean_out =
+      clean_ce.forward(my_columns(tp, padded_logits(clean, kTokens, kVocab, padded)), targets);
+  const Tensor clean_grad = testing::gather_shards(tp, clean_ce.backward(1.0f), 1);
+  const std::vector<float> losses = out.losses.to_vector();
+  const std::vector<float> clean_losses = clean_out.losses.to_vector();
+  EXPECT_TRUE(std::isnan(losses[1]));
+  for (int64_t j = 0; j < kVocab; ++j) EXPECT_TRUE(std::isnan(grad(1, j))) << "class " << j;
+  for (int64_t t : {0, 2}) {
+    EXPECT_EQ(losses[t], clean_losses[t]) << "row " << t;
+    for (int64_t j = 0; j < kVocab; ++j) EXPECT_EQ(grad(t, j), clean_grad(t, j)) << "row " << t;
+  }
+}
+
 // Central differences of the mean loss (fp32, from forward) for every logit
 // of every rank's shard, one rank's element at a time (every rank evaluates
 // the loss, which is a collective), against backward(). Errors:

@@ -41,7 +41,10 @@ inline float exp_nonpositive(float z) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // n is in [-125, 0] but for a NaN z, which takes 0 here (e is NaN through
+  // p anyway): converting NaN to int, and shifting what that gives, is UB.
+  const float n_defined = n >= -126.0f ? n : 0.0f;
+  const int32_t bits = (static_cast<int32_t>(n_defined) + 127) << 23;
   float two_n;
   std::memcpy(&two_n, &bits, sizeof(two_n));
   const float e = p * two_n;  // unconditional, so the select below needs no branch
