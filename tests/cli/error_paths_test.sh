@@ -13,6 +13,7 @@ if [ "$#" -ne 2 ]; then
 fi
 colrow=$1
 mpiexec=$2
+. "$(dirname "$0")/mpi_nodes.sh"
 np=3
 limit_s=60  # per run; a hang fails here, well before ctest's timeout
 
@@ -61,6 +62,7 @@ run_case() {
   [ ! -s "$work/out" ] || fail "printed to stdout; errors belong on stderr"
 
   # Exactly one line per rank, each "[rank r/3] message".
+  drop_launcher_noise "$work/err"
   lines=$(awk 'END { print NR }' "$work/err")
   [ "$lines" -eq "$np" ] || fail "stderr has $lines lines, expected $np (one per rank)"
   if grep -v -E "^\[rank [0-9]+/$np\] \[[a-z]+\] [^ ]" "$work/err" | grep -q .; then

@@ -7,6 +7,7 @@
 #   tokenize_test.sh COLROW MPIEXEC MAKE_TEST_CHECKPOINT GPT2_TOKENIZER_DIR
 set -eu
 colrow=$1; mpiexec=$2; maker=$3; gpt2=$4
+. "$(dirname "$0")/mpi_nodes.sh"
 if [ ! -f "$gpt2/vocab.json" ] || [ ! -f "$gpt2/merges.txt" ]; then
   echo "FAIL: GPT-2's vocab.json and merges.txt are missing from $gpt2. Run scripts/install-deps.sh."
   exit 1
@@ -60,6 +61,7 @@ expect_error() {
   message=$1; shift
   if run 2 tokenize "$@" >"$dir/out" 2>"$dir/err"; then echo "FAIL: accepted: $*"; exit 1; fi
   [ ! -s "$dir/out" ] || { echo "FAIL: stdout for $*: $(cat "$dir/out")"; exit 1; }
+  drop_launcher_noise "$dir/err"
   [ "$(wc -l < "$dir/err")" -eq 2 ] || { echo "FAIL: not one line per rank: $(cat "$dir/err")"; exit 1; }
   for r in 0 1; do
     grep -qF "[rank $r/2] $message" "$dir/err" || { echo "FAIL: rank $r: $(cat "$dir/err")"; exit 1; }

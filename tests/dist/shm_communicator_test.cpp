@@ -74,7 +74,17 @@ const std::vector<int64_t> kSizes = {1, 3, 17, 1001, 1024, 4099};
 const std::vector<int64_t> kLargeSizes = {40000, 300001};
 constexpr size_t kLargeSlot = size_t{1} << 20;
 
-TEST(ShmCommunicator, AllReduceSumMatchesMpiBitwiseOnIntegers) {
+// Shared memory belongs to one node: where the ranks span nodes (the TCP run
+// of the suite) there is none to test (device_communicator_test checks that
+// shm is refused there).
+class ShmCommunicatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::world_on_one_node()) GTEST_SKIP() << "the ranks span nodes: no shared memory";
+  }
+};
+
+TEST_F(ShmCommunicatorTest, AllReduceSumMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();
   for (bool large : {false, true}) {
     auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
@@ -87,7 +97,7 @@ TEST(ShmCommunicator, AllReduceSumMatchesMpiBitwiseOnIntegers) {
   }
 }
 
-TEST(ShmCommunicator, AllReduceMaxMatchesMpiBitwise) {
+TEST_F(ShmCommunicatorTest, AllReduceMaxMatchesMpiBitwise) {
   auto mpi = mpi_group();
   for (bool large : {false, true}) {
     auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
@@ -100,7 +110,7 @@ TEST(ShmCommunicator, AllReduceMaxMatchesMpiBitwise) {
   }
 }
 
-TEST(ShmCommunicator, AllReduceMaxKeepsNaN) {
+TEST_F(ShmCommunicatorTest, AllReduceMaxKeepsNaN) {
   auto shm = shm_group();
   Tensor x = Tensor::full({5}, static_cast<float>(shm->rank()));
   if (shm->rank() == shm->size() - 1) x.data()[2] = NAN;
@@ -109,7 +119,7 @@ TEST(ShmCommunicator, AllReduceMaxKeepsNaN) {
   EXPECT_EQ(x.data()[0], static_cast<float>(shm->size() - 1));
 }
 
-TEST(ShmCommunicator, AllGatherMatchesMpiBitwise) {
+TEST_F(ShmCommunicatorTest, AllGatherMatchesMpiBitwise) {
   auto mpi = mpi_group();
   auto shm = shm_group();
   for (int64_t n : kSizes) {
@@ -121,7 +131,7 @@ TEST(ShmCommunicator, AllGatherMatchesMpiBitwise) {
   }
 }
 
-TEST(ShmCommunicator, AllGatherKeepsTrailingShape) {
+TEST_F(ShmCommunicatorTest, AllGatherKeepsTrailingShape) {
   auto shm = shm_group();
   const Tensor in = integers(shm->rank(), 15).view({5, 3});
   Tensor out = Tensor::empty({5 * shm->size(), 3});
@@ -131,7 +141,7 @@ TEST(ShmCommunicator, AllGatherKeepsTrailingShape) {
   }
 }
 
-TEST(ShmCommunicator, ReduceScatterMatchesMpiBitwiseOnIntegers) {
+TEST_F(ShmCommunicatorTest, ReduceScatterMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();
   auto shm = shm_group();
   for (int64_t n : kSizes) {
@@ -156,7 +166,7 @@ std::vector<float> rank_order_sum(Communicator& mpi, const Tensor& mine) {
   return sum;
 }
 
-TEST(ShmCommunicator, RandomSumsAddTheRanksInOrder) {
+TEST_F(ShmCommunicatorTest, RandomSumsAddTheRanksInOrder) {
   auto mpi = mpi_group();
   auto shm = shm_group();
   const int64_t n = 5000;
@@ -176,7 +186,7 @@ TEST(ShmCommunicator, RandomSumsAddTheRanksInOrder) {
                                expected_full.begin() + (shm->rank() + 1) * block));
 }
 
-TEST(ShmCommunicator, SameBitsOnEveryRunThreadCountAndRank) {
+TEST_F(ShmCommunicatorTest, SameBitsOnEveryRunThreadCountAndRank) {
   auto mpi = mpi_group();
   auto shm = shm_group(size_t{1} << 20);  // 256k-float chunks: the copies and sums go parallel
   const int64_t n = 300001;
@@ -200,7 +210,7 @@ TEST(ShmCommunicator, SameBitsOnEveryRunThreadCountAndRank) {
   EXPECT_TRUE(same_bits(root, first));
 }
 
-TEST(ShmCommunicator, BackToBackCollectivesReuseTheSlotsSafely) {
+TEST_F(ShmCommunicatorTest, BackToBackCollectivesReuseTheSlotsSafely) {
   auto mpi = mpi_group();
   auto shm = shm_group();
   const int ranks = shm->size(), me = shm->rank();
@@ -225,7 +235,7 @@ TEST(ShmCommunicator, BackToBackCollectivesReuseTheSlotsSafely) {
 // start_* runs on the background thread: the results of the blocking calls,
 // bitwise; nothing else may start until wait(); an unwaited handle waits
 // when dropped.
-TEST(ShmCommunicator, StartedCollectivesEqualBlockingOnes) {
+TEST_F(ShmCommunicatorTest, StartedCollectivesEqualBlockingOnes) {
   auto shm = shm_group();
   const int ranks = shm->size(), me = shm->rank();
   for (int64_t n : kSizes) {
@@ -255,7 +265,7 @@ TEST(ShmCommunicator, StartedCollectivesEqualBlockingOnes) {
   }
 }
 
-TEST(ShmCommunicator, EmptyTensorsAndGroupsOfOne) {
+TEST_F(ShmCommunicatorTest, EmptyTensorsAndGroupsOfOne) {
   auto shm = shm_group();
   Tensor empty = Tensor::empty({0});
   shm->all_reduce_sum(empty);  // no chunk, no barrier: returns on every rank
@@ -266,7 +276,7 @@ TEST(ShmCommunicator, EmptyTensorsAndGroupsOfOne) {
   EXPECT_EQ(x.data()[3], 2.0f);
 }
 
-TEST(ShmCommunicator, SplitKeepsSharedMemoryAndOrdersByKey) {
+TEST_F(ShmCommunicatorTest, SplitKeepsSharedMemoryAndOrdersByKey) {
   auto shm = shm_group();
   if (shm->size() < 2) GTEST_SKIP() << "needs two ranks";
   // Reverse order: rank r of the world is size-1-r of the split group.
@@ -280,7 +290,7 @@ TEST(ShmCommunicator, SplitKeepsSharedMemoryAndOrdersByKey) {
   for (int q = 0; q < reversed->size(); ++q) EXPECT_EQ(out.data()[2 * q], static_cast<float>(q));
 }
 
-TEST(ShmCommunicator, WrongOperandsThrowBeforeSharing) {
+TEST_F(ShmCommunicatorTest, WrongOperandsThrowBeforeSharing) {
   auto shm = shm_group();
   Tensor matrix = Tensor::zeros({4, 6});
   Tensor columns = matrix.slice(1, 0, 3);  // not contiguous
@@ -299,7 +309,7 @@ TEST(ShmCommunicator, WrongOperandsThrowBeforeSharing) {
 // here by a file-size limit, its SIGXFSZ ignored). Every rank throws, none
 // hangs: rank 0 names the call and the reason, the others name rank 0.
 // --comm shm reports it; --comm auto falls back to Open MPI.
-TEST(ShmCommunicator, SegmentThatCannotBeMadeFailsOnEveryRank) {
+TEST_F(ShmCommunicatorTest, SegmentThatCannotBeMadeFailsOnEveryRank) {
   rlimit saved{};
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &saved), 0);
   void (*saved_handler)(int) = SIG_DFL;
@@ -318,14 +328,8 @@ TEST(ShmCommunicator, SegmentThatCannotBeMadeFailsOnEveryRank) {
     EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
   }
   if (mpi_world().size() > 1) {
-    // Across nodes shm is refused before any segment is tried.
-    if (testing::world_on_one_node()) {
-      EXPECT_THROW(make_device_communicator(mpi_group(), Device::cpu(), CommKind::kShm),
-                   BackendError);
-    } else {
-      EXPECT_THROW(make_device_communicator(mpi_group(), Device::cpu(), CommKind::kShm),
-                   ConfigError);
-    }
+    EXPECT_THROW(make_device_communicator(mpi_group(), Device::cpu(), CommKind::kShm),
+                 BackendError);
     auto fallback = make_device_communicator(mpi_group(), Device::cpu(), CommKind::kAuto);
     EXPECT_NE(dynamic_cast<MpiCommunicator*>(fallback.get()), nullptr);
     Tensor x = Tensor::full({3}, 1.0f);
@@ -338,7 +342,7 @@ TEST(ShmCommunicator, SegmentThatCannotBeMadeFailsOnEveryRank) {
   }
 }
 
-TEST(ShmCommunicator, NodeDetectionAgreesWithTheLauncher) {
+TEST(ShmNodeDetection, AgreesWithTheLauncher) {
   EXPECT_EQ(group_on_one_node(mpi_world().handle()), testing::world_on_one_node());
 }
 

@@ -969,6 +969,11 @@ class NoNewFileDescriptors {
 // cannot open the file: too many open files) fails the commit on every rank,
 // with its own errno, and the existing file stays.
 TEST_F(SafetensorsTest, ReadBackErrorOnOneRankFailsCommitOnEveryRank) {
+  if (!testing::world_on_one_node()) {
+    // Open MPI's TCP transport may open descriptors (connections) inside
+    // commit's collectives, which the limit would fail.
+    GTEST_SKIP() << "the ranks span nodes";
+  }
   Communicator& tp = world();
   const int last = tp.size() - 1;
   const std::string path = shared_path("model.safetensors");
@@ -979,13 +984,6 @@ TEST_F(SafetensorsTest, ReadBackErrorOnOneRankFailsCommitOnEveryRank) {
   const Tensor full = testing::random_tensor({n}, 5);
   SafetensorsWriter writer(tp, path, {{"x", {n}}});
   writer.write("x", ShardSpec{{n}, 0, tp.rank(), tp.size()}, full.shard(0, tp.rank(), tp.size()));
-  // commit()'s collectives once before the limit: Open MPI's TCP transport
-  // connects peers on first use, which needs descriptors.
-  Tensor warm = Tensor::zeros({8});
-  Tensor gathered = Tensor::zeros({8 * tp.size()});
-  tp.all_reduce_sum(warm);
-  tp.all_gather(warm, gathered);
-  tp.broadcast(warm, 0);
   // The error is looked at after the limit: UBSan's type checks of a first
   // call through a class's vtable may need to open a file themselves.
   std::exception_ptr error;
