@@ -17,6 +17,14 @@ constexpr int64_t kMaxTokens = int64_t{1} << 20;
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxIterations = 1000;
 
+// --tokens of bench mlp and bench tp-profile.
+void check_bench_tokens(int64_t tokens) {
+  if (tokens < 1 || tokens > kMaxTokens) {
+    throw ConfigError("[bench] tokens (" + std::to_string(tokens) + ") must be in [1, " +
+                      std::to_string(kMaxTokens) + "]. Pass e.g. --tokens 2048.");
+  }
+}
+
 void add_train(CLI::App& app, TrainOptions& o) {
   CLI::App* t = app.add_subcommand("train",
                                    "Train a GPT-2 or LLaMA-style model with tensor x pipeline x "
@@ -268,11 +276,10 @@ void CommandLine::parse(int argc, char** argv) {
 }
 
 std::string CommandLine::verb() const {
-  for (const CLI::App* verb : app_.get_subcommands()) {
-    if (verb != bench_) return verb->get_name();
-    for (const CLI::App* bench : bench_->get_subcommands()) return "bench " + bench->get_name();
-  }
-  return "";
+  // parse() succeeded: exactly one verb, and under bench exactly one benchmark.
+  const CLI::App* verb = app_.get_subcommands().front();
+  if (verb != bench_) return verb->get_name();
+  return "bench " + bench_->get_subcommands().front()->get_name();
 }
 
 void validate(const EvalOptions& o, int world_size) {
@@ -308,10 +315,7 @@ void validate(const MlpBenchOptions& o, int world_size) {
                       std::to_string(kMaxD) + "] and [0, " + std::to_string(4 * kMaxD) +
                       "]. Pass e.g. --d-model 1024 --ffn-hidden 0 (4 x d-model).");
   }
-  if (o.tokens < 1 || o.tokens > kMaxTokens) {
-    throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be in [1, " +
-                      std::to_string(kMaxTokens) + "]. Pass e.g. --tokens 2048.");
-  }
+  check_bench_tokens(o.tokens);
   const int tp_size = ProcessMesh::resolve_tp(o.tp, /*pp=*/1, o.dp, world_size);
   ProcessMesh::validate(tp_size, /*pp=*/1, o.dp, world_size);
   validate(mlp_config(o), tp_size);
@@ -354,10 +358,7 @@ void validate(const TpProfileOptions& o) {
                       std::to_string(o.max_d) + ") must satisfy 1 <= min-d <= max-d <= " +
                       std::to_string(kMaxD) + ". Pass e.g. --min-d 256 --max-d 8192.");
   }
-  if (o.tokens < 1 || o.tokens > kMaxTokens) {
-    throw ConfigError("[bench] tokens (" + std::to_string(o.tokens) + ") must be in [1, " +
-                      std::to_string(kMaxTokens) + "]. Pass e.g. --tokens 2048.");
-  }
+  check_bench_tokens(o.tokens);
   if (o.threads < 0 || o.threads > kMaxThreads) {
     throw ConfigError("[bench] threads (" + std::to_string(o.threads) +
                       ") must be 0 (cores / ranks on the node) or a count up to " +

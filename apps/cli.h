@@ -40,8 +40,9 @@ class CommandLine {
   // Parses argv into options(), starting from the defaults each time. Throws
   // CLI::ParseError: a bad flag, or --help (exit code 0; see exit()).
   void parse(int argc, char** argv);
-  // The verb parsed: "train", "eval", "generate", "tokenize", "bench mlp",
-  // "bench decode", "bench comm" or "bench tp-profile".
+  // The verb parsed (after a parse() that returned): "train", "eval",
+  // "generate", "tokenize", "bench mlp", "bench decode", "bench comm" or
+  // "bench tp-profile".
   std::string verb() const;
   const CliOptions& options() const { return options_; }
   // Prints --help or a parse error as CLI11 does; returns its exit code.

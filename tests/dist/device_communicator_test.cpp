@@ -62,22 +62,19 @@ TEST(DeviceCommunicator, CommKindMustFitTheDevice) {
 TEST(DeviceCommunicator, CpuGroupsShareMemoryUnlessAskedOrAlone) {
   Communicator& world = testing::world();
   const bool several = world.size() > 1;
+  const bool one_node = testing::world_on_one_node();
   for (CommKind kind : {CommKind::kAuto, CommKind::kShm, CommKind::kMpi}) {
     std::unique_ptr<Communicator> host = world.split(0, world.rank(), "tp");
-    if (!testing::world_on_one_node()) {
-      // Across nodes: Open MPI for auto, shm refused by name.
-      if (kind == CommKind::kShm) {
-        EXPECT_THROW(make_device_communicator(std::move(host), Device::cpu(), kind),
-                     ConfigError);
-        continue;
-      }
+    if (!one_node && kind == CommKind::kShm) {
+      // Across nodes shm is refused by name; auto takes Open MPI.
+      EXPECT_THROW(make_device_communicator(std::move(host), Device::cpu(), kind), ConfigError);
+      continue;
     }
     Communicator* raw = host.get();
     std::unique_ptr<Communicator> c =
         make_device_communicator(std::move(host), Device::cpu(), kind);
     const bool shared = dynamic_cast<ShmCommunicator*>(c.get()) != nullptr;
-    EXPECT_EQ(shared, several && kind != CommKind::kMpi && testing::world_on_one_node())
-        << to_string(kind);
+    EXPECT_EQ(shared, several && kind != CommKind::kMpi && one_node) << to_string(kind);
     if (!shared) {
       EXPECT_EQ(c.get(), raw) << to_string(kind) << ": the MPI group was wrapped";
     }

@@ -216,6 +216,18 @@ class SafetensorsTest : public ::testing::Test {
   }
   // A file every rank names alike / a file of this rank only.
   std::string shared_path(const std::string& name) const { return dir_ + "/" + name; }
+  // The file a failed save must leave alone, put at `path` by rank 0.
+  void write_previous(const std::string& path) const {
+    if (world().rank() == 0) write_file(path, kPrevious);
+    world().barrier();
+  }
+  // After a save failed on every rank: the previous file whole, no temporary.
+  void expect_previous_kept(const std::string& path) const {
+    world().barrier();
+    EXPECT_EQ(read_file(path), kPrevious);
+    EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  }
+  static constexpr const char* kPrevious = "the previous checkpoint";
   std::string local_path(const std::string& name) const {
     return dir_ + "/rank" + std::to_string(world().rank()) + "_" + name;
   }
@@ -872,22 +884,18 @@ TEST_F(SafetensorsTest, UnwritableDestinationFailsOnEveryRank) {
 TEST_F(SafetensorsTest, WriterThatThrowsBeforeCommitLeavesTheExistingFile) {
   Communicator& tp = world();
   const std::string path = shared_path("model.safetensors");
-  const std::string previous = "the previous checkpoint";
-  if (tp.rank() == 0) write_file(path, previous);
-  tp.barrier();
+  write_previous(path);
   try {
     SafetensorsWriter writer(tp, path, kSmallEntries);
     write_small(writer, tp);
     EXPECT_TRUE(std::filesystem::exists(writer.temporary_path()));
-    EXPECT_EQ(read_file(path), previous) << "written before commit";
+    EXPECT_EQ(read_file(path), kPrevious) << "written before commit";
     tp.barrier();  // every rank has looked before rank 0's destructor removes the temporary
     throw std::runtime_error("simulated failure before commit");
   } catch (const std::runtime_error&) {
   }
-  tp.barrier();  // group rank 0 has removed the temporary
-  EXPECT_EQ(read_file(path), previous);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
-  tp.barrier();  // checked before the next writer makes a new temporary
+  expect_previous_kept(path);  // group rank 0 has removed the temporary
+  tp.barrier();                // checked before the next writer makes a new temporary
 
   // A later writer replaces the file whole.
   SafetensorsWriter writer(tp, path, kSmallEntries);
@@ -902,9 +910,7 @@ TEST_F(SafetensorsTest, WriterThatThrowsBeforeCommitLeavesTheExistingFile) {
 TEST_F(SafetensorsTest, CommitRequiresEveryTensorWrittenExactlyOnce) {
   Communicator& tp = world();
   const std::string path = shared_path("model.safetensors");
-  const std::string previous = "the previous checkpoint";
-  if (tp.rank() == 0) write_file(path, previous);
-  tp.barrier();
+  write_previous(path);
   const Tensor x = testing::random_tensor({12}, 1);
   {
     SCOPED_TRACE("y never written");
@@ -925,9 +931,7 @@ TEST_F(SafetensorsTest, CommitRequiresEveryTensorWrittenExactlyOnce) {
         [&] { writer.commit(); },
         {"tensor \"x\" got " + std::to_string(12 + 24 * tp.size()) + " elements written of 12"});
   }
-  tp.barrier();
-  EXPECT_EQ(read_file(path), previous);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  expect_previous_kept(path);
 }
 
 // Files written by this process may not grow past `bytes` while it lives: a
@@ -977,9 +981,7 @@ TEST_F(SafetensorsTest, ReadBackErrorOnOneRankFailsCommitOnEveryRank) {
   Communicator& tp = world();
   const int last = tp.size() - 1;
   const std::string path = shared_path("model.safetensors");
-  const std::string previous = "the previous checkpoint";
-  if (tp.rank() == 0) write_file(path, previous);
-  tp.barrier();
+  write_previous(path);
   const int64_t n = 256 * static_cast<int64_t>(tp.size());
   const Tensor full = testing::random_tensor({n}, 5);
   SafetensorsWriter writer(tp, path, {{"x", {n}}});
@@ -1002,18 +1004,14 @@ TEST_F(SafetensorsTest, ReadBackErrorOnOneRankFailsCommitOnEveryRank) {
       },
       {"cannot read back " + path + ".tmp to checksum it on rank " + std::to_string(last),
        "Too many open files", "An existing " + path + " is unchanged"});
-  tp.barrier();
-  EXPECT_EQ(read_file(path), previous);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  expect_previous_kept(path);
 }
 
 TEST_F(SafetensorsTest, WriteErrorOnOneRankFailsCommitOnEveryRank) {
   Communicator& tp = world();
   const int last = tp.size() - 1;
   const std::string path = shared_path("model.safetensors");
-  const std::string previous = "the previous checkpoint";
-  if (tp.rank() == 0) write_file(path, previous);
-  tp.barrier();
+  write_previous(path);
   // Each rank writes 4 KiB at data_start + rank * 4 KiB; the last rank may not
   // write past 4 KiB, so its pwrite fails (at np 1, rank 0 cannot even size the file).
   const int64_t n = 1024 * static_cast<int64_t>(tp.size());
@@ -1039,9 +1037,7 @@ TEST_F(SafetensorsTest, WriteErrorOnOneRankFailsCommitOnEveryRank) {
         {"cannot write tensor data to " + path + ".tmp on rank " + std::to_string(last),
          "File too large", "An existing " + path + " is unchanged"});
   }
-  tp.barrier();
-  EXPECT_EQ(read_file(path), previous);
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  expect_previous_kept(path);
 }
 
 TEST_F(SafetensorsTest, EntriesThatDifferAcrossRanksFailOnEveryRank) {
