@@ -21,7 +21,7 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/parallel_mlp.h"
-#include "colrow/runtime/blas_kernels.h"
+#include "colrow/runtime/blas_environment.h"
 #include "colrow/runtime/threads.h"
 #include "kernels/ops.h"
 
@@ -224,6 +224,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
                         {"threads_per_rank", threads},
                         {"device", device.str()},
                         {"blas_core", blas_core_name()},
+                        {"blas_threading", to_string(blas_threading())},
                         {"verify_relative_error", verify_error},
                         {"fwd_ms", fwd_ms},
                         {"fwdbwd_ms", fwdbwd_ms},
@@ -240,9 +241,10 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   }
   std::printf(
       "colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, "
-      "%d thread(s)/rank, OpenBLAS %s kernels\n",
+      "%d thread(s)/rank, OpenBLAS %s kernels (%s build)\n",
       tp_size, o.dp, static_cast<long>(o.d_model), static_cast<long>(config.ffn_hidden_size),
-      to_string(config.activation), static_cast<long>(o.tokens), threads, blas_core_name().c_str());
+      to_string(config.activation), static_cast<long>(o.tokens), threads, blas_core_name().c_str(),
+      to_string(blas_threading()));
   std::printf(
       "  verified against the unsharded MLP on %ld tokens: relative error %.2e (limit %.0e)\n",
       static_cast<long>(verify_tokens), verify_error, kVerifyTolerance);

@@ -33,7 +33,7 @@
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/nn/parallel_mlp.h"
-#include "colrow/runtime/blas_kernels.h"
+#include "colrow/runtime/blas_environment.h"
 #include "colrow/runtime/threads.h"
 #include "colrow/runtime/tp_cost_model.h"
 #include "kernels/ops.h"
@@ -344,13 +344,13 @@ double load_average() {
 void print_header(const TpProfileOptions& o, int world_size, int threads, const Lambdas& l) {
   std::printf(
       "# colrow bench tp-profile: MLP forward (gelu, bias, ffn = 4 d), tokens %lld, %d rank(s), "
-      "%d thread(s)/rank, OpenBLAS %s kernels, --comm %s\n"
+      "%d thread(s)/rank, OpenBLAS %s kernels (%s build), --comm %s\n"
       "# t_total: the sharded forward with its all-reduce. t_compute: one rank's shard (ffn "
       "4d/R) in a group of one,\n#   no communication. t_comm: all_reduce_sum of [tokens, d] "
       "fp32 over the same tp group.\n#   Each: median over %d iterations of the slowest "
       "rank's time.\n",
       static_cast<long long>(o.tokens), world_size, threads, blas_core_name().c_str(),
-      o.comm.c_str(), o.iterations);
+      to_string(blas_threading()), o.comm.c_str(), o.iterations);
   std::printf(
       "# lambda_compute = %.2f GMAC/s (%.2f GFLOP/s) per rank: sgemm of one rank's forward "
       "shard at R %d, d %lld, all ranks at once\n#   (rounds interleaved with lambda_comm's; "
@@ -413,6 +413,7 @@ nlohmann::json report(const TpProfileOptions& o, int world_size, int threads, co
           {"iterations", o.iterations},
           {"comm", o.comm},
           {"blas_core", blas_core_name()},
+          {"blas_threading", to_string(blas_threading())},
           {"model",
            "predicted_ratio = (tp - 1) / d_model * lambda_compute.macs_per_second / (4 * "
            "lambda_comm.floats_per_second); 0 at tp = 1"},

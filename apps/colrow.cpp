@@ -9,7 +9,7 @@
 #include "cli.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/mpi_communicator.h"
-#include "colrow/runtime/blas_kernels.h"
+#include "colrow/runtime/blas_environment.h"
 
 namespace {
 
@@ -32,8 +32,12 @@ int fail(colrow::MpiSession& mpi, const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  colrow::select_blas_kernels(argv);  // may restart the program once, before MPI starts
+  colrow::configure_blas_environment(argv);  // may restart the program once, before MPI starts
   colrow::MpiSession mpi(&argc, &argv);
+  if (mpi.world().rank() == 0) {
+    const std::string notice = colrow::blas_environment_notice();
+    if (!notice.empty()) std::cerr << notice + "\n" << std::flush;
+  }
   colrow::apps::CommandLine cli;
   try {
     try {

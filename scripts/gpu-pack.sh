@@ -4,7 +4,8 @@
 # lists only the tests labelled gpu, with this checkout's path replaced by a
 # placeholder; beside them the benchmark's inputs a GPU machine lacks: the
 # PyTorch peer (peers/, from ../shared/peers when present) and Debian's Jargon
-# File. The whole build is over the device tool's 64 MiB; this is ~20 MiB.
+# File; Debian's OpenMP build of OpenBLAS (xz, 4 MiB). The whole build is over
+# the device tool's 64 MiB; this is ~25 MiB.
 # On the GPU machine: `scripts/gpu-test.sh --packed` (it fills in the path),
 # `DATA=build-gpu/jargon.txt.gz scripts/bench-gpu.sh build-gpu build-gpu/peers/torch_gpt2_gpu.py`.
 #   scripts/gpu-pack.sh [BUILD_DIR]
@@ -28,6 +29,12 @@ for t in $tests; do
 done
 if [ -d ../shared/peers ]; then
   mkdir -p "$pack/peers" && cp ../shared/peers/*.py ../shared/peers/*.sh "$pack/peers/"
+fi
+# Debian's OpenMP build of OpenBLAS, the one colrow links: the GPU machine has
+# only its distribution's pthreads build, which bench/cpu16.sh compares it with.
+openblas=$(ldd "$build/colrow" | awk '/libopenblas/ { print $3 }')
+if [ -n "$openblas" ]; then
+  mkdir -p "$pack/openblas-openmp" && xz -T0 -c "$openblas" > "$pack/openblas-openmp/libopenblas.so.0.xz"
 fi
 corpus=/usr/share/doc/jargon-text/jargon.txt.gz
 [ -f "$corpus" ] && cp "$corpus" "$pack/"

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libopenmpi-dev openmpi-bin
   libopenblas-dev libopenblas-openmp-dev
+  libopenblas0-pthread  # cli_blas_environment: the build other distributions load by default
   libgtest-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev
   zlib1g-dev
