@@ -70,7 +70,9 @@ const std::vector<int64_t> kSizes = {1, 3, 17, 1001, 1024, 4099};
 
 // Chunks of at most 32K floats x ranks are summed whole on every rank (one
 // barrier); larger ones slice by slice (two). kSizes with small slots take
-// the first path, kLargeSizes with 1 MiB slots the second.
+// the first path, kLargeSizes with 1 MiB slots the second; there the chunks
+// are cache-sized (32K-128K floats per rank), smaller than the slot, so
+// 300001 floats take several.
 const std::vector<int64_t> kLargeSizes = {40000, 300001};
 constexpr size_t kLargeSlot = size_t{1} << 20;
 
@@ -121,13 +123,15 @@ TEST_F(ShmCommunicatorTest, AllReduceMaxKeepsNaN) {
 
 TEST_F(ShmCommunicatorTest, AllGatherMatchesMpiBitwise) {
   auto mpi = mpi_group();
-  auto shm = shm_group();
-  for (int64_t n : kSizes) {
-    const Tensor in = randoms(shm->rank(), n, 7);
-    Tensor a = Tensor::empty({shm->size() * n}), b = Tensor::empty({shm->size() * n});
-    shm->all_gather(in, a);
-    mpi->all_gather(in, b);
-    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  for (bool large : {false, true}) {
+    auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
+    for (int64_t n : large ? kLargeSizes : kSizes) {
+      const Tensor in = randoms(shm->rank(), n, 7);
+      Tensor a = Tensor::empty({shm->size() * n}), b = Tensor::empty({shm->size() * n});
+      shm->all_gather(in, a);
+      mpi->all_gather(in, b);
+      EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+    }
   }
 }
 
@@ -143,13 +147,15 @@ TEST_F(ShmCommunicatorTest, AllGatherKeepsTrailingShape) {
 
 TEST_F(ShmCommunicatorTest, ReduceScatterMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();
-  auto shm = shm_group();
-  for (int64_t n : kSizes) {
-    const Tensor in = integers(shm->rank(), shm->size() * n);
-    Tensor a = Tensor::empty({n}), b = Tensor::empty({n});
-    shm->reduce_scatter_sum(in, a);
-    mpi->reduce_scatter_sum(in, b);
-    EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+  for (bool large : {false, true}) {
+    auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
+    for (int64_t n : large ? kLargeSizes : kSizes) {
+      const Tensor in = integers(shm->rank(), shm->size() * n);
+      Tensor a = Tensor::empty({n}), b = Tensor::empty({n});
+      shm->reduce_scatter_sum(in, a);
+      mpi->reduce_scatter_sum(in, b);
+      EXPECT_TRUE(same_bits(a, b)) << "n = " << n;
+    }
   }
 }
 
@@ -188,7 +194,7 @@ TEST_F(ShmCommunicatorTest, RandomSumsAddTheRanksInOrder) {
 
 TEST_F(ShmCommunicatorTest, SameBitsOnEveryRunThreadCountAndRank) {
   auto mpi = mpi_group();
-  auto shm = shm_group(size_t{1} << 20);  // 256k-float chunks: the copies and sums go parallel
+  auto shm = shm_group(kLargeSlot);  // 32K-128K-float chunks: the copies and sums go parallel
   const int64_t n = 300001;
   const Tensor input = randoms(shm->rank(), n, 13);
   const int threads = omp_get_max_threads();

@@ -29,6 +29,13 @@ constexpr int64_t kLineFloats = 16;  // slices start on cache lines
 // messages (decoding's [batch, d_model]) pay for.
 constexpr int64_t kWholeReduceFloats = int64_t{1} << 15;
 constexpr int kSpinsBeforeYield = 200;  // a few microseconds of pause, then yield
+// A chunk's R copies take about this much in all (at least kMinChunkBytes per
+// rank, where barriers would start to cost more than memory saves). Measured
+// at 2 ranks, 4 and 16 MiB all-reduces (docs/performance.md): whole 4 MiB
+// slots 810-860 us and 3.26-3.28 ms, 1 MiB chunks in all 640-740 us and
+// 2.59-2.60 ms; 512 KiB and 2 MiB in all lie between.
+constexpr size_t kChunkBytesAllRanks = size_t{1} << 20;
+constexpr size_t kMinChunkBytes = size_t{128} << 10;
 
 size_t flag_region_bytes(int ranks) {
   return SharedSegment::round_up(static_cast<size_t>(ranks) * kFlagBytes, kPage);
@@ -120,6 +127,11 @@ float* ShmCommunicator::slot(int rank, int set) const {
   return reinterpret_cast<float*>(slots + (static_cast<size_t>(rank) * 2 + set) * slot_bytes_);
 }
 
+int64_t ShmCommunicator::chunk_floats() const {
+  const size_t bytes = std::max(kMinChunkBytes, kChunkBytesAllRanks / size());
+  return std::min(slot_floats_, static_cast<int64_t>(bytes / sizeof(float)));
+}
+
 void ShmCommunicator::arrive_and_wait() {
   ++arrivals_;
   // Release: this rank's writes to its slot are visible to whoever sees the flag.
@@ -144,8 +156,9 @@ void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wha
   if (ranks == 1) return;
   float* data = x.data();
   std::vector<const float*> sources(ranks);
-  for (int64_t offset = 0, n = x.numel(); offset < n; offset += slot_floats_) {
-    const int64_t count = std::min(slot_floats_, n - offset);
+  const int64_t chunk = chunk_floats();
+  for (int64_t offset = 0, n = x.numel(); offset < n; offset += chunk) {
+    const int64_t count = std::min(chunk, n - offset);
     const int set = next_set();
     copy_floats(slot(me, set), data + offset, count);
     arrive_and_wait();
@@ -217,8 +230,9 @@ void ShmCommunicator::gather(const Tensor& in, Tensor& out) {
     if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
     return;
   }
-  for (int64_t offset = 0; offset < n; offset += slot_floats_) {
-    const int64_t count = std::min(slot_floats_, n - offset);
+  const int64_t chunk = chunk_floats();
+  for (int64_t offset = 0; offset < n; offset += chunk) {
+    const int64_t count = std::min(chunk, n - offset);
     const int set = next_set();
     copy_floats(slot(me, set), in.data() + offset, count);
     arrive_and_wait();
@@ -233,8 +247,8 @@ void ShmCommunicator::scatter(const Tensor& in, Tensor& out) {
     if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
     return;
   }
-  // A chunk holds `per_rank` floats of each rank's block: ranks x per_rank fit a slot.
-  const int64_t per_rank = std::max<int64_t>(1, slot_floats_ / ranks);
+  // A chunk holds `per_rank` floats of each rank's block: ranks x per_rank fit a chunk.
+  const int64_t per_rank = std::max<int64_t>(1, chunk_floats() / ranks);
   std::vector<const float*> sources(ranks);
   for (int64_t offset = 0; offset < n; offset += per_rank) {
     const int64_t count = std::min(per_rank, n - offset);

@@ -11,7 +11,10 @@
 //   reduce_scatter: copy in; barrier; rank r sums block r of every slot.
 // Each element's sum runs over ranks 0, 1, ..., R-1 whatever the threads or
 // the timing, so results are the same bits on every run and every rank.
-// Messages larger than a slot go in slot-sized chunks. The barrier is a flag
+// Messages go in chunks sized for the caches, not the slot: the R copies of a
+// chunk (one per rank) take about 1 MiB in all, at least 128 KiB per rank,
+// so the sums and the copies out read what the copies in just wrote from
+// cache rather than from memory (chunk_floats). The barrier is a flag
 // per rank in the segment; waiting ranks spin briefly, then yield their core.
 // Broadcast, barrier, split, failure agreement and abort go to the group's
 // MPI communicator, which stays the channel for control messages. Point to
@@ -93,9 +96,11 @@ class ShmCommunicator final : public Communicator {
   void arrive_and_wait();
   // The slot set the next chunk uses (alternating).
   int next_set() { return set_ ^= 1; }
+  // Floats of one rank's part of a chunk: see the top of this file.
+  int64_t chunk_floats() const;
 
   size_t slot_bytes_;
-  int64_t slot_floats_;    // floats one rank's slot holds: the chunk size of the collectives
+  int64_t slot_floats_;    // floats one rank's slot holds: the largest chunk
   SharedSegment segment_;  // made before host_ is taken from the caller
   int mailbox_slots_;
   std::unique_ptr<ShmMailboxes> mailboxes_;  // point to point, when asked for; also before host_
