@@ -31,6 +31,7 @@
 #include "colrow/train/pipeline_schedule.h"
 #include "colrow/train/train_checkpoint.h"
 #include "colrow/train/training_log.h"
+#include "colrow/train/training_plan.h"
 #include "kernels/op_profile.h"
 #include "kernels/ops.h"
 #include "train/step_profile.h"
@@ -43,10 +44,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<int> g_signal{0};  // the last stop signal received
 extern "C" void on_interrupt(int sig) {
   g_signal = sig;
-}
-
-void require(bool ok, const std::string& message) {
-  if (!ok) throw ConfigError("[train] " + message);
 }
 
 // The same value on every rank: the mean over the dp replicas.
@@ -114,49 +111,11 @@ std::string mib(double bytes) {
 int run_training(const TrainOptions& o, const Launch& launch) {
   Communicator& world = launch.world;
   // ---- everything checked before anything is allocated, identically on every rank
-  const int tp_size = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world.size());
-  ProcessMesh::validate(tp_size, o.pp, o.dp, world.size());
   const ModelConfig config =
       resolve_model_config(o.model);  // a directory: fresh weights of its shape
-  validate(config, tp_size);
-  const std::vector<int> stage_layers = pipeline_layer_counts(config.n_layer, o.pp, o.pp_layers);
-  require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
-  require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
-          "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
-              "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
-  require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
-  require(o.grad_accum >= 1,
-          "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
-  int64_t tokens_per_step = 0;  // batch x seq_len x grad_accum x dp, without overflow
-  require(!__builtin_mul_overflow(o.batch, o.seq_len, &tokens_per_step) &&
-              !__builtin_mul_overflow(tokens_per_step, o.grad_accum, &tokens_per_step) &&
-              !__builtin_mul_overflow(tokens_per_step, int64_t{o.dp}, &tokens_per_step),
-          "batch x seq_len x grad_accum x dp (" + std::to_string(o.batch) + " x " +
-              std::to_string(o.seq_len) + " x " + std::to_string(o.grad_accum) + " x " +
-              std::to_string(o.dp) + ") must fit in 64 bits: the tokens of one step.");
-  require(!o.sequence_parallel || (o.batch * o.seq_len) % tp_size == 0,
-          "batch x seq_len (" + std::to_string(o.batch) + " x " + std::to_string(o.seq_len) +
-              ") must be divisible by tp (" + std::to_string(tp_size) +
-              ") with --sequence-parallel: each rank holds batch x seq_len / tp token rows.");
-  require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
-              o.profile >= 0,
-          "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");
-  require(o.resume.empty() || o.init.empty(),
-          "resume (" + o.resume + ") and init (" + o.init +
-              ") exclude each other: --resume "
-              "continues a run, --init starts a new one from a model.");
-  const int zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
-  LrSchedule schedule;
-  schedule.lr = o.lr;
-  schedule.min_lr = o.min_lr >= 0.0 ? o.min_lr : o.lr / 10.0;
-  schedule.warmup_steps = o.warmup >= 0 ? o.warmup : o.steps / 20;
-  schedule.total_steps = o.steps;
-  validate(schedule);
-  AdamWConfig adam;
-  adam.weight_decay = static_cast<float>(o.weight_decay);
-  adam.grad_clip = static_cast<float>(o.grad_clip);
-  adam.zero = zero;
-  validate(adam);
+  const TrainingPlan plan = plan_training(o, config, world.size());
+  const int tp_size = plan.tp, zero = plan.adam.zero;
+  const int64_t tokens_per_step = plan.tokens_per_step;
   const TokenDataset data(o.data.empty() ? std::make_unique<TextCorpus>()
                                          : open_token_source(o.data));
   data.require_windows(o.seq_len);
@@ -170,12 +129,14 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
   std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
-  const PipelineStage stage = pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers);
+  const PipelineStage stage =
+      pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), plan.stage_layers);
   GptModel model(mesh.tp(), config, stage, o.seed, o.sequence_parallel);
   if (!o.init.empty()) load_checkpoint(model, o.init);
   model.to(placement.device);
   phase.emplace("AdamW moments");
-  AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), adam, o.pp > 1 ? &mesh.pp() : nullptr);
+  AdamW optimizer(mesh.tp(), mesh.dp(), model.parameters(), plan.adam,
+                  o.pp > 1 ? &mesh.pp() : nullptr);
   phase.reset();
   PipelineRunner runner(model, mesh.pp());
   TrainState state;
@@ -200,8 +161,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << " x accum " << o.grad_accum << " x dp " << o.dp << ")\n"
         << "  unigram baseline (validation, nats): "
         << data.unigram_cross_entropy(config.vocab_size) << "\n  steps " << state.step << " -> "
-        << o.steps << ", lr " << o.lr << " (warmup " << schedule.warmup_steps << ", cosine to "
-        << schedule.min_lr << ")";
+        << o.steps << ", lr " << o.lr << " (warmup " << plan.schedule.warmup_steps << ", cosine to "
+        << plan.schedule.min_lr << ")";
   if (!o.resume.empty()) about << ", resumed from " << resolve_checkpoint_dir(o.resume);
   log.line(about.str());
 
@@ -226,7 +187,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     const bool time_pipeline = o.pp > 1 && (placement.device.is_cpu() || kernels::op_profiling());
     runner.time_steps(time_pipeline);
     const auto t0 = Clock::now();
-    const double lr = lr_at(schedule, state.step);
+    const double lr = lr_at(plan.schedule, state.step);
     const MemoryPhase step_phase("train step " + std::to_string(state.step + 1));
     phase.emplace(o.grad_accum == 1 ? std::string("forward and backward pass")
                                     : "forward and backward passes of " +

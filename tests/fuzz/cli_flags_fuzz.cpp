@@ -4,9 +4,10 @@
 // (e.g. "train --tp 2 --lr 3e-4 --pp-layers 1,1", "bench decode --batch 8").
 // Values that parse then go through the checks the verb runs on them before
 // anything is read or allocated, at several world sizes: each verb's
-// validate() (apps/cli.h), the device flags' parsers, and for train the mesh
-// (ProcessMesh), the preset's divisibility rules at that tp and the pipeline
-// split, as run_training makes them.
+// validate() (apps/cli.h), the device flags' parsers, and for train
+// plan_training, the checks run_training makes first (the mesh, the preset's
+// divisibility at that tp, the pipeline split, the tokens of one step, the
+// schedule, AdamW).
 // Expected for bad input: CLI::ParseError (main turns it into a ConfigError)
 // and ConfigError. A finding: a crash, an ASan or UBSan report (an overflow
 // in a check of a huge value, say), any other exception, a hang.
@@ -23,7 +24,7 @@
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/model_config.h"
-#include "colrow/nn/pipeline_stage.h"
+#include "colrow/train/training_plan.h"
 #include "finding.h"
 
 namespace colrow::fuzz {
@@ -65,12 +66,13 @@ void check_train(const TrainOptions& o) {
   const bool preset = std::find(presets.begin(), presets.end(), o.model) != presets.end();
   for (const int world_size : kWorldSizes) {
     run_check([&] {
+      if (preset) {
+        plan_training(o, model_preset(o.model), world_size);
+        return;
+      }
+      // A directory, not read here: the mesh alone.
       const int tp = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world_size);
       ProcessMesh::validate(tp, o.pp, o.dp, world_size);
-      if (!preset) return;  // a directory: not read here
-      const ModelConfig config = model_preset(o.model);
-      validate(config, tp);
-      pipeline_layer_counts(config.n_layer, o.pp, o.pp_layers);
     });
   }
   check_device(o.device);

@@ -15,27 +15,9 @@
 
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/parameter.h"
+#include "colrow/train/adamw_config.h"
 
 namespace colrow {
-
-// nanoGPT's rule: decay matrices (2-d weights, embeddings included), not
-// norm gains or biases (1-d).
-bool decays_matrices(const Parameter& p);
-
-struct AdamWConfig {
-  float beta1 = 0.9f;
-  float beta2 = 0.95f;
-  float eps = 1e-8f;
-  float weight_decay = 0.1f;
-  float grad_clip = 1.0f;  // max global norm; <= 0 disables clipping
-  int zero = 0;            // 0: every dp rank updates everything; 1: ZeRO-1
-  // Which parameters weight decay applies to.
-  std::function<bool(const Parameter&)> decays = decays_matrices;
-};
-
-// Pure check, identical on every rank: betas in [0, 1), eps > 0,
-// weight_decay >= 0, zero in {0, 1}. ConfigError naming the field otherwise.
-void validate(const AdamWConfig& config);
 
 class AdamW {
  public:

@@ -1,0 +1,64 @@
+// train's checks on its flags alone (training_plan.h).
+#include "colrow/train/training_plan.h"
+
+#include <string>
+
+#include "colrow/core/error.h"
+#include "colrow/dist/process_mesh.h"
+#include "colrow/nn/pipeline_stage.h"
+
+namespace colrow {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError("[train] " + message);
+}
+
+}  // namespace
+
+TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int world_size) {
+  TrainingPlan plan;
+  plan.tp = ProcessMesh::resolve_tp(o.tp, o.pp, o.dp, world_size);
+  ProcessMesh::validate(plan.tp, o.pp, o.dp, world_size);
+  validate(config, plan.tp);
+  plan.stage_layers = pipeline_layer_counts(config.n_layer, o.pp, o.pp_layers);
+  require(o.steps >= 1, "steps (" + std::to_string(o.steps) + ") must be at least 1.");
+  require(o.seq_len >= 1 && o.seq_len <= config.max_position_embeddings,
+          "seq_len (" + std::to_string(o.seq_len) + ") must be between 1 and the model's " +
+              "max_position_embeddings (" + std::to_string(config.max_position_embeddings) + ").");
+  require(o.batch >= 1, "batch (" + std::to_string(o.batch) + ") must be at least 1.");
+  require(o.grad_accum >= 1,
+          "grad_accum (" + std::to_string(o.grad_accum) + ") must be at least 1.");
+  int64_t& tokens_per_step = plan.tokens_per_step;  // without overflow
+  require(!__builtin_mul_overflow(o.batch, o.seq_len, &tokens_per_step) &&
+              !__builtin_mul_overflow(tokens_per_step, o.grad_accum, &tokens_per_step) &&
+              !__builtin_mul_overflow(tokens_per_step, int64_t{o.dp}, &tokens_per_step),
+          "batch x seq_len x grad_accum x dp (" + std::to_string(o.batch) + " x " +
+              std::to_string(o.seq_len) + " x " + std::to_string(o.grad_accum) + " x " +
+              std::to_string(o.dp) + ") must fit in 64 bits: the tokens of one step.");
+  require(!o.sequence_parallel || (o.batch * o.seq_len) % plan.tp == 0,
+          "batch x seq_len (" + std::to_string(o.batch) + " x " + std::to_string(o.seq_len) +
+              ") must be divisible by tp (" + std::to_string(plan.tp) +
+              ") with --sequence-parallel: each rank holds batch x seq_len / tp token rows.");
+  require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
+              o.profile >= 0,
+          "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");
+  require(o.resume.empty() || o.init.empty(),
+          "resume (" + o.resume + ") and init (" + o.init +
+              ") exclude each other: --resume "
+              "continues a run, --init starts a new one from a model.");
+  LrSchedule& schedule = plan.schedule;
+  schedule.lr = o.lr;
+  schedule.min_lr = o.min_lr >= 0.0 ? o.min_lr : o.lr / 10.0;
+  schedule.warmup_steps = o.warmup >= 0 ? o.warmup : o.steps / 20;
+  schedule.total_steps = o.steps;
+  validate(schedule);
+  AdamWConfig& adam = plan.adam;
+  adam.weight_decay = static_cast<float>(o.weight_decay);
+  adam.grad_clip = static_cast<float>(o.grad_clip);
+  adam.zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
+  validate(adam);
+  return plan;
+}
+
+}  // namespace colrow
