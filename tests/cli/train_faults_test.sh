@@ -19,7 +19,7 @@
 #   train_faults_test.sh COLROW MPIEXEC
 set -eu
 colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap "cp $dir/*.err /tmp/faults-out/ 2>/dev/null; rm -rf $dir" EXIT
+dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 # run NP FAULT ARGS...: colrow under mpiexec with COLROW_INJECT_FAULT=FAULT on every rank.
 run() {
   np=$1; fault=$2; shift 2
