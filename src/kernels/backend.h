@@ -30,6 +30,11 @@ struct CrossEntropyRows {
   float label_smoothing = 0.0f;
 };
 
+// The sizes of one causal attention call (kernels/cpu/attention.h's legend).
+struct AttentionSize {
+  int64_t batch = 0, n_head = 0, seq = 0, head_dim = 0;
+};
+
 // One parameter's part of an AdamW update: 1-d views of equal length.
 struct AdamWSegment {
   Tensor param;
@@ -118,13 +123,22 @@ class Backend {
                              Tensor& dx) = 0;
 
   // --- causal attention (kernels/cpu/attention.h)
+  // What attention_forward keeps for attention_backward ("saved"): the
+  // probabilities [B, NH, T, T] on the CPU, or each row's log-sum-exp
+  // [B, NH, T] where a fused kernel recomputes P (CUDA's
+  // kernels/cuda/flash_attention.h, up to head_dim 128). The kernels tell the
+  // two apart by rank.
+  virtual Shape attention_saved_shape(Device device, const AttentionSize& size) = 0;
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
-                                 Tensor& probs, Tensor& out) = 0;
+                                 Tensor& saved, Tensor& out) = 0;
   // The scratch attention_backward needs for this problem size.
-  virtual Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) = 0;
+  virtual Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) = 0;
+  // out: forward's output; window: forward's (the fused kernels need both,
+  // the probabilities neither).
   virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
-                                  const Tensor& probs, const Tensor& dout, Tensor& dq, Tensor& dk,
-                                  Tensor& dv, Tensor& scratch) = 0;
+                                  const Tensor& out, const Tensor& saved, const Tensor& dout,
+                                  int64_t window, Tensor& dq, Tensor& dk, Tensor& dv,
+                                  Tensor& scratch) = 0;
 
   // --- KV cache for incremental decoding (kernels/cpu/kv_cache.h)
   virtual void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) = 0;

@@ -114,20 +114,26 @@ void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tenso
   on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx})->rope_backward(dy, cos, sin, dx);
 }
 
+Shape attention_saved_shape(Device device, const AttentionSize& size) {
+  return kernels::backend_for(device).attention_saved_shape(device, size);
+}
+
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
-                       Tensor& probs, Tensor& out) {
-  on("attention_forward", out.device(), {&q, &k, &v, &probs, &out})
-      ->attention_forward(q, k, v, window, probs, out);
+                       Tensor& saved, Tensor& out) {
+  on("attention_forward", out.device(), {&q, &k, &v, &saved, &out})
+      ->attention_forward(q, k, v, window, saved, out);
 }
 
-Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq) {
-  return kernels::backend_for(device).attention_backward_scratch_shape(batch, n_head, seq);
+Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) {
+  return kernels::backend_for(device).attention_backward_scratch_shape(device, size);
 }
 
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch) {
-  on("attention_backward", scratch.device(), {&q, &k, &v, &probs, &dout, &dq, &dk, &dv, &scratch})
-      ->attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv, Tensor& scratch) {
+  on("attention_backward", scratch.device(),
+     {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch})
+      ->attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
 }
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {

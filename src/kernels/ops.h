@@ -12,6 +12,7 @@ namespace colrow::ops {
 
 using kernels::AdamWSegment;
 using kernels::AdamWStep;
+using kernels::AttentionSize;
 using kernels::CacheRows;
 using kernels::CrossEntropyRows;
 using kernels::GeluForm;
@@ -42,11 +43,13 @@ void add_into(Tensor& out, const Tensor& a);
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin);
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y);
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx);
+Shape attention_saved_shape(Device device, const AttentionSize& size);
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
-                       Tensor& probs, Tensor& out);
-Shape attention_backward_scratch_shape(Device device, int64_t batch, int64_t n_head, int64_t seq);
-void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                        const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv, Tensor& scratch);
+                       Tensor& saved, Tensor& out);
+Shape attention_backward_scratch_shape(Device device, const AttentionSize& size);
+void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                        const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
+                        Tensor& dk, Tensor& dv, Tensor& scratch);
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache);
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out);

@@ -185,11 +185,13 @@ const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, i
     ops::rope_forward(q, cos_, sin_, q_rot_);
     ops::rope_forward(k, cos_, sin_, k_rot_);
   }
-  // q, k, v -> probs: [batch, n_head_local, seq, seq], attn_out: [tokens, n_head_local*hd]
-  ensure_shape(probs_, {batch, n_head_local_, seq, seq}, q.device());
+  // q, k, v -> saved (the probabilities [batch, n_head_local, seq, seq], or a
+  // fused kernel's [batch, n_head_local, seq]), attn_out: [tokens, n_head_local*hd]
+  ensure_shape(saved_, ops::attention_saved_shape(q.device(), {batch, n_head_local_, seq, hd}),
+               q.device());
   ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
   ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, config_.window,
-                         probs_, attn_out_);
+                         saved_, attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
   return o_proj_.forward(attn_out_);  // one all-reduce (or reduce-scatter) over tp
 }
@@ -261,10 +263,12 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   ensure_shape(dk_, k.shape(), k.device());
   ensure_shape(dv_, k.shape(), k.device());
   {  // scratch lives for this call only: one layer's at a time (on a GPU the
-     // [batch * heads, seq, seq] dP/dS goes back to the cache for the next layer)
-    Tensor scratch = Tensor::empty(
-        ops::attention_backward_scratch_shape(q.device(), batch_, n_head_local_, seq_), q.device());
-    ops::attention_backward(q, k, v_proj_.output(), probs_, d_attn, dq_, dk_, dv_, scratch);
+     // dP/dS or dQ shares go back to the cache for the next layer)
+    Tensor scratch = Tensor::empty(ops::attention_backward_scratch_shape(
+                                       q.device(), {batch_, n_head_local_, seq_, config_.head_dim}),
+                                   q.device());
+    ops::attention_backward(q, k, v_proj_.output(), attn_out_, saved_, d_attn, config_.window, dq_,
+                            dk_, dv_, scratch);
   }
   if (config_.rope) {  // back through the rotation, in place
     ops::rope_backward(dq_, cos_, sin_, dq_);

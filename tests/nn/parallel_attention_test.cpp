@@ -438,17 +438,17 @@ TEST(ParallelAttentionTest, ReusesItsBuffers) {
   ParallelAttention attn(tp, make_config(48, 12, 0, 0, false, true));
   const Tensor x = random_tensor({10, 48}, 7);
   const float* y_data = attn.forward(x, 2, 5).data();
-  const float* probs_data = attn.probabilities().data();
+  const float* saved_data = attn.attention_saved().data();
   const float* dx_data = attn.backward(x).data();
   EXPECT_EQ(attn.forward(x, 2, 5).data(), y_data);
-  EXPECT_EQ(attn.probabilities().data(), probs_data);
+  EXPECT_EQ(attn.attention_saved().data(), saved_data);
   EXPECT_EQ(attn.backward(x).data(), dx_data);
-  EXPECT_EQ(attn.probabilities().shape(), (Shape{2, 12 / tp.size(), 5, 5}));
+  EXPECT_EQ(attn.attention_saved().shape(), (Shape{2, 12 / tp.size(), 5, 5}));
   // Another split of the same tokens into sequences gives different results.
   const Tensor y_2x5 = attn.forward(x, 2, 5).clone();
   const Tensor y_1x10 = attn.forward(x, 1, 10).clone();
   EXPECT_FALSE(same_bits(y_2x5, y_1x10));
-  EXPECT_EQ(attn.probabilities().shape(), (Shape{1, 12 / tp.size(), 10, 10}));
+  EXPECT_EQ(attn.attention_saved().shape(), (Shape{1, 12 / tp.size(), 10, 10}));
 }
 
 TEST(ParallelAttentionTest, BadShapesThrowOnEveryRankBeforeAnyCollective) {

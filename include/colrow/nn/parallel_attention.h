@@ -98,8 +98,10 @@ class ParallelAttention {
   int n_kv_head_local() const { return n_kv_head_local_; }
   // The ranks sharing this rank's KV head (null unless tp > n_kv_head).
   Communicator* kv_replica_group() { return kv_replicas_.get(); }
-  // The last forward's attention probabilities: [batch, n_head_local, seq, seq].
-  const Tensor& probabilities() const { return probs_; }
+  // What the last forward kept for backward (ops::attention_saved_shape): the
+  // probabilities [batch, n_head_local, seq, seq], or a fused kernel's row
+  // log-sum-exp [batch, n_head_local, seq].
+  const Tensor& attention_saved() const { return saved_; }
 
  private:
   // k_proj weight, bias, v_proj weight, bias (null where there is no bias).
@@ -123,7 +125,7 @@ class ParallelAttention {
   Tensor cos_rows_, sin_rows_;      // [tokens, hd/2]
   Tensor scores_;                   // decoding: [tokens, n_head_local, capacity]
   Tensor q_rot_, k_rot_;            // q, k after RoPE: [tokens, heads_local*hd]
-  Tensor probs_;                    // [batch, n_head_local, seq, seq]
+  Tensor saved_;                    // attention_saved()
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
   Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
 };

@@ -3,7 +3,7 @@
 // check of its own backward scratch, whose shape differs). Legend as there:
 // B batch, T seq, NH query heads, NKV key/value heads, HS head_dim.
 //   q, out, dout, dq: [B*T, NH*HS]   k, v, dk, dv: [B*T, NKV*HS]
-//   probs: [B, NH, T, T], contiguous and non-empty
+//   probs: [B, NH, T, T] (or lse: [B, NH, T] for the fused kernels), contiguous and non-empty
 // 2-d operands may be strided views (a fused qkv buffer) with a contiguous last dim.
 #pragma once
 
@@ -35,15 +35,12 @@ inline bool is_attention_matrix(const Tensor& t, int64_t rows, int64_t cols) {
          (t.numel() == 0 || t.stride(1) == 1);
 }
 
-// The dimensions of q, k, v, probs and out (dout in backward), or InternalError.
-inline AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                     const Tensor& probs, const Tensor& out, const char* what) {
-  if (probs.ndim() != 4 || !probs.is_contiguous() || probs.size(2) != probs.size(3) ||
-      probs.numel() == 0) {
-    attention_fail(what, "probs must be a non-empty contiguous [batch, n_head, seq, seq], got " +
-                             shape_to_string(probs.shape()));
-  }
-  AttentionDims d{probs.size(0), probs.size(2), probs.size(1), 0, 0, 0};
+// The dimensions of q, k, v and out (dout in backward), given batch, n_head
+// and seq in `d` (read from what forward saved), or InternalError; `saved`
+// names that tensor for the message.
+inline AttentionDims check_attention_operands(AttentionDims d, const Tensor& q, const Tensor& k,
+                                              const Tensor& v, const Tensor& saved,
+                                              const Tensor& out, const char* what) {
   const int64_t tokens = d.batch * d.seq;
   if (q.ndim() != 2 || k.ndim() != 2 || q.size(1) % d.n_head != 0 || q.size(1) == 0) {
     attention_fail(what, "q " + shape_to_string(q.shape()) + " does not hold " +
@@ -58,13 +55,37 @@ inline AttentionDims check_attention(const Tensor& q, const Tensor& k, const Ten
   if (!ok) {
     attention_fail(what, "shapes do not match: q " + shape_to_string(q.shape()) + ", k " +
                              shape_to_string(k.shape()) + ", v " + shape_to_string(v.shape()) +
-                             ", probs " + shape_to_string(probs.shape()) + ", out " +
+                             ", saved " + shape_to_string(saved.shape()) + ", out " +
                              shape_to_string(out.shape()) +
                              " (rows must be batch * seq; k, v whole heads of q's head_dim, their "
                              "count dividing n_head; last dims contiguous)");
   }
   d.group = d.n_head / d.n_kv_head;
   return d;
+}
+
+// The dimensions of q, k, v, probs and out (dout in backward), or InternalError.
+inline AttentionDims check_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& probs, const Tensor& out, const char* what) {
+  if (probs.ndim() != 4 || !probs.is_contiguous() || probs.size(2) != probs.size(3) ||
+      probs.numel() == 0) {
+    attention_fail(what, "probs must be a non-empty contiguous [batch, n_head, seq, seq], got " +
+                             shape_to_string(probs.shape()));
+  }
+  return check_attention_operands({probs.size(0), probs.size(2), probs.size(1), 0, 0, 0}, q, k, v,
+                                  probs, out, what);
+}
+
+// The same with the rows' log-sum-exp lse: [batch, n_head, seq] in place of
+// the probabilities (the fused kernels).
+inline AttentionDims check_attention_lse(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& lse, const Tensor& out, const char* what) {
+  if (lse.ndim() != 3 || !lse.is_contiguous() || lse.numel() == 0) {
+    attention_fail(what, "lse must be a non-empty contiguous [batch, n_head, seq], got " +
+                             shape_to_string(lse.shape()));
+  }
+  return check_attention_operands({lse.size(0), lse.size(2), lse.size(1), 0, 0, 0}, q, k, v, lse,
+                                  out, what);
 }
 
 // dq like q, dk and dv like k.

@@ -89,18 +89,20 @@ class CpuBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cpu::rope_backward(dy, cos, sin, dx);
   }
+  // The probabilities: with few threads per rank they cost memory, not time.
+  Shape attention_saved_shape(Device, const AttentionSize& size) override {
+    return {size.batch, size.n_head, size.seq, size.seq};
+  }
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                          Tensor& probs, Tensor& out) override {
     cpu::attention_forward(q, k, v, window, probs, out);
   }
-  Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
-    (void)batch;
-    (void)n_head;
-    return cpu::attention_backward_scratch_shape(seq);
+  Shape attention_backward_scratch_shape(Device, const AttentionSize& size) override {
+    return cpu::attention_backward_scratch_shape(size.seq);
   }
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                          Tensor& scratch) override {
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& /*out*/,
+                          const Tensor& probs, const Tensor& dout, int64_t /*window*/, Tensor& dq,
+                          Tensor& dk, Tensor& dv, Tensor& scratch) override {
     cpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
   }
   void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {

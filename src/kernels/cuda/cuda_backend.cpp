@@ -12,6 +12,7 @@
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/device_peak.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/init.h"
 #include "kernels/cuda/kv_cache.h"
@@ -92,17 +93,37 @@ class CudaBackend final : public Backend {
   void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) override {
     cuda::rope_backward(dy, cos, sin, dx);
   }
+  // The fused kernels where they take the head_dim (they never store the
+  // [B, NH, T, T] probabilities); the plain ones, their reference, otherwise.
+  Shape attention_saved_shape(Device device, const AttentionSize& size) override {
+    if (cuda::flash_attention_supports(size.head_dim, device.index)) {
+      return {size.batch, size.n_head, size.seq};
+    }
+    return {size.batch, size.n_head, size.seq, size.seq};
+  }
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
-                         Tensor& probs, Tensor& out) override {
-    cuda::attention_forward(q, k, v, window, probs, out);
+                         Tensor& saved, Tensor& out) override {
+    if (saved.ndim() == 3) {
+      cuda::flash_attention_forward(q, k, v, window, saved, out);
+    } else {
+      cuda::attention_forward(q, k, v, window, saved, out);
+    }
   }
-  Shape attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) override {
-    return cuda::attention_backward_scratch_shape(batch, n_head, seq);
+  Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) override {
+    if (cuda::flash_attention_supports(size.head_dim, device.index)) {
+      return cuda::flash_attention_backward_scratch_shape(size.batch, size.n_head, size.seq,
+                                                          size.head_dim);
+    }
+    return cuda::attention_backward_scratch_shape(size.batch, size.n_head, size.seq);
   }
-  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
-                          const Tensor& dout, Tensor& dq, Tensor& dk, Tensor& dv,
-                          Tensor& scratch) override {
-    cuda::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                          const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
+                          Tensor& dk, Tensor& dv, Tensor& scratch) override {
+    if (saved.ndim() == 3) {
+      cuda::flash_attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
+    } else {
+      cuda::attention_backward(q, k, v, saved, dout, dq, dk, dv, scratch);
+    }
   }
   void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {
     cuda::kv_cache_append(x, rows, cache);

@@ -1,0 +1,552 @@
+// Fused causal attention (flash_attention.h). Legend as kernels/cpu/attention.h:
+// B batch, T seq (queries i, keys j), NH query heads, NKV key/value heads, HS
+// head_dim, G = NH / NKV, S = scale Q K^T, P = softmax(S) over the visible keys.
+//
+// Every kernel works on tiles of 64 queries x 64 keys with a 16 x 16 thread
+// block; a thread owns a 4 x 4 patch of the tile's scores and, for products
+// with HS columns, 4 rows x TE columns e = tx + 16 t (TE = HS / 16 rounded up,
+// so HS up to 128). Operands sit in shared memory in the layout their product
+// reads: a thread's four rows as one float4 ("transposed" tiles [e][row],
+// rows padded to 68), or one element per column across the 16 threads of a
+// row ("row" tiles [row][e], padded to HS + 1 so that the 4 rows a thread
+// reads down a column fall in different banks).
+//
+// forward, per (sequence, query head, query tile): over the key tiles it
+//   meets, S -> the online softmax (running max m and sum l per row) ->
+//   O += P V; then O / l and lse = m + log l.
+// backward: D_i = dO_i . O_i; per (sequence, KV head, key tile), over its
+//   query heads and the query tiles it meets: S and dP = dO V^T again,
+//   P = exp(S - lse), dS = P (dP - D), dV += P^T dO, dK += dS^T Q, and the
+//   tile's share of dQ, dS K, into its own slot of the scratch; a last
+//   kernel sums each row's slots in key-tile order. S is computed in the
+//   same order in both passes, so backward's P has forward's bits.
+#include "kernels/cuda/flash_attention.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_context.h"
+#include "kernels/attention_window.h"
+#include "kernels/checks/attention.h"
+#include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int kTile = 64;                // queries per query tile, keys per key tile
+constexpr int kSide = 16;                // the thread block is kSide x kSide
+constexpr int kThreads = kSide * kSide;  // 256
+constexpr int kPer = kTile / kSide;      // 4: a thread's rows (and columns) of a score tile
+constexpr int kTStride = kTile + 4;      // transposed and score tiles: rows stay float4-aligned
+constexpr int64_t kMaxHeadDim = 128;
+constexpr int64_t kMaxTiles = 65535;  // query tiles ride on gridDim.y
+
+// Shared-memory sizes in floats, for HSP = 16 TE columns.
+constexpr int64_t row_tile(int hsp) {
+  return int64_t{kTile} * (hsp + 1);
+}
+constexpr int64_t transposed_tile(int hsp) {
+  return int64_t{hsp} * kTStride;
+}
+constexpr int64_t kScoreTile = int64_t{kTile} * kTStride;
+// forward: Qt, Kt, Pt, then V.
+constexpr int64_t forward_floats(int hsp) {
+  return 2 * transposed_tile(hsp) + kScoreTile + row_tile(hsp);
+}
+// backward: Qt, dOt, PS, the rows' lse and D, then K, V, Q, dO.
+constexpr int64_t backward_floats(int hsp) {
+  return 2 * transposed_tile(hsp) + kScoreTile + 2 * kTile + 4 * row_tile(hsp);
+}
+
+// Query tile qt meets key tile kt when some query of qt sees some key of kt:
+// the diagonal bounds kt <= qt, and the window's first key of qt's first
+// query (the smallest of the tile's) must not lie past kt's last key.
+__host__ __device__ inline int64_t first_key_tile(int64_t qt, int64_t window) {
+  return first_visible_key(qt * kTile, window) / kTile;
+}
+__host__ __device__ inline bool tiles_meet(int64_t kt, int64_t qt, int64_t window) {
+  return kt <= qt && kt >= first_key_tile(qt, window);
+}
+
+__device__ inline bool visible(int64_t i, int64_t j, int64_t seq, int64_t window) {
+  return i < seq && j <= i && j >= first_visible_key(i, window);
+}
+
+// Max and sum over the 16 threads of one score row (lanes tx of one ty: the
+// xor offsets stay inside a half warp); every lane gets the same bits.
+__device__ inline float row_max(float x) {
+  for (int offset = kSide / 2; offset > 0; offset /= 2) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  }
+  return x;
+}
+__device__ inline float row_sum(float x) {
+  for (int offset = kSide / 2; offset > 0; offset /= 2) {
+    x += __shfl_xor_sync(0xffffffffu, x, offset);
+  }
+  return x;
+}
+
+__device__ inline float4 load4(const float* p) {
+  return *reinterpret_cast<const float4*>(p);
+}
+__device__ inline void store4(float* p, float a, float b, float c, float d) {
+  *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
+
+// Rows [r0, r0 + 64) of src (row stride ld, HS columns), zero past T rows and
+// past HS columns, into a row tile [64][HSP + 1] and/or a transposed tile
+// [HSP][kTStride] times cols_mul (null: not wanted).
+template <int HSP>
+__device__ void load_tile(const float* src, int64_t ld, int64_t r0, int64_t T, int64_t HS,
+                          float* rows, float* cols, float cols_mul) {
+  for (int idx = threadIdx.x; idx < kTile * HSP; idx += kThreads) {
+    const int r = idx / HSP, e = idx % HSP;
+    const float x = r0 + r < T && e < HS ? src[(r0 + r) * ld + e] : 0.0f;
+    if (rows != nullptr) rows[r * (HSP + 1) + e] = x;
+    if (cols != nullptr) cols[e * kTStride + r] = x * cols_mul;
+  }
+}
+
+struct Operands {
+  const float* q;
+  const float* k;
+  const float* v;
+  int64_t ldq, ldk, ldv;
+  int64_t seq, n_head, group, head_dim, window;
+  float scale;
+};
+
+template <int TE>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward(Operands a, float* out, int64_t ldo, float* lse) {
+  constexpr int HSP = TE * kSide;
+  extern __shared__ float4 flash_shared[];
+  float* Qt = reinterpret_cast<float*>(flash_shared);  // [HSP][kTStride], times scale
+  float* Kt = Qt + transposed_tile(HSP);               // [HSP][kTStride]
+  float* Pt = Kt + transposed_tile(HSP);               // [64 keys][kTStride queries]
+  float* V = Pt + kScoreTile;                          // [64][HSP + 1]
+
+  const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
+  const int r0 = ty * kPer, c0 = tx * kPer;  // this thread's score rows and columns
+  const int64_t T = a.seq, HS = a.head_dim;
+  const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh % a.n_head, g = h / a.group;
+  const int64_t qt = gridDim.y - 1 - blockIdx.y;  // the tiles with the most keys start first
+  const int64_t i0 = qt * kTile;
+  const float* k = a.k + b * T * a.ldk + g * HS;
+  const float* v = a.v + b * T * a.ldv + g * HS;
+  load_tile<HSP>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, HS, nullptr, Qt, a.scale);
+
+  float o[kPer][TE] = {};
+  float m[kPer], l[kPer];  // running max of the row; this thread's part of its running sum
+  for (int i = 0; i < kPer; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+  for (int64_t kt = first_key_tile(qt, a.window); kt <= qt; ++kt) {
+    const int64_t j0 = kt * kTile;
+    __syncthreads();  // the last tile's Kt, V and Pt are read
+    load_tile<HSP>(k, a.ldk, j0, T, HS, nullptr, Kt, 1.0f);
+    load_tile<HSP>(v, a.ldv, j0, T, HS, V, nullptr, 1.0f);
+    __syncthreads();
+    float s[kPer][kPer] = {};
+    for (int e = 0; e < HS; ++e) {
+      const float4 qv = load4(Qt + e * kTStride + r0), kv = load4(Kt + e * kTStride + c0);
+      const float qe[kPer] = {qv.x, qv.y, qv.z, qv.w}, ke[kPer] = {kv.x, kv.y, kv.z, kv.w};
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) s[i][j] = fmaf(qe[i], ke[j], s[i][j]);
+      }
+    }
+    float p[kPer][kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int64_t qi = i0 + r0 + i;
+      bool seen[kPer];
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        seen[j] = visible(qi, j0 + c0 + j, T, a.window);
+        if (seen[j]) tile_max = fmaxf(tile_max, s[i][j]);
+      }
+      const float m_new = fmaxf(m[i], row_max(tile_max));
+      // A row with no visible key yet keeps m = -inf, l = 0, o = 0.
+      const bool any = m_new != -INFINITY;
+      const float alpha = any ? expf(m[i] - m_new) : 1.0f;
+      l[i] *= alpha;
+#pragma unroll
+      for (int t = 0; t < TE; ++t) o[i][t] *= alpha;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        p[i][j] = seen[j] ? expf(s[i][j] - m_new) : 0.0f;
+        l[i] += p[i][j];
+      }
+      m[i] = m_new;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      store4(Pt + (c0 + j) * kTStride + r0, p[0][j], p[1][j], p[2][j], p[3][j]);
+    }
+    __syncthreads();
+    for (int c = 0; c < kTile; ++c) {  // O += P V over the tile's keys
+      const float4 pv = load4(Pt + c * kTStride + r0);
+      const float pc[kPer] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+      for (int t = 0; t < TE; ++t) {
+        const float ve = V[c * (HSP + 1) + tx + kSide * t];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) o[i][t] = fmaf(pc[i], ve, o[i][t]);
+      }
+    }
+  }
+  float sum[kPer];  // >= 1 where the row exists: its max contributes exp(0)
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) sum[i] = row_sum(l[i]);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t qi = i0 + r0 + i;
+    if (qi >= T) continue;
+    const float inv = 1.0f / sum[i];
+    float* row = out + (b * T + qi) * ldo + h * HS;
+#pragma unroll
+    for (int t = 0; t < TE; ++t) {
+      const int e = tx + kSide * t;
+      if (e < HS) row[e] = o[i][t] * inv;
+    }
+    if (tx == 0) lse[bh * T + qi] = m[i] + logf(sum[i]);
+  }
+}
+
+// d[b, h, i] = dO . O over head h of token b*T + i: one warp per (token, head).
+__global__ void rows_dot(const float* dout, int64_t lddo, const float* out, int64_t ldo,
+                         int64_t tokens, int64_t seq, int64_t n_head, int64_t head_dim, float* d) {
+  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (w >= tokens * n_head) return;  // the whole warp leaves together
+  const int lane = static_cast<int>(threadIdx.x % kWarp);
+  const int64_t row = w / n_head, h = w % n_head;
+  const float* x = dout + row * lddo + h * head_dim;
+  const float* y = out + row * ldo + h * head_dim;
+  float sum = 0.0f;
+  for (int64_t e = lane; e < head_dim; e += kWarp) sum = fmaf(x[e], y[e], sum);
+  sum = warp_sum(sum);
+  if (lane == 0) d[((row / seq) * n_head + h) * seq + row % seq] = sum;
+}
+
+struct Gradients {
+  const float* dout;
+  int64_t lddo;
+  const float* lse;  // [B, NH, T]
+  const float* d;    // [B, NH, T]
+  float* dk;
+  int64_t lddk;
+  float* dv;
+  int64_t lddv;
+  float* dq_parts;  // [key tiles, B*T, NH*HS]
+};
+
+template <int TE>
+__global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands a, Gradients gr) {
+  constexpr int HSP = TE * kSide;
+  extern __shared__ float4 flash_shared[];
+  float* Qt = reinterpret_cast<float*>(flash_shared);  // [HSP][kTStride], times scale
+  float* dOt = Qt + transposed_tile(HSP);              // [HSP][kTStride]
+  float* PS = dOt + transposed_tile(HSP);              // [64 queries][kTStride keys]: P, then dS
+  float* lse = PS + kScoreTile;                        // [64] the query tile's
+  float* D = lse + kTile;                              // [64]
+  float* K = D + kTile;                                // [64][HSP + 1]
+  float* V = K + row_tile(HSP);
+  float* Q = V + row_tile(HSP);
+  float* dO = Q + row_tile(HSP);
+
+  const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
+  const int c0 = ty * kPer, r0 = tx * kPer;  // this thread's keys and queries of a score tile
+  const int64_t T = a.seq, HS = a.head_dim, NH = a.n_head, n_kv = a.n_head / a.group;
+  const int64_t tokens = gridDim.x / n_kv * T, width = NH * HS;
+  const int64_t bg = blockIdx.x, b = bg / n_kv, g = bg % n_kv;
+  const int64_t kt = blockIdx.y, j0 = kt * kTile, query_tiles = (T + kTile - 1) / kTile;
+  load_tile<HSP>(a.k + b * T * a.ldk + g * HS, a.ldk, j0, T, HS, K, nullptr, 1.0f);
+  load_tile<HSP>(a.v + b * T * a.ldv + g * HS, a.ldv, j0, T, HS, V, nullptr, 1.0f);
+
+  float dk[kPer][TE] = {}, dv[kPer][TE] = {};  // keys c0 + i, columns tx + 16 t
+  for (int64_t r = 0; r < a.group; ++r) {      // the query heads of KV head g, in order
+    const int64_t h = g * a.group + r;
+    const float* lse_h = gr.lse + (b * NH + h) * T;
+    const float* d_h = gr.d + (b * NH + h) * T;
+    for (int64_t qt = kt; qt < query_tiles && tiles_meet(kt, qt, a.window); ++qt) {
+      const int64_t i0 = qt * kTile;
+      __syncthreads();  // the last tile's operands are read
+      load_tile<HSP>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, HS, Q, Qt, a.scale);
+      load_tile<HSP>(gr.dout + b * T * gr.lddo + h * HS, gr.lddo, i0, T, HS, dO, dOt, 1.0f);
+      for (int idx = threadIdx.x; idx < kTile; idx += kThreads) {
+        lse[idx] = i0 + idx < T ? lse_h[i0 + idx] : 0.0f;
+        D[idx] = i0 + idx < T ? d_h[i0 + idx] : 0.0f;
+      }
+      __syncthreads();
+      // S^T and dP^T: [keys c0 + i][queries r0 + j].
+      float s[kPer][kPer] = {}, dp[kPer][kPer] = {};
+      for (int e = 0; e < HS; ++e) {
+        const float4 qv = load4(Qt + e * kTStride + r0), gv = load4(dOt + e * kTStride + r0);
+        const float qe[kPer] = {qv.x, qv.y, qv.z, qv.w}, ge[kPer] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const float ke = K[(c0 + i) * (HSP + 1) + e], ve = V[(c0 + i) * (HSP + 1) + e];
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) {
+            s[i][j] = fmaf(qe[j], ke, s[i][j]);  // forward's order and operands: the same bits
+            dp[i][j] = fmaf(ge[j], ve, dp[i][j]);
+          }
+        }
+      }
+      float p[kPer][kPer], ds[kPer][kPer];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const bool seen = visible(i0 + r0 + j, j0 + c0 + i, T, a.window);
+          p[i][j] = seen ? expf(s[i][j] - lse[r0 + j]) : 0.0f;
+          ds[i][j] = p[i][j] * (dp[i][j] - D[r0 + j]);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        store4(PS + (r0 + j) * kTStride + c0, p[0][j], p[1][j], p[2][j], p[3][j]);
+      }
+      __syncthreads();
+      for (int q = 0; q < kTile; ++q) {  // dV += P^T dO
+        const float4 pv = load4(PS + q * kTStride + c0);
+        const float pq[kPer] = {pv.x, pv.y, pv.z, pv.w};
+#pragma unroll
+        for (int t = 0; t < TE; ++t) {
+          const float ge = dO[q * (HSP + 1) + tx + kSide * t];
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) dv[i][t] = fmaf(pq[i], ge, dv[i][t]);
+        }
+      }
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        store4(PS + (r0 + j) * kTStride + c0, ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
+      }
+      __syncthreads();
+      for (int q = 0; q < kTile; ++q) {  // dK += dS^T Q (times scale at the end)
+        const float4 sv = load4(PS + q * kTStride + c0);
+        const float dsq[kPer] = {sv.x, sv.y, sv.z, sv.w};
+#pragma unroll
+        for (int t = 0; t < TE; ++t) {
+          const float qe = Q[q * (HSP + 1) + tx + kSide * t];
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) dk[i][t] = fmaf(dsq[i], qe, dk[i][t]);
+        }
+      }
+      // This key tile's share of dQ (times scale when summed): dS K for
+      // queries ty * 4 + i, columns tx + 16 t.
+      float share[kPer][TE] = {};
+      for (int c = 0; c < kTile; ++c) {
+        float dsc[kPer];
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) dsc[i] = PS[(ty * kPer + i) * kTStride + c];
+#pragma unroll
+        for (int t = 0; t < TE; ++t) {
+          const float ke = K[c * (HSP + 1) + tx + kSide * t];
+#pragma unroll
+          for (int i = 0; i < kPer; ++i) share[i][t] = fmaf(dsc[i], ke, share[i][t]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int64_t qi = i0 + ty * kPer + i;
+        if (qi >= T) continue;
+        float* row = gr.dq_parts + (kt * tokens + b * T + qi) * width + h * HS;
+#pragma unroll
+        for (int t = 0; t < TE; ++t) {
+          const int e = tx + kSide * t;
+          if (e < HS) row[e] = share[i][t];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t kj = j0 + c0 + i;
+    if (kj >= T) continue;
+    float* dk_row = gr.dk + (b * T + kj) * gr.lddk + g * HS;
+    float* dv_row = gr.dv + (b * T + kj) * gr.lddv + g * HS;
+#pragma unroll
+    for (int t = 0; t < TE; ++t) {
+      const int e = tx + kSide * t;
+      if (e < HS) {
+        dk_row[e] = dk[i][t] * a.scale;
+        dv_row[e] = dv[i][t];
+      }
+    }
+  }
+}
+
+// dq[row, col] = scale x the sum, in key-tile order, of the shares of the
+// key tiles that row's query tile meets.
+__global__ void sum_dq_shares(const float* parts, int64_t tokens, int64_t width, int64_t seq,
+                              int64_t window, float scale, float* dq, int64_t lddq) {
+  const int64_t n = tokens * width;
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t row = idx / width, col = idx % width, qt = (row % seq) / kTile;
+    float sum = 0.0f;
+    for (int64_t kt = first_key_tile(qt, window); kt <= qt; ++kt) {
+      sum += parts[(kt * tokens + row) * width + col];
+    }
+    dq[row * lddq + col] = sum * scale;
+  }
+}
+
+int columns_per_thread(int64_t head_dim) {  // TE
+  return head_dim <= 16 ? 1 : head_dim <= 32 ? 2 : head_dim <= 64 ? 4 : 8;
+}
+
+int64_t key_tiles(int64_t seq) {
+  return (seq + kTile - 1) / kTile;
+}
+
+float softmax_scale(int64_t head_dim) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+Operands operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
+                  int64_t window) {
+  return {q.data(), k.data(), v.data(), q.row_stride(), k.row_stride(), v.row_stride(),
+          d.seq,    d.n_head, d.group,  d.head_dim,     window,         softmax_scale(d.head_dim)};
+}
+
+void check_supported(const AttentionDims& d, int device, const char* what) {
+  if (!flash_attention_supports(d.head_dim, device)) {
+    attention_fail(what, "head_dim " + std::to_string(d.head_dim) +
+                             " is not supported by the fused kernels (up to " +
+                             std::to_string(kMaxHeadDim) + ", within the GPU's shared memory)");
+  }
+  if (key_tiles(d.seq) > kMaxTiles || d.batch * d.n_head > INT_MAX) {
+    attention_fail(what, "seq " + std::to_string(d.seq) + " or batch x heads " +
+                             std::to_string(d.batch * d.n_head) + " exceeds the launch grid");
+  }
+}
+
+template <typename Kernel>
+void allow_shared(Kernel kernel, int64_t floats) {
+  COLROW_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(floats * sizeof(float))));
+}
+
+template <int TE>
+void launch_forward(const Operands& a, int64_t batch, float* out, int64_t ldo, float* lse,
+                    cudaStream_t stream) {
+  const int64_t floats = forward_floats(TE * kSide);
+  allow_shared(flash_forward<TE>, floats);
+  const dim3 grid(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq)));
+  flash_forward<TE><<<grid, kThreads, floats * sizeof(float), stream>>>(a, out, ldo, lse);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+template <int TE>
+void launch_backward_kv(const Operands& a, int64_t batch, const Gradients& gr,
+                        cudaStream_t stream) {
+  const int64_t floats = backward_floats(TE * kSide);
+  allow_shared(flash_backward_kv<TE>, floats);
+  const dim3 grid(static_cast<unsigned>(batch * (a.n_head / a.group)),
+                  static_cast<unsigned>(key_tiles(a.seq)));
+  flash_backward_kv<TE><<<grid, kThreads, floats * sizeof(float), stream>>>(a, gr);
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+bool flash_attention_supports(int64_t head_dim, int device) {
+  if (head_dim < 1 || head_dim > kMaxHeadDim) return false;
+  const int hsp = columns_per_thread(head_dim) * kSide;
+  int optin = 0;
+  COLROW_CUDA_CHECK(
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  const int64_t floats = std::max(forward_floats(hsp), backward_floats(hsp));
+  return floats * static_cast<int64_t>(sizeof(float)) <= optin;
+}
+
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                             Tensor& lse, Tensor& out) {
+  const char* what = "flash_attention_forward";
+  const AttentionDims d = check_attention_lse(q, k, v, lse, out, what);
+  check_window(window, what);
+  const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out});
+  check_supported(d, device, what);
+  const Operands a = operands(q, k, v, d, window);
+  cudaStream_t stream = colrow::cuda::compute_stream(device);
+  switch (columns_per_thread(d.head_dim)) {
+    case 1:
+      launch_forward<1>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
+      break;
+    case 2:
+      launch_forward<2>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
+      break;
+    case 4:
+      launch_forward<4>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
+      break;
+    default:
+      launch_forward<8>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
+  }
+}
+
+Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
+                                             int64_t head_dim) {
+  return {batch * n_head * seq + key_tiles(seq) * batch * seq * n_head * head_dim};
+}
+
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout, int64_t window, Tensor& dq,
+                              Tensor& dk, Tensor& dv, Tensor& scratch) {
+  const char* what = "flash_attention_backward";
+  const AttentionDims d = check_attention_lse(q, k, v, lse, dout, what);
+  check_attention_operands({d.batch, d.seq, d.n_head, 0, 0, 0}, q, k, v, lse, out, what);
+  check_attention_grads(q, k, d, dq, dk, dv, what);
+  check_window(window, what);
+  const Shape need = flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq, d.head_dim);
+  if (!scratch.is_contiguous() || scratch.numel() < need[0]) {
+    attention_fail(what, "scratch " + shape_to_string(scratch.shape()) +
+                             " must be contiguous and hold at least " + shape_to_string(need));
+  }
+  const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
+  check_supported(d, device, what);
+  cudaStream_t stream = colrow::cuda::compute_stream(device);
+  const int64_t tokens = d.batch * d.seq, rows = tokens * d.n_head;
+  float* row_dots = scratch.data();  // [B, NH, T]
+  float* shares = row_dots + rows;   // [key tiles, B*T, NH*HS]
+  constexpr int kRowsPerBlock = 8;
+  rows_dot<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kRowsPerBlock * kWarp, 0, stream>>>(
+      dout.data(), dout.row_stride(), out.data(), out.row_stride(), tokens, d.seq, d.n_head,
+      d.head_dim, row_dots);
+  COLROW_CUDA_CHECK_LAUNCH();
+  const Operands a = operands(q, k, v, d, window);
+  const Gradients gr{dout.data(),     dout.row_stride(), lse.data(),      row_dots, dk.data(),
+                     dk.row_stride(), dv.data(),         dv.row_stride(), shares};
+  switch (columns_per_thread(d.head_dim)) {
+    case 1:
+      launch_backward_kv<1>(a, d.batch, gr, stream);
+      break;
+    case 2:
+      launch_backward_kv<2>(a, d.batch, gr, stream);
+      break;
+    case 4:
+      launch_backward_kv<4>(a, d.batch, gr, stream);
+      break;
+    default:
+      launch_backward_kv<8>(a, d.batch, gr, stream);
+  }
+  const int64_t width = d.n_head * d.head_dim;
+  const unsigned blocks = std::min<unsigned>(colrow::cuda::blocks_for(tokens * width, 256), 65535u);
+  sum_dq_shares<<<blocks, 256, 0, stream>>>(shares, tokens, width, d.seq, window, a.scale,
+                                            dq.data(), dq.row_stride());
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace colrow::kernels::cuda

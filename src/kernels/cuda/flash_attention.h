@@ -1,0 +1,42 @@
+// Fused causal attention on the GPU (FlashAttention's scheme, fp32): the
+// scores and probabilities of a tile of 64 queries against 64 keys live in
+// registers and shared memory only, so the [B, NH, T, T] probabilities are
+// never written. Forward keeps each row's log-sum-exp of its scaled scores;
+// backward recomputes P from it. The math, shapes and layouts are
+// kernels/cpu/attention.h's, with GQA/MQA and the sliding window; the plain
+// kernels of kernels/cuda/attention.h stay as the reference it is tested
+// against.
+// Deterministic: no atomics. dK and dV of a key tile are summed in registers
+// over the query heads of its KV head and the query tiles, in order; dQ gets
+// one partial per key tile in the scratch, summed in key-tile order by a
+// last kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "colrow/core/tensor.h"
+
+namespace colrow::kernels::cuda {
+
+// Whether the fused kernels take this head_dim on `device` (up to 128, and
+// the backward's shared memory must fit the device's per-block limit).
+bool flash_attention_supports(int64_t head_dim, int device);
+
+// q: [batch*seq, n_head*head_dim], k, v: [batch*seq, n_kv_head*head_dim] (2-d
+// views with a contiguous last dim) -> lse: [batch, n_head, seq] (contiguous;
+// log sum_j exp(scale q_i . k_j) over row i's visible keys), out: like q.
+void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
+                             Tensor& lse, Tensor& out);
+
+// The scratch backward needs: the rows' dO . O, then one dQ partial per key
+// tile of 64 ([key tiles, batch*seq, n_head*head_dim]), flat.
+Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
+                                             int64_t head_dim);
+
+// q, k, v, out, lse as given to / produced by flash_attention_forward, window
+// the same; dout: like out -> dq: like q, dk, dv: like k (overwritten).
+void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                              const Tensor& lse, const Tensor& dout, int64_t window, Tensor& dq,
+                              Tensor& dk, Tensor& dv, Tensor& scratch);
+
+}  // namespace colrow::kernels::cuda

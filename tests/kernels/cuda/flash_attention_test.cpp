@@ -1,0 +1,328 @@
+// The fused CUDA attention (kernels/cuda/flash_attention.h) against the double
+// reference (support/attention_reference) and the plain CUDA kernels, its
+// reference: T = 1, 17, 64 (one whole tile), 65, 100, 1024 and 2048; MHA, GQA
+// and MQA; head_dim 8, 20, 32, 64, 96 and 128 (whole and partial column
+// groups); sliding windows shorter and longer than a tile; strided q/k/v views
+// of a fused qkv buffer; the row log-sum-exp against double; repeated runs give
+// the same bits (no atomics); backend dispatch and shape errors.
+#include "kernels/cuda/flash_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/backend.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_test_helpers.h"
+#include "support/attention_reference.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+using testing::kU;
+using testing::random_uniform;
+using testing::same_bits;
+using testing::to_matrix;
+
+namespace gpu = kernels::cuda;
+using reference::BMatrix;
+
+struct Case {
+  int64_t batch, seq, n_head, n_kv_head, head_dim;
+  int64_t window = 0;  // 0: causal; else the sliding window
+  std::string name() const {
+    return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
+           std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
+           std::to_string(head_dim) + ", window " + std::to_string(window);
+  }
+  int64_t tokens() const { return batch * seq; }
+  int64_t q_width() const { return n_head * head_dim; }
+  int64_t kv_width() const { return n_kv_head * head_dim; }
+  int64_t key_tiles() const { return (seq + 63) / 64; }
+};
+
+const Case kCases[] = {
+    {2, 1, 2, 2, 64},          // one query, one key
+    {2, 17, 6, 2, 64},         // GQA, a partial tile
+    {1, 64, 4, 1, 128},        // MQA, exactly one tile, the widest head
+    {2, 65, 3, 3, 20},         // two tiles, the second of one row; 20 columns of 32
+    {1, 100, 6, 2, 8, 40},     // a window shorter than a tile
+    {1, 130, 2, 2, 96, 70},    // a window longer than a tile; 96 columns of 128
+    {1, 1024, 2, 1, 32},       // 16 tiles
+    {1, 1100, 2, 2, 32, 300},  // a window spanning several tiles
+    {1, 2048, 1, 1, 64},       // 32 tiles
+};
+
+struct Inputs {
+  Tensor q, k, v, dout;  // on the host, uniform in [-1, 1)
+};
+Inputs inputs(const Case& c, uint32_t seed) {
+  return {random_uniform({c.tokens(), c.q_width()}, seed, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 1, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 2, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.q_width()}, seed + 3, -1.0f, 1.0f)};
+}
+
+struct Outputs {
+  Tensor lse, out, dq, dk, dv;
+};
+
+// q, k, v, dout already on `dev` (possibly strided views). Outputs and scratch
+// start as 7s, so an element left unwritten shows.
+Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& dout, Device dev) {
+  Outputs o{Tensor::full({c.batch, c.n_head, c.seq}, 7.0f, dev),
+            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev),
+            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev),
+            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev),
+            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev)};
+  Tensor scratch = Tensor::full(
+      gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq, c.head_dim), 7.0f, dev);
+  gpu::flash_attention_forward(q, k, v, c.window, o.lse, o.out);
+  gpu::flash_attention_backward(q, k, v, o.out, o.lse, dout, c.window, o.dq, o.dk, o.dv, scratch);
+  return o;
+}
+
+Outputs run_flash(const Case& c, const Inputs& in, Device dev) {
+  return run_flash(c, in.q.to(dev), in.k.to(dev), in.v.to(dev), in.dout.to(dev), dev);
+}
+
+reference::CoreResult reference_of(const Case& c, const Inputs& in) {
+  reference::CoreDims dims;
+  dims.batch = c.batch;
+  dims.seq = c.seq;
+  dims.n_head = c.n_head;
+  dims.n_kv_head = c.n_kv_head;
+  dims.head_dim = c.head_dim;
+  dims.window = c.window;
+  return reference::causal_attention(
+      dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
+      reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));
+}
+
+// The reference's bound e covers any order of the plain softmax's sums. The
+// fused kernels differ in two ways, each a relative error on every P:
+//   - forward rescales a row's running sums once per key tile: one rounding
+//     of alpha = expf(m_old - m_new) each (expf within 2 ulp, its argument a
+//     difference rounded once: u |m_old - m_new| <= 2 u L), so at most
+//     tiles x (3 + 2 L) u;
+//   - backward's P = expf(s - lse) carries lse = m + logf(l)'s rounding,
+//     u |m| + 2 u |log l| + u |lse| <= 4 u L, and expf's 2 ulp.
+// L bounds |s| + log T, here scale x head_dim (inputs in [-1, 1)) + log T.
+// dQ, dK and dV are sums of magnitude m over P times values, so each is
+// within 2 e (the reference's, as for the plain kernels) plus
+// (tiles (3 + 2 L) + 4 L + 4) u m of the exact value: doubled for margin.
+double fused_relative_error(const Case& c) {
+  const double L =
+      std::sqrt(static_cast<double>(c.head_dim)) + std::log(static_cast<double>(c.seq)) + 1.0;
+  return 2.0 * (c.key_tiles() * (3.0 + 2.0 * L) + 4.0 * L + 4.0) * kU;
+}
+
+void expect_close_to_reference(const std::string& what, const Tensor& got, const BMatrix& ref,
+                               double relative) {
+  const std::vector<float> g = got.to_vector();
+  ASSERT_EQ(g.size(), ref.size()) << what;
+  int64_t violations = 0, worst = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = 2.0 * ref[i].e + (relative + 1e-12) * ref[i].m;
+    if (!(std::fabs(static_cast<double>(g[i]) - ref[i].v) <= bound)) {
+      ++violations;
+      if (worst < 0) worst = static_cast<int64_t>(i);
+    }
+  }
+  EXPECT_EQ(violations, 0) << what << ": " << violations << " of " << g.size()
+                           << " elements past their bound; first at " << worst << ": got "
+                           << (worst >= 0 ? g[worst] : 0.0f) << ", exact "
+                           << (worst >= 0 ? ref[worst].v : 0.0);
+}
+
+// lse of every (sequence, head, query) in double, and its bound: the scores
+// carry gamma_{head_dim} scale sum |q k| + u |s| (a dot product, then the
+// scale), the sum of exponentials a few u relative, and m + log l two
+// roundings of u |lse|.
+void expect_lse(const Case& c, const Inputs& in, const Tensor& lse) {
+  const std::vector<float> q = in.q.to_vector(), k = in.k.to_vector(), got = lse.to_vector();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  const int64_t group = c.n_head / c.n_kv_head;
+  int64_t violations = 0;
+  for (int64_t b = 0; b < c.batch; ++b) {
+    for (int64_t h = 0; h < c.n_head; ++h) {
+      for (int64_t i = 0; i < c.seq; ++i) {
+        const int64_t first = c.window > 0 && i >= c.window ? i - c.window + 1 : 0;
+        std::vector<double> s;
+        double s_error = 0.0;
+        for (int64_t j = first; j <= i; ++j) {
+          double dot = 0.0, magnitude = 0.0;
+          for (int64_t e = 0; e < c.head_dim; ++e) {
+            const double x = q[(b * c.seq + i) * c.q_width() + h * c.head_dim + e];
+            const double y = k[(b * c.seq + j) * c.kv_width() + (h / group) * c.head_dim + e];
+            dot += x * y;
+            magnitude += std::fabs(x * y);
+          }
+          s.push_back(scale * dot);
+          s_error = std::max(s_error, testing::higham_gamma(c.head_dim + 2) * scale * magnitude +
+                                          kU * std::fabs(scale * dot));
+        }
+        const double max = *std::max_element(s.begin(), s.end());
+        double sum = 0.0;
+        for (double x : s) sum += std::exp(x - max);
+        const double exact = max + std::log(sum);
+        const double bound = s_error + 16 * kU * (std::fabs(exact) + 1.0);
+        const float value = got[(b * c.n_head + h) * c.seq + i];
+        if (!(std::fabs(value - exact) <= bound)) ++violations;
+      }
+    }
+  }
+  EXPECT_EQ(violations, 0) << "lse: " << violations << " rows past their bound";
+}
+
+void expect_matches_reference(const Case& c, const Inputs& in, const Outputs& o) {
+  const reference::CoreResult ref = reference_of(c, in);
+  const double relative = fused_relative_error(c);
+  expect_close_to_reference("out", o.out, ref.out, relative);
+  expect_close_to_reference("dq", o.dq, ref.dq, relative);
+  expect_close_to_reference("dk", o.dk, ref.dk, relative);
+  expect_close_to_reference("dv", o.dv, ref.dv, relative);
+  expect_lse(c, in, o.lse);
+}
+
+TEST(CudaFlashAttentionTest, MatchesReference) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  uint32_t seed = 100;
+  for (const Case& c : kCases) {
+    if (!gpu::flash_attention_supports(c.head_dim, dev.index)) {
+      ADD_FAILURE() << "head_dim " << c.head_dim << " should fit every GPU colrow builds for";
+      continue;
+    }
+    SCOPED_TRACE(c.name());
+    const Inputs in = inputs(c, seed += 10);
+    expect_matches_reference(c, in, run_flash(c, in, dev));
+  }
+}
+
+// The plain kernels (the part-1 reference, which stores P) on the same
+// inputs: both within their bounds of the exact values, so within the sum of
+// the two of each other; checked here on the long cases as a second witness.
+TEST(CudaFlashAttentionTest, AgreesWithThePlainKernels) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  for (const Case& c : {Case{2, 1024, 4, 2, 64}, Case{1, 300, 3, 1, 128, 100}}) {
+    SCOPED_TRACE(c.name());
+    const Inputs in = inputs(c, 500);
+    const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
+    const Outputs f = run_flash(c, q, k, v, dout, dev);
+    Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
+    Tensor out = Tensor::empty(f.out.shape(), dev), dq = Tensor::empty(f.dq.shape(), dev),
+           dk = Tensor::empty(f.dk.shape(), dev), dv = Tensor::empty(f.dv.shape(), dev);
+    Tensor scratch =
+        Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+    gpu::attention_forward(q, k, v, c.window, probs, out);
+    gpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+    const reference::CoreResult ref = reference_of(c, in);
+    const double relative = fused_relative_error(c);
+    for (const auto& [what, fused, plain, exact] :
+         {std::tuple{"out", &f.out, &out, &ref.out}, std::tuple{"dq", &f.dq, &dq, &ref.dq},
+          std::tuple{"dk", &f.dk, &dk, &ref.dk}, std::tuple{"dv", &f.dv, &dv, &ref.dv}}) {
+      const std::vector<float> a = fused->to_vector(), b = plain->to_vector();
+      int64_t violations = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double bound = 4.0 * (*exact)[i].e + (relative + 2e-12) * (*exact)[i].m;
+        if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= bound)) ++violations;
+      }
+      EXPECT_EQ(violations, 0) << what << ": fused and plain differ past their bounds";
+    }
+  }
+}
+
+// q, k and v as column blocks of one fused [tokens, q + 2 kv] buffer.
+TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{2, 70, 6, 2, 32};
+  const Inputs in = inputs(c, 150);
+  Tensor fused = Tensor::empty({c.tokens(), c.q_width() + 2 * c.kv_width()}, dev);
+  Tensor q = fused.slice(1, 0, c.q_width());
+  Tensor k = fused.slice(1, c.q_width(), c.kv_width());
+  Tensor v = fused.slice(1, c.q_width() + c.kv_width(), c.kv_width());
+  q.copy_from(in.q);
+  k.copy_from(in.k);
+  v.copy_from(in.v);
+  expect_matches_reference(c, in, run_flash(c, q, k, v, in.dout.to(dev), dev));
+}
+
+// No atomics: dK and dV summed in registers in a fixed order, dQ's shares
+// summed in key-tile order. Backward overwrites its outputs and reads its
+// scratch only where it wrote it (both start as 7s in run_flash).
+TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{2, 333, 6, 2, 64, 100};
+  const Inputs in = inputs(c, 300);
+  const Outputs a = run_flash(c, in, dev);
+  const Outputs b = run_flash(c, in, dev);
+  EXPECT_TRUE(same_bits(a.lse, b.lse));
+  EXPECT_TRUE(same_bits(a.out, b.out));
+  EXPECT_TRUE(same_bits(a.dq, b.dq));
+  EXPECT_TRUE(same_bits(a.dk, b.dk));
+  EXPECT_TRUE(same_bits(a.dv, b.dv));
+  for (const Tensor* t : {&a.lse, &a.out, &a.dq, &a.dk, &a.dv}) {
+    for (float x : t->to_vector()) ASSERT_TRUE(std::isfinite(x));
+  }
+}
+
+// What the model asks the backend for: the fused kernels' row log-sum-exp
+// where they take the head_dim, the probabilities past it.
+TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  kernels::Backend& backend = kernels::backend_for(dev);
+  EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5}));
+  EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 256}), (Shape{2, 3, 5, 5}));
+  EXPECT_FALSE(gpu::flash_attention_supports(129, dev.index));
+  EXPECT_TRUE(gpu::flash_attention_supports(1, dev.index));
+}
+
+TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{2, 7, 6, 2, 8};
+  const Inputs host = inputs(c, 600);
+  const Tensor q = host.q.to(dev), k = host.k.to(dev), v = host.v.to(dev), dout = host.dout.to(dev);
+  Tensor lse = Tensor::empty({c.batch, c.n_head, c.seq}, dev);
+  Tensor out = Tensor::empty({c.tokens(), c.q_width()}, dev);
+  Tensor bad_lse = Tensor::empty({c.batch, c.n_head + 1, c.seq}, dev);
+  EXPECT_THROW(gpu::flash_attention_forward(q, k, v, 0, bad_lse, out), InternalError);
+  Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
+  EXPECT_THROW(gpu::flash_attention_forward(q, k, v, 0, probs, out), InternalError)
+      << "probabilities where the row log-sum-exp goes";
+  EXPECT_THROW(gpu::flash_attention_forward(host.q, k, v, 0, lse, out), InternalError)
+      << "q on the host";
+  EXPECT_THROW(gpu::flash_attention_forward(q, k, v, -1, lse, out), InternalError);
+  const Tensor wide = Tensor::empty({c.tokens(), 2 * 160}, dev);
+  Tensor wide_lse = Tensor::empty({c.batch, 2, c.seq}, dev);
+  Tensor wide_out = Tensor::empty(wide.shape(), dev);
+  EXPECT_THROW(gpu::flash_attention_forward(wide, wide, wide, 0, wide_lse, wide_out), InternalError)
+      << "head_dim 160";
+  gpu::flash_attention_forward(q, k, v, 0, lse, out);
+  Tensor dq = Tensor::empty(q.shape(), dev), dk = Tensor::empty(k.shape(), dev),
+         dv = Tensor::empty(v.shape(), dev);
+  Tensor small = Tensor::empty({c.batch * c.n_head * c.seq}, dev);
+  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, small),
+               InternalError)
+      << "scratch too small";
+  Tensor scratch = Tensor::empty(
+      gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq, c.head_dim), dev);
+  Tensor bad_dk = Tensor::empty(q.shape(), dev);
+  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, bad_dk, dv, scratch),
+               InternalError);
+}
+
+}  // namespace
+}  // namespace colrow
