@@ -1,4 +1,5 @@
-// The flags every verb shares for where it runs: --device, --comm, --tf32, --deterministic.
+// The flags every verb shares for where and how it runs: --device, --comm,
+// --tf32, --attention, --deterministic.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,10 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
                   "its own GPU, host-staged MPI otherwise), nccl or staged")
       ->capture_default_str();
   verb.add_flag("--tf32", o.tf32, "Allow TF32 tensor cores in fp32 GEMMs (GPU; off by default)");
+  verb.add_option("--attention", o.attention,
+                  "Causal attention kernel: auto (the fused one where it applies: GPU, head_dim "
+                  "up to 128; else the plain one, which stores the probabilities), fused or plain")
+      ->capture_default_str();
   verb.add_flag("--deterministic", o.deterministic,
                 "The same bits at any number of threads per rank: GEMMs in fixed blocks, one "
                 "thread each (CPU; a few percent slower). Without it, runs are bitwise "

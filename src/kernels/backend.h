@@ -35,6 +35,12 @@ struct AttentionSize {
   int64_t batch = 0, n_head = 0, seq = 0, head_dim = 0;
 };
 
+// Which causal attention kernel training uses (--attention): the fused one
+// where the backend has it and it takes the head_dim, else the plain one
+// that stores the probabilities (kAuto); always the plain one (kPlain, the
+// reference); or the fused one, refused where it does not apply (kFused).
+enum class AttentionKernel { kAuto, kFused, kPlain };
+
 // One parameter's part of an AdamW update: 1-d views of equal length.
 struct AdamWSegment {
   Tensor param;
@@ -80,6 +86,8 @@ class Backend {
   // CPU's GEMMs in fixed blocks, kernels/cpu/gemm.h; every other CPU kernel
   // is so already). The GPU path makes no such promise yet: a ConfigError.
   virtual void set_deterministic(bool on) = 0;
+  // ConfigError where this backend has no fused attention and kFused is asked.
+  virtual void set_attention_kernel(AttentionKernel kernel) = 0;
   // Peak dense FLOP/s of fp32 GEMMs on `device` (TF32 when allowed); 0 when unknown.
   virtual double peak_flops(Device device) = 0;
 

@@ -6,6 +6,19 @@
 
 namespace colrow {
 
+namespace {
+
+kernels::AttentionKernel parse_attention_kernel(const std::string& text) {
+  if (text == "auto") return kernels::AttentionKernel::kAuto;
+  if (text == "fused") return kernels::AttentionKernel::kFused;
+  if (text == "plain") return kernels::AttentionKernel::kPlain;
+  throw ConfigError("[attention] attention (" + text +
+                    ") must be auto, fused or plain. Use --attention auto (the fused kernel "
+                    "where it applies).");
+}
+
+}  // namespace
+
 Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   Placement p;
   const Device asked = parse_device(options.device);
@@ -26,6 +39,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   p.tf32 = options.tf32;
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);
   kernels::backend_for(p.device).set_deterministic(options.deterministic);
+  kernels::backend_for(p.device).set_attention_kernel(parse_attention_kernel(options.attention));
   return p;
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
 # ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
-# a non-positive --tokens, and bad --device / --comm / --tf32 choices (a GPU
+# a non-positive --tokens, and bad --device / --comm / --tf32 / --attention choices (a GPU
 # asked for where there is none) each exit non-zero, print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
 # Usage: error_paths_test.sh <path-to-colrow> <mpiexec>
@@ -131,6 +131,10 @@ run_case comm-for-gpu-on-cpu --d-model 48 --tokens 8 --comm nccl
 expect_in_message "[dist] comm (nccl) carries GPU tensors, but device is cpu. Use --comm auto, mpi or shm on the CPU."
 run_case tf32-on-cpu --d-model 48 --tokens 8 --tf32
 expect_in_message "[device] tf32 applies to fp32 GEMMs on a GPU"
+run_case attention-name --d-model 48 --tokens 8 --attention flash
+expect_in_message "[attention] attention (flash) must be auto, fused or plain."
+run_case fused-attention-on-cpu --d-model 48 --tokens 8 --attention fused
+expect_in_message "[attention] attention (fused) has no CPU kernel"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
   echo "[no-gpu] skipped: this machine has a GPU"
 else

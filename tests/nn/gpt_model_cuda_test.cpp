@@ -2,8 +2,8 @@
 // world size: 1, or 2 ranks sharing one GPU through the host-staged
 // communicator (NCCL refuses two ranks on one GPU). gpt2 and llama with
 // grouped, replicated and multi-query key/value heads. Checked: the loss and
-// every gradient shard, the exact collective sequence of a training pass,
-// determinism, and checkpoints moving between the devices bitwise.
+// every gradient shard (with the fused attention and with the plain one), the exact collective
+// sequence of a training pass, determinism, and checkpoints moving between the devices bitwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
+#include "kernels/backend.h"
 #include "nn/model_test_cases.h"
 #include "support/gpu.h"
 #include "support/temp_dir.h"
@@ -58,46 +59,63 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.to(Device::cpu()).to_vector() == b.to(Device::cpu()).to_vector();
 }
 
+// The backend's attention kernel for one scope, then auto again.
+class AttentionKernelScope {
+ public:
+  explicit AttentionKernelScope(kernels::AttentionKernel kernel) {
+    kernels::backend_for(testing::test_gpu()).set_attention_kernel(kernel);
+  }
+  ~AttentionKernelScope() {
+    kernels::backend_for(testing::test_gpu()).set_attention_kernel(kernels::AttentionKernel::kAuto);
+  }
+};
+
+// Once with the fused attention (auto: every head_dim here takes it) and
+// once with the plain kernels that store the probabilities.
 TEST(GptModelCuda, LossAndEveryGradientShardMatchTheCpu) {
   COLROW_REQUIRE_GPU();
   Communicator& world = testing::world();
   std::unique_ptr<Communicator> gpu_tp = gpu_tp_group();
-  for (const ModelCase& c : model_cases()) {
-    SCOPED_TRACE(c.name);
-    if (!valid_at(c.config, world.size())) continue;
-    GptModel cpu(world, c.config, kSeed);
-    GptModel gpu(*gpu_tp, c.config, kSeed);
-    gpu.to(testing::test_gpu());
-    const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
-    std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
-    targets[3] = -100;  // ignore_index: the same token is skipped on both devices
-    const double cpu_loss = cpu.forward(ids, targets, kBatch, kSeq).mean;
-    cpu.backward();
-    const double gpu_loss = gpu.forward(ids, targets, kBatch, kSeq).mean;
-    gpu.backward();
-    // Both devices round every fp32 operation (u = 6e-8), summing in different
-    // orders (cuBLAS tiles, tree reductions): a few sqrt(K) u per operation
-    // with K <= 192, over a chain of about 20 operations, stays below 1e-5 of
-    // a loss near ln(300); a wrong kernel is an O(1) error.
-    EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * std::fabs(cpu_loss));
-    const std::vector<Parameter*> on_gpu = gpu.parameters(), on_cpu = cpu.parameters();
-    ASSERT_EQ(on_gpu.size(), on_cpu.size());
-    // Gradients that are zero in exact arithmetic (key biases: softmax ignores
-    // a shift of every score) are pure rounding: they are measured against
-    // 1e-3 of the model's largest gradient entry.
-    double largest = 0.0;
-    for (Parameter* p : on_cpu) {
-      for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
+  for (const auto kernel : {kernels::AttentionKernel::kFused, kernels::AttentionKernel::kPlain})
+    for (const ModelCase& c : model_cases()) {
+      const AttentionKernelScope scope(kernel);
+      SCOPED_TRACE(std::string(c.name) +
+                   (kernel == kernels::AttentionKernel::kFused ? ", fused" : ", plain") +
+                   " attention");
+      if (!valid_at(c.config, world.size())) continue;
+      GptModel cpu(world, c.config, kSeed);
+      GptModel gpu(*gpu_tp, c.config, kSeed);
+      gpu.to(testing::test_gpu());
+      const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
+      std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
+      targets[3] = -100;  // ignore_index: the same token is skipped on both devices
+      const double cpu_loss = cpu.forward(ids, targets, kBatch, kSeq).mean;
+      cpu.backward();
+      const double gpu_loss = gpu.forward(ids, targets, kBatch, kSeq).mean;
+      gpu.backward();
+      // Both devices round every fp32 operation (u = 6e-8), summing in different
+      // orders (cuBLAS tiles, tree reductions): a few sqrt(K) u per operation
+      // with K <= 192, over a chain of about 20 operations, stays below 1e-5 of
+      // a loss near ln(300); a wrong kernel is an O(1) error.
+      EXPECT_NEAR(gpu_loss, cpu_loss, 1e-5 * std::fabs(cpu_loss));
+      const std::vector<Parameter*> on_gpu = gpu.parameters(), on_cpu = cpu.parameters();
+      ASSERT_EQ(on_gpu.size(), on_cpu.size());
+      // Gradients that are zero in exact arithmetic (key biases: softmax ignores
+      // a shift of every score) are pure rounding: they are measured against
+      // 1e-3 of the model's largest gradient entry.
+      double largest = 0.0;
+      for (Parameter* p : on_cpu) {
+        for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
+      }
+      for (size_t i = 0; i < on_gpu.size(); ++i) {
+        ASSERT_EQ(on_gpu[i]->name, on_cpu[i]->name);
+        EXPECT_EQ(on_gpu[i]->value.device(), testing::test_gpu()) << on_gpu[i]->name;
+        EXPECT_TRUE(bitwise_equal(on_gpu[i]->value, on_cpu[i]->value))
+            << on_gpu[i]->name << ": the initialization differs between devices";
+        EXPECT_LE(relative_error(on_gpu[i]->grad, on_cpu[i]->grad, 1e-3 * largest), 1e-5)
+            << on_gpu[i]->name;
+      }
     }
-    for (size_t i = 0; i < on_gpu.size(); ++i) {
-      ASSERT_EQ(on_gpu[i]->name, on_cpu[i]->name);
-      EXPECT_EQ(on_gpu[i]->value.device(), testing::test_gpu()) << on_gpu[i]->name;
-      EXPECT_TRUE(bitwise_equal(on_gpu[i]->value, on_cpu[i]->value))
-          << on_gpu[i]->name << ": the initialization differs between devices";
-      EXPECT_LE(relative_error(on_gpu[i]->grad, on_cpu[i]->grad, 1e-3 * largest), 1e-5)
-          << on_gpu[i]->name;
-    }
-  }
 }
 
 TEST(GptModelCuda, CollectiveSequenceEqualsTheCpus) {
@@ -158,7 +176,8 @@ TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
     SCOPED_TRACE(c.name);
     if (!valid_at(c.config, world.size())) continue;
     // Saved on the GPU, loaded on the CPU.
-    const std::string from_gpu = shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_gpu");
+    const std::string from_gpu =
+        shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_gpu");
     GptModel gpu(*gpu_tp, c.config, kSeed);
     gpu.to(testing::test_gpu());
     save_checkpoint(gpu, from_gpu, *gpu_tp);
@@ -169,7 +188,8 @@ TEST(GptModelCuda, CheckpointsMoveBetweenDevicesBitwise) {
       EXPECT_TRUE(bitwise_equal(a[i]->value, b[i]->value)) << "gpu -> cpu: " << a[i]->name;
     }
     // Saved on the CPU, loaded on the GPU.
-    const std::string from_cpu = shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_cpu");
+    const std::string from_cpu =
+        shared_temp_dir(world, std::string("gpt_model_cuda_test_") + c.name + "_from_cpu");
     GptModel source(world, c.config, kSeed + 2);
     save_checkpoint(source, from_cpu, world);
     GptModel loaded(*gpu_tp, c.config, kSeed + 3);

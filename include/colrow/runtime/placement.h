@@ -1,7 +1,8 @@
 // Where a run computes: the device (--device cpu|cuda), how tensors travel
-// between ranks (--comm auto|mpi|shm on the CPU, auto|nccl|staged on a GPU) and whether fp32 GEMMs
-// may use TF32 (--tf32). Resolved once, before anything is allocated, identically on every rank, so
-// a bad choice fails everywhere with one line.
+// between ranks (--comm auto|mpi|shm on the CPU, auto|nccl|staged on a GPU), whether fp32 GEMMs
+// may use TF32 (--tf32) and which attention kernel trains (--attention auto|fused|plain). Resolved
+// once, before anything is allocated, identically on every rank, so a bad choice fails everywhere
+// with one line.
 #pragma once
 
 #include <string>
@@ -14,10 +15,11 @@ namespace colrow {
 
 // What the user asked for, as given on the command line.
 struct DeviceOptions {
-  std::string device = "cpu";  // cpu | cuda | cuda:N
-  std::string comm = "auto";   // auto | mpi | shm (CPU) | nccl | staged (GPU)
-  bool tf32 = false;           // allow TF32 in fp32 GEMMs (GPUs only)
-  bool deterministic = false;  // the same bits at any thread count (CPU only)
+  std::string device = "cpu";      // cpu | cuda | cuda:N
+  std::string comm = "auto";       // auto | mpi | shm (CPU) | nccl | staged (GPU)
+  bool tf32 = false;               // allow TF32 in fp32 GEMMs (GPUs only)
+  bool deterministic = false;      // the same bits at any thread count (CPU only)
+  std::string attention = "auto";  // auto | fused | plain: the causal attention kernel
 };
 
 // The resolved choice.
@@ -36,7 +38,8 @@ struct Launch {
 
 // Parses and checks `options`; "cuda" picks GPU local_rank mod the GPUs
 // visible. ConfigError (never a silent CPU run) when a GPU is asked for and
-// none can be used, or --tf32 is given for the CPU. Applies the TF32 choice.
+// none can be used, --tf32 is given for the CPU, or --attention names no
+// kernel the device has. Applies the TF32 and attention choices.
 Placement resolve_placement(const DeviceOptions& options, int local_rank);
 
 // Peak dense FLOP/s of `device` for fp32 GEMMs (TF32 when allowed), the

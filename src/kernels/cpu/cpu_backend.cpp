@@ -31,6 +31,13 @@ class CpuBackend final : public Backend {
     }
   }
   void set_deterministic(bool on) override { cpu::set_thread_invariant_gemm(on); }
+  void set_attention_kernel(AttentionKernel kernel) override {
+    if (kernel == AttentionKernel::kFused) {
+      throw ConfigError(
+          "[attention] attention (fused) has no CPU kernel: the CPU keeps the probabilities. "
+          "Use --attention auto or plain, or --device cuda.");
+    }
+  }
   // Unknown: OpenBLAS's rate depends on the cores, their vector units and
   // clocks, which colrow does not model; bench mlp measures it instead.
   double peak_flops(Device) override { return 0.0; }

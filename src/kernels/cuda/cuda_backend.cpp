@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
           "kernels make no bitwise promise yet. Drop --deterministic, or use --device cpu.");
     }
   }
+  void set_attention_kernel(AttentionKernel kernel) override { attention_kernel_ = kernel; }
   double peak_flops(Device device) override {
     return ::colrow::cuda::peak_fp32_flops(device.index);
   }
@@ -96,9 +97,7 @@ class CudaBackend final : public Backend {
   // The fused kernels where they take the head_dim (they never store the
   // [B, NH, T, T] probabilities); the plain ones, their reference, otherwise.
   Shape attention_saved_shape(Device device, const AttentionSize& size) override {
-    if (cuda::flash_attention_supports(size.head_dim, device.index)) {
-      return {size.batch, size.n_head, size.seq};
-    }
+    if (uses_fused_attention(device, size.head_dim)) return {size.batch, size.n_head, size.seq};
     return {size.batch, size.n_head, size.seq, size.seq};
   }
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
@@ -110,7 +109,7 @@ class CudaBackend final : public Backend {
     }
   }
   Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) override {
-    if (cuda::flash_attention_supports(size.head_dim, device.index)) {
+    if (uses_fused_attention(device, size.head_dim)) {
       return cuda::flash_attention_backward_scratch_shape(size.batch, size.n_head, size.seq,
                                                           size.head_dim);
     }
@@ -175,6 +174,21 @@ class CudaBackend final : public Backend {
   void fill_random(Tensor& local, const RandomFill& fill) override {
     cuda::fill_random(local, fill);
   }
+
+ private:
+  bool uses_fused_attention(Device device, int64_t head_dim) const {
+    if (attention_kernel_ == AttentionKernel::kPlain) return false;
+    const bool fits = cuda::flash_attention_supports(head_dim, device.index);
+    if (!fits && attention_kernel_ == AttentionKernel::kFused) {
+      throw ConfigError("[attention] attention (fused) does not take head_dim " +
+                        std::to_string(head_dim) +
+                        ": the fused kernels go up to 128 within the GPU's shared memory. Use "
+                        "--attention auto (the plain kernels there) or plain.");
+    }
+    return fits;
+  }
+
+  AttentionKernel attention_kernel_ = AttentionKernel::kAuto;
 };
 
 }  // namespace
