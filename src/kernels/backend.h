@@ -95,6 +95,10 @@ class Backend {
   virtual void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b,
                     float beta, Tensor& c) = 0;
 
+  // --- a linear layer's GEMM and bias in one operation (kernels/cpu/linear.h)
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
+  virtual void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) = 0;
+
   // --- bias (kernels/cpu/bias.h)
   virtual void add_bias(Tensor& y, const Tensor& b) = 0;
   virtual void accumulate_bias_grad(const Tensor& dy, Tensor& db) = 0;

@@ -36,6 +36,14 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
   on("gemm", c.device(), {&a, &b, &c})->gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  on("linear_forward", y.device(), {&x, &w, &b, &y})->linear_forward(x, w, b, y);
+}
+
+void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
+  on("linear_weight_grads", dw.device(), {&dy, &x, &dw, &db})->linear_weight_grads(dy, x, dw, db);
+}
+
 void add_bias(Tensor& y, const Tensor& b) {
   on("add_bias", b.device(), {&y, &b})->add_bias(y, b);
 }

@@ -1,7 +1,7 @@
 // The operations nn/ and train/ compute with: each one checks that its
 // tensors share one device, then runs on that device's backend
 // (kernels/backend.h). Shapes and formulas: the kernels/cpu header of the same
-// name (gemm.h, bias.h, activation.h, norm.h, residual.h, rope.h,
+// name (gemm.h, linear.h, bias.h, activation.h, norm.h, residual.h, rope.h,
 // attention.h, kv_cache.h, embedding.h, cross_entropy.h, adamw.h, reduce.h,
 // init.h).
 #pragma once
@@ -21,6 +21,8 @@ using kernels::Trans;
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c);
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
 void add_bias(Tensor& y, const Tensor& b);
 void accumulate_bias_grad(const Tensor& dy, Tensor& db);
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y);

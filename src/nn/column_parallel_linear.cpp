@@ -58,8 +58,11 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
   x_ = x;
   const int64_t tokens = x.size(0);
   ensure_shape(y_local_, {tokens, out_features_local_}, weight_.value.device());
-  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
-  if (bias_) ops::add_bias(y_local_, bias_->value);
+  if (bias_) {  // y_local = x W_local^T + b_local, the bias in the GEMM's epilogue where fused
+    ops::linear_forward(x, weight_.value, bias_->value, y_local_);
+  } else {
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
+  }
   if (!gather_output_) return y_local_;
   ensure_shape(y_full_, {tokens, spec_.out_features}, weight_.value.device());
   gather_from_tp_forward(y_local_, y_full_, tp_);  // all-gather of the last dim over tp
@@ -83,9 +86,12 @@ void ColumnParallelLinear::backward_input(const Tensor& dy, Tensor& dx, bool acc
 void ColumnParallelLinear::backward_weights(const Tensor& dy) {
   // With gather_output, backward_input left my columns of dy in dy_local_.
   const Tensor& dy_local = gather_output_ ? dy_local_ : dy;
-  // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in])
-  ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy_local, x_, 1.0f, weight_.grad);
-  if (bias_) ops::accumulate_bias_grad(dy_local, bias_->grad);
+  // dW_local += dy_local^T x  ([out/tp, tokens] x [tokens, in]), db_local += sum_t dy_local
+  if (bias_) {
+    ops::linear_weight_grads(dy_local, x_, weight_.grad, bias_->grad);
+  } else {
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy_local, x_, 1.0f, weight_.grad);
+  }
 }
 
 const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {

@@ -70,7 +70,8 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
 const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   // The bias saw only this rank's tokens under sequence parallelism: its
   // gradient is partial, summed over tp by the model (Parameter::sequence_parallel).
-  if (bias_) ops::accumulate_bias_grad(dy_given, bias_->grad);
+  // Otherwise it is taken with the weight gradient below, from the same dy.
+  if (bias_ && sequence_parallel_) ops::accumulate_bias_grad(dy_given, bias_->grad);
   const Tensor* dy_ptr = &dy_given;
   if (sequence_parallel_) {
     // Used within this call only: one buffer serves every layer.
@@ -83,7 +84,11 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   const Tensor& dy = *dy_ptr;
   // [g bwd] identity: dy is replicated over tp
   // dW_local += dy^T x_local  ([out, tokens] x [tokens, in/tp])
-  ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x_local_, 1.0f, weight_.grad);
+  if (bias_ && !sequence_parallel_) {
+    ops::linear_weight_grads(dy, x_local_, weight_.grad, bias_->grad);
+  } else {
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x_local_, 1.0f, weight_.grad);
+  }
   // dx_local = dy W_local  ([tokens, out] x [out, in/tp])
   ensure_shape(dx_local_, {dy.size(0), in_features_local_}, weight_.value.device());
   ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.value, 0.0f, dx_local_);

@@ -13,6 +13,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/init.h"
 #include "kernels/cpu/kv_cache.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
@@ -45,6 +46,12 @@ class CpuBackend final : public Backend {
   void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor& c) override {
     cpu::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  }
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    cpu::linear_forward(x, w, b, y);
+  }
+  void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) override {
+    cpu::linear_weight_grads(dy, x, dw, db);
   }
   void add_bias(Tensor& y, const Tensor& b) override { cpu::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {

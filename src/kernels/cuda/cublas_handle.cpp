@@ -1,4 +1,4 @@
-// One cuBLAS handle per GPU on its compute stream; the TF32 switch.
+// One cuBLAS and one cuBLASLt handle per GPU; the TF32 switch.
 #include "kernels/cuda/cublas_handle.h"
 
 #include <atomic>
@@ -34,6 +34,16 @@ cublasHandle_t cublas_handle(int device) {
   return handle;
 }
 
+cublasLtHandle_t cublaslt_handle(int device) {
+  static std::mutex mutex;
+  static std::map<int, cublasLtHandle_t> handles;
+  compute_stream(device);  // makes `device` current
+  std::lock_guard<std::mutex> lock(mutex);
+  cublasLtHandle_t& handle = handles[device];
+  if (handle == nullptr) COLROW_CUBLAS_CHECK(cublasLtCreate(&handle));
+  return handle;
+}
+
 void set_allow_tf32(bool allowed) {
   g_allow_tf32 = allowed;
 }
@@ -43,9 +53,9 @@ bool allow_tf32() {
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* statement, const char* file, int line) {
-  throw BackendError("[cublas] " + std::string(statement) + " failed: " +
-                     cublasGetStatusName(status) + " (" + cublasGetStatusString(status) + ") at " +
-                     file + ":" + std::to_string(line));
+  throw BackendError("[cublas] " + std::string(statement) +
+                     " failed: " + cublasGetStatusName(status) + " (" +
+                     cublasGetStatusString(status) + ") at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace colrow::cuda

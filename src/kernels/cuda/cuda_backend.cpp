@@ -16,6 +16,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/init.h"
 #include "kernels/cuda/kv_cache.h"
+#include "kernels/cuda/linear.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
@@ -43,6 +44,12 @@ class CudaBackend final : public Backend {
   void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor& c) override {
     cuda::gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  }
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) override {
+    cuda::linear_forward(x, w, b, y);
+  }
+  void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) override {
+    cuda::linear_weight_grads(dy, x, dw, db);
   }
   void add_bias(Tensor& y, const Tensor& b) override { cuda::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {

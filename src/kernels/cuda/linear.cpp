@@ -1,0 +1,163 @@
+// cuBLASLt with epilogues for a linear layer (linear.h). Row-major [r, c]
+// with row stride ld is, to column-major cuBLAS, [c, r] with leading dim ld
+// (kernels/cuda/gemm.cu), so:
+//   y = x w^T + b   is  y' [out, tokens] = op_T(w' [in, out]) x' [in, tokens],
+//                       b added to every column (a bias of y's m = out rows);
+//   dw += dy^T x    is  dw' [in, out] += x' [in, tokens] op_T(dy' [out, tokens]),
+//                       db = the sums of dy' over the GEMM's k (tokens): BGRADB,
+//                       which writes a fresh vector that is then added to db.
+#include "kernels/cuda/linear.h"
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <string>
+
+#include "colrow/core/error.h"
+#include "core/cuda/cuda_context.h"
+#include "kernels/checks/bias.h"
+#include "kernels/checks/gemm.h"
+#include "kernels/cuda/bias.h"
+#include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/operands.h"
+#include "kernels/cuda/residual.h"
+
+namespace colrow::kernels::cuda {
+namespace {
+
+constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // what NVIDIA suggests for Hopper
+
+// The largest power of two up to 16 that divides the address: cuBLASLt's
+// heuristic otherwise assumes 16-byte operands, which a column slice of a
+// fused buffer need not be.
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 16;
+  while (a > 4 && address % a != 0) a /= 2;
+  return a;
+}
+
+// One column-major fp32 operand: stored [rows, cols] with leading dim ld.
+struct Operand {
+  const float* data;
+  uint64_t rows, cols;
+  int64_t ld;
+};
+
+// The descriptors of one call, destroyed on every path out.
+class Descriptors {
+ public:
+  ~Descriptors() {
+    if (preference_ != nullptr) cublasLtMatmulPreferenceDestroy(preference_);
+    for (cublasLtMatrixLayout_t l : layouts_) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+    if (op_ != nullptr) cublasLtMatmulDescDestroy(op_);
+  }
+  cublasLtMatmulDesc_t& op() { return op_; }
+  cublasLtMatrixLayout_t& layout(int i) { return layouts_[i]; }
+  cublasLtMatmulPreference_t& preference() { return preference_; }
+
+ private:
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t layouts_[3] = {nullptr, nullptr, nullptr};
+  cublasLtMatmulPreference_t preference_ = nullptr;
+};
+
+template <typename T>
+void set_op(cublasLtMatmulDesc_t op, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  COLROW_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, attribute, &value, sizeof(value)));
+}
+
+template <typename T>
+void set_preference(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attribute,
+                    const T& value) {
+  COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &value, sizeof(value)));
+}
+
+// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`;
+// false (nothing queued) when cuBLASLt has no algorithm for it.
+bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const Operand& a,
+               const Operand& b, float beta, float* d, uint64_t m, uint64_t n, int64_t ldd,
+               cublasLtEpilogue_t epilogue, const float* bias) {
+  Descriptors desc;
+  const cublasComputeType_t compute =
+      colrow::cuda::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  COLROW_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op(), compute, CUDA_R_32F));
+  set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  set_op(desc.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  COLROW_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&desc.layout(0), CUDA_R_32F, a.rows, a.cols, a.ld));
+  COLROW_CUBLAS_CHECK(
+      cublasLtMatrixLayoutCreate(&desc.layout(1), CUDA_R_32F, b.rows, b.cols, b.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(2), CUDA_R_32F, m, n, ldd));
+  COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference()));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                 static_cast<uint64_t>(kWorkspaceBytes));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                 alignment_of(a.data));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                 alignment_of(b.data));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(d));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(d));
+  cublasLtHandle_t handle = colrow::cuda::cublaslt_handle(device);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, desc.op(), desc.layout(0), desc.layout(1), desc.layout(2), desc.layout(2),
+      desc.preference(), 1, &result, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
+    return false;
+  }
+  COLROW_CUBLAS_CHECK(status);
+  const Device gpu = Device::cuda(device);
+  Tensor workspace = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))}, gpu);
+  const float alpha = 1.0f;
+  COLROW_CUBLAS_CHECK(cublasLtMatmul(handle, desc.op(), &alpha, a.data, desc.layout(0), b.data,
+                                     desc.layout(1), &beta, d, desc.layout(2), d, desc.layout(2),
+                                     &result.algo, workspace.data(), kWorkspaceBytes,
+                                     colrow::cuda::compute_stream(device)));
+  return true;
+}
+
+}  // namespace
+
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
+  const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
+  check_bias(y, b, "linear_forward");
+  const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
+  if (tokens > 0 && out > 0 && in > 0 &&
+      lt_matmul(
+          device, CUBLAS_OP_T, CUBLAS_OP_N,
+          {w.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(out), w.row_stride()},
+          {x.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(tokens), x.row_stride()},
+          0.0f, y.data(), out, tokens, y.row_stride(), CUBLASLT_EPILOGUE_BIAS, b.data())) {
+    return;
+  }
+  gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
+  add_bias(y, b);
+}
+
+void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
+  const auto [out, in, tokens] = check_gemm(Trans::kYes, Trans::kNo, dy, x, dw);
+  check_bias(dy, db, "linear_weight_grads");
+  const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
+  if (tokens > 0 && out > 0 && in > 0) {
+    Tensor sums = Tensor::empty({out}, Device::cuda(device));  // BGRADB overwrites
+    if (lt_matmul(
+            device, CUBLAS_OP_N, CUBLAS_OP_T,
+            {x.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(tokens), x.row_stride()},
+            {dy.data(), static_cast<uint64_t>(out), static_cast<uint64_t>(tokens), dy.row_stride()},
+            1.0f, dw.data(), in, out, dw.row_stride(), CUBLASLT_EPILOGUE_BGRADB, sums.data())) {
+      add_into(db, sums);
+      return;
+    }
+  }
+  gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
+  accumulate_bias_grad(dy, db);
+}
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,20 @@
+// The CUDA twin of kernels/cpu/linear.h: a linear layer's GEMM with its bias
+// work in cuBLASLt's epilogue. Forward adds b in the GEMM's epilogue
+// (CUBLASLT_EPILOGUE_BIAS); the weight gradient's GEMM also reduces dy over
+// the tokens into db (CUBLASLT_EPILOGUE_BGRADB), so neither pass reads the
+// [tokens, out] activations again. Where cuBLASLt offers no algorithm for a
+// shape, the GEMM and the bias kernels run one after the other.
+// Every tensor lives on one GPU; work is queued on its compute stream.
+#pragma once
+
+#include "colrow/core/tensor.h"
+
+namespace colrow::kernels::cuda {
+
+// y = x w^T + b
+void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
+
+// dw += dy^T x and db += the column sums of dy.
+void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
+
+}  // namespace colrow::kernels::cuda

@@ -1,0 +1,100 @@
+// kernels::cpu::linear_forward and linear_weight_grads: on small integers
+// (every product and partial sum exact in fp32, whatever the order) they equal
+// the integer reference exactly, so a wrong transpose, a missing bias or a
+// gradient that overwrites instead of accumulating shows as a wrong value;
+// strided column blocks; InternalError on mismatched shapes.
+#include "kernels/cpu/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+
+namespace colrow {
+namespace {
+
+// Integers in [-3, 3], deterministic per seed and element.
+Tensor small_integers(const Shape& shape, uint32_t seed) {
+  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
+  uint32_t s = seed * 2654435761u + 12345u;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<int>((s >> 16) % 7) - 3);
+  }
+  return Tensor::from_vector(shape, v);
+}
+
+struct Dims {
+  int64_t tokens, in, out;
+};
+const Dims kDims[] = {{1, 1, 1}, {5, 7, 3}, {33, 65, 129}};
+
+TEST(CpuLinearTest, ForwardIsTheExactAffineMap) {
+  for (const Dims& d : kDims) {
+    const Tensor x = small_integers({d.tokens, d.in}, 1), w = small_integers({d.out, d.in}, 2);
+    const Tensor b = small_integers({d.out}, 3);
+    Tensor y = Tensor::full({d.tokens, d.out}, 99.0f);
+    kernels::cpu::linear_forward(x, w, b, y);
+    for (int64_t t = 0; t < d.tokens; ++t) {
+      for (int64_t o = 0; o < d.out; ++o) {
+        double want = b.data()[o];
+        for (int64_t i = 0; i < d.in; ++i) want += double{x(t, i)} * w(o, i);
+        ASSERT_EQ(y(t, o), want) << "token " << t << ", output " << o;
+      }
+    }
+  }
+}
+
+TEST(CpuLinearTest, WeightGradsAccumulate) {
+  for (const Dims& d : kDims) {
+    const Tensor dy = small_integers({d.tokens, d.out}, 4), x = small_integers({d.tokens, d.in}, 5);
+    const Tensor dw0 = small_integers({d.out, d.in}, 6), db0 = small_integers({d.out}, 7);
+    Tensor dw = dw0.clone(), db = db0.clone();
+    kernels::cpu::linear_weight_grads(dy, x, dw, db);
+    for (int64_t o = 0; o < d.out; ++o) {
+      double want_b = db0.data()[o];
+      for (int64_t t = 0; t < d.tokens; ++t) want_b += dy(t, o);
+      ASSERT_EQ(db.data()[o], want_b) << "output " << o;
+      for (int64_t i = 0; i < d.in; ++i) {
+        double want = dw0(o, i);
+        for (int64_t t = 0; t < d.tokens; ++t) want += double{dy(t, o)} * x(t, i);
+        ASSERT_EQ(dw(o, i), want) << "output " << o << ", input " << i;
+      }
+    }
+  }
+}
+
+// x and y as column blocks of wider buffers: their neighbours stay.
+TEST(CpuLinearTest, ColumnBlocks) {
+  const Dims d{9, 6, 4};
+  const Tensor wide_x = small_integers({d.tokens, d.in + 2}, 8);
+  const Tensor w = small_integers({d.out, d.in}, 9), b = small_integers({d.out}, 10);
+  Tensor wide_y = Tensor::full({d.tokens, d.out + 3}, 99.0f);
+  Tensor y = wide_y.slice(1, 1, d.out);
+  kernels::cpu::linear_forward(wide_x.slice(1, 2, d.in), w, b, y);
+  for (int64_t t = 0; t < d.tokens; ++t) {
+    EXPECT_EQ(wide_y(t, 0), 99.0f);
+    EXPECT_EQ(wide_y(t, d.out + 1), 99.0f);
+    for (int64_t o = 0; o < d.out; ++o) {
+      double want = b.data()[o];
+      for (int64_t i = 0; i < d.in; ++i) want += double{wide_x(t, i + 2)} * w(o, i);
+      ASSERT_EQ(y(t, o), want);
+    }
+  }
+}
+
+TEST(CpuLinearTest, ShapeErrorsAreInternalErrors) {
+  const Tensor x = Tensor::zeros({4, 6}), w = Tensor::zeros({5, 6});
+  Tensor y = Tensor::empty({4, 5}), short_b = Tensor::zeros({4}), wide_y = Tensor::empty({4, 6});
+  const Tensor b = Tensor::zeros({5});
+  EXPECT_THROW(kernels::cpu::linear_forward(x, w, short_b, y), InternalError);
+  EXPECT_THROW(kernels::cpu::linear_forward(x, w, b, wide_y), InternalError);
+  Tensor dw = Tensor::zeros({5, 6});
+  EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw, short_b), InternalError);
+}
+
+}  // namespace
+}  // namespace colrow

@@ -1,0 +1,192 @@
+// kernels::cuda::linear_forward and linear_weight_grads (cuBLASLt with the
+// bias in its epilogue) against kernels::cpu's GEMM-then-bias on the same
+// inputs: token, input and output counts that are no multiples of a tile (1,
+// 37, 300; 1, 65, 257; 3, 129, 1000), operands that are column blocks of wider
+// buffers, one of them starting 4 bytes past an aligned address (cuBLASLt must
+// not assume 16-byte operands), accumulation into non-zero gradients, the
+// same bits on a repeated run, and InternalError on mismatched shapes.
+#include "kernels/cuda/linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "colrow/core/error.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cuda/cuda_test_helpers.h"
+#include "support/gpu.h"
+
+namespace colrow {
+namespace {
+
+using testing::higham_gamma;
+using testing::random_exact;
+using testing::same_bits;
+
+struct Dims {
+  int64_t tokens, in, out;
+  std::string name() const {
+    return "tokens " + std::to_string(tokens) + ", in " + std::to_string(in) + ", out " +
+           std::to_string(out);
+  }
+};
+const Dims kDims[] = {{1, 1, 3}, {37, 65, 129}, {300, 257, 1000}, {129, 64, 3}, {2, 300, 65}};
+
+// Both sides sum in fp32 in some order, with or without FMA: each is within
+// gamma_{n+1} (sum |terms|) of the exact value (Higham eq. 3.5, the bias or
+// the previous gradient one more term), so within twice that of each other.
+void expect_within_sum_bound(const std::string& what, const Tensor& gpu, const Tensor& cpu,
+                             const std::vector<double>& magnitude, int64_t terms) {
+  const std::vector<float> g = gpu.to_vector(), c = cpu.to_vector();
+  ASSERT_EQ(g.size(), c.size()) << what;
+  ASSERT_EQ(g.size(), magnitude.size()) << what;
+  int64_t violations = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = 2.0 * higham_gamma(terms + 1) * magnitude[i];
+    if (!(std::fabs(static_cast<double>(g[i]) - c[i]) <= bound)) ++violations;
+  }
+  EXPECT_EQ(violations, 0) << what << ": " << violations << " of " << g.size()
+                           << " elements past their bound";
+}
+
+// sum over k of |a[i, k] b[j, k]| (+ |extra[i, j]|), for [rows_a, K] and [rows_b, K] matrices.
+std::vector<double> magnitudes(const std::vector<float>& a, const std::vector<float>& b,
+                               int64_t rows_a, int64_t rows_b, int64_t inner,
+                               const std::vector<float>& extra, bool extra_per_column) {
+  std::vector<double> m(static_cast<size_t>(rows_a * rows_b), 0.0);
+  for (int64_t i = 0; i < rows_a; ++i) {
+    for (int64_t j = 0; j < rows_b; ++j) {
+      double s = 0.0;
+      for (int64_t k = 0; k < inner; ++k)
+        s += std::fabs(double{a[i * inner + k]} * b[j * inner + k]);
+      s += std::fabs(double{extra[extra_per_column ? j : i * rows_b + j]});
+      m[i * rows_b + j] = s;
+    }
+  }
+  return m;
+}
+
+std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  std::vector<float> t(a.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+  }
+  return t;
+}
+
+TEST(CudaLinearTest, ForwardMatchesCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    SCOPED_TRACE(d.name());
+    const Tensor x = random_exact({d.tokens, d.in}, 1), w = random_exact({d.out, d.in}, 2);
+    const Tensor b = random_exact({d.out}, 3);
+    Tensor y_cpu = Tensor::empty({d.tokens, d.out});
+    Tensor y_gpu = Tensor::full({d.tokens, d.out}, 7.0f, gpu);
+    kernels::cpu::linear_forward(x, w, b, y_cpu);
+    kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu);
+    expect_within_sum_bound(
+        "y", y_gpu, y_cpu,
+        magnitudes(x.to_vector(), w.to_vector(), d.tokens, d.out, d.in, b.to_vector(), true),
+        d.in + 1);
+  }
+}
+
+TEST(CudaLinearTest, WeightGradsAccumulateAndMatchCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    SCOPED_TRACE(d.name());
+    const Tensor dy = random_exact({d.tokens, d.out}, 4), x = random_exact({d.tokens, d.in}, 5);
+    const Tensor dw0 = random_exact({d.out, d.in}, 6), db0 = random_exact({d.out}, 7);
+    Tensor dw_cpu = dw0.clone(), db_cpu = db0.clone(), dw_gpu = dw0.to(gpu), db_gpu = db0.to(gpu);
+    kernels::cpu::linear_weight_grads(dy, x, dw_cpu, db_cpu);
+    kernels::cuda::linear_weight_grads(dy.to(gpu), x.to(gpu), dw_gpu, db_gpu);
+    const std::vector<float> dy_t = transpose(dy.to_vector(), d.tokens, d.out);
+    const std::vector<float> x_t = transpose(x.to_vector(), d.tokens, d.in);
+    expect_within_sum_bound("dw", dw_gpu, dw_cpu,
+                            magnitudes(dy_t, x_t, d.out, d.in, d.tokens, dw0.to_vector(), false),
+                            d.tokens + 1);
+    const std::vector<float> ones(static_cast<size_t>(d.tokens), 1.0f);
+    expect_within_sum_bound("db", db_gpu, db_cpu,
+                            magnitudes(dy_t, ones, d.out, 1, d.tokens, db0.to_vector(), false),
+                            d.tokens + 1);
+  }
+}
+
+// x and dy as column blocks of wider buffers, x starting one float past an
+// aligned address; the neighbouring columns of y stay as they were.
+TEST(CudaLinearTest, ColumnBlocksOfWiderBuffers) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims d{37, 65, 129};
+  const Tensor wide_x = random_exact({d.tokens, d.in + 3}, 8);
+  const Tensor w = random_exact({d.out, d.in}, 9), b = random_exact({d.out}, 10);
+  const Tensor wide_y = random_exact({d.tokens, d.out + 5}, 11);
+  const Tensor x = wide_x.slice(1, 1, d.in);
+  Tensor y_cpu_all = wide_y.clone(), y_gpu_all = wide_y.to(gpu);
+  Tensor y_cpu = y_cpu_all.slice(1, 2, d.out), y_gpu = y_gpu_all.slice(1, 2, d.out);
+  kernels::cpu::linear_forward(x, w, b, y_cpu);
+  kernels::cuda::linear_forward(wide_x.to(gpu).slice(1, 1, d.in), w.to(gpu), b.to(gpu), y_gpu);
+  expect_within_sum_bound(
+      "y", y_gpu, y_cpu,
+      magnitudes(x.clone().to_vector(), w.to_vector(), d.tokens, d.out, d.in, b.to_vector(), true),
+      d.in + 1);
+  const std::vector<float> before = wide_y.to_vector(), after = y_gpu_all.to_vector();
+  for (int64_t t = 0; t < d.tokens; ++t) {
+    for (int64_t j : {int64_t{0}, int64_t{1}, d.out + 2, d.out + 3, d.out + 4}) {
+      ASSERT_EQ(after[t * (d.out + 5) + j], before[t * (d.out + 5) + j]) << "column " << j;
+    }
+  }
+  const Tensor dy = y_gpu_all.slice(1, 2, d.out);  // a strided dy on the GPU
+  Tensor dw_cpu = Tensor::zeros({d.out, d.in}), db_cpu = Tensor::zeros({d.out});
+  Tensor dw_gpu = Tensor::zeros({d.out, d.in}, gpu), db_gpu = Tensor::zeros({d.out}, gpu);
+  kernels::cpu::linear_weight_grads(y_cpu, x, dw_cpu, db_cpu);
+  kernels::cuda::linear_weight_grads(dy, wide_x.to(gpu).slice(1, 1, d.in), dw_gpu, db_gpu);
+  // dy differs between the devices by the forward's rounding: compare loosely
+  // here (the tight bounds are the tests above); a layout error is O(1).
+  const std::vector<float> g = dw_gpu.to_vector(), c = dw_cpu.to_vector();
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], c[i], 1e-3 * (1.0 + std::fabs(c[i])));
+  const std::vector<float> gb = db_gpu.to_vector(), cb = db_cpu.to_vector();
+  for (size_t i = 0; i < gb.size(); ++i) ASSERT_NEAR(gb[i], cb[i], 1e-3 * (1.0 + std::fabs(cb[i])));
+}
+
+TEST(CudaLinearTest, RepeatedRunsGiveTheSameBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims d{300, 257, 1000};
+  const Tensor x = random_exact({d.tokens, d.in}, 12).to(gpu),
+               w = random_exact({d.out, d.in}, 13).to(gpu);
+  const Tensor b = random_exact({d.out}, 14).to(gpu),
+               dy = random_exact({d.tokens, d.out}, 15).to(gpu);
+  Tensor y1 = Tensor::empty({d.tokens, d.out}, gpu), y2 = Tensor::empty({d.tokens, d.out}, gpu);
+  kernels::cuda::linear_forward(x, w, b, y1);
+  kernels::cuda::linear_forward(x, w, b, y2);
+  EXPECT_TRUE(same_bits(y1, y2));
+  Tensor dw1 = Tensor::zeros({d.out, d.in}, gpu), db1 = Tensor::zeros({d.out}, gpu);
+  Tensor dw2 = Tensor::zeros({d.out, d.in}, gpu), db2 = Tensor::zeros({d.out}, gpu);
+  kernels::cuda::linear_weight_grads(dy, x, dw1, db1);
+  kernels::cuda::linear_weight_grads(dy, x, dw2, db2);
+  EXPECT_TRUE(same_bits(dw1, dw2));
+  EXPECT_TRUE(same_bits(db1, db2));
+}
+
+TEST(CudaLinearTest, ShapeErrorsAreInternalErrors) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Tensor x = Tensor::zeros({4, 6}, gpu), w = Tensor::zeros({5, 6}, gpu);
+  Tensor y = Tensor::empty({4, 5}, gpu), b = Tensor::zeros({5}, gpu);
+  Tensor short_b = Tensor::zeros({4}, gpu), wide_y = Tensor::empty({4, 6}, gpu);
+  EXPECT_THROW(kernels::cuda::linear_forward(x, w, short_b, y), InternalError);
+  EXPECT_THROW(kernels::cuda::linear_forward(x, w, b, wide_y), InternalError);
+  EXPECT_THROW(kernels::cuda::linear_forward(x.to(Device::cpu()), w, b, y), InternalError)
+      << "x on the host";
+  Tensor dw = Tensor::zeros({5, 6}, gpu);
+  EXPECT_THROW(kernels::cuda::linear_weight_grads(y, x, dw, short_b), InternalError);
+}
+
+}  // namespace
+}  // namespace colrow
