@@ -7,6 +7,8 @@
 #   PEER: torch_gpt2_gpu.py (default ../shared/peers/torch_gpt2_gpu.py)
 #   DATA=FILE trains on FILE instead of the default corpus (a GPU machine may
 #   not have Debian's jargon-text).
+#   ATTENTION=auto|fused|plain picks colrow's attention kernel (default auto:
+#   the fused one).
 # colrow's figure is the median over steps 6..STEPS (default 15) of its
 # metrics file; the peer times 20 steps after 5 warm-up steps.
 set -euo pipefail
@@ -21,7 +23,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 for mode in fp32 tf32; do
   flag=""; [ "$mode" = tf32 ] && flag="--tf32"
   "$build/colrow" train --model gpt2-124m ${DATA:+--data "$DATA"} --batch 16 --seq-len 1024 --steps "$steps" \
-    --device cuda $flag --eval-windows 1 --metrics "$out/colrow_$mode.jsonl" > "$out/colrow_$mode.log"
+    --device cuda $flag --attention "${ATTENTION:-auto}" --eval-windows 1 --metrics "$out/colrow_$mode.jsonl" > "$out/colrow_$mode.log"
   python3 "$peer" "$mode" > "$out/torch_$mode.json"
 done
 
