@@ -10,7 +10,9 @@
 
 #include <cublasLt.h>
 
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -116,11 +118,25 @@ bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const
   const Device gpu = Device::cuda(device);
   Tensor workspace = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))}, gpu);
   const float alpha = 1.0f;
-  COLROW_CUBLAS_CHECK(cublasLtMatmul(handle, desc.op(), &alpha, a.data, desc.layout(0), b.data,
-                                     desc.layout(1), &beta, d, desc.layout(2), d, desc.layout(2),
-                                     &result.algo, workspace.data(), kWorkspaceBytes,
-                                     colrow::cuda::compute_stream(device)));
+  const cublasStatus_t run =
+      cublasLtMatmul(handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1),
+                     &beta, d, desc.layout(2), d, desc.layout(2), &result.algo, workspace.data(),
+                     kWorkspaceBytes, colrow::cuda::compute_stream(device));
+  if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // refused before queuing anything
+  COLROW_CUBLAS_CHECK(run);
   return true;
+}
+
+// Says once per epilogue that it runs unfused, so that a profile's bias
+// passes have an explanation.
+void note_unfused(cublasLtEpilogue_t epilogue, const char* what) {
+  static std::atomic<bool> noted[2] = {false, false};
+  if (!noted[epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : 1].exchange(true)) {
+    std::fprintf(stderr,
+                 "[cublaslt] note: no algorithm for %s with its bias epilogue; the GEMM and the "
+                 "bias kernel run separately\n",
+                 what);
+  }
 }
 
 }  // namespace
@@ -137,6 +153,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
           0.0f, y.data(), out, tokens, y.row_stride(), CUBLASLT_EPILOGUE_BIAS, b.data())) {
     return;
   }
+  if (tokens > 0 && out > 0 && in > 0) note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward");
   gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
   add_bias(y, b);
 }
@@ -155,6 +172,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
       add_into(db, sums);
       return;
     }
+    note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads");
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
   accumulate_bias_grad(dy, db);
