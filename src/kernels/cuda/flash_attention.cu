@@ -54,14 +54,33 @@ constexpr int64_t transposed_tile(int hsp) {
   return int64_t{hsp} * kTStride;
 }
 constexpr int64_t kScoreTile = int64_t{kTile} * kTStride;
-// forward: Qt, Kt, Pt, then V.
-constexpr int64_t forward_floats(int hsp) {
-  return 2 * transposed_tile(hsp) + kScoreTile + row_tile(hsp);
-}
-// backward: Qt, dOt, PS, the rows' lse and D, then K, V, Q, dO.
-constexpr int64_t backward_floats(int hsp) {
-  return 2 * transposed_tile(hsp) + kScoreTile + 2 * kTile + 4 * row_tile(hsp);
-}
+
+// Where each kernel's tiles start in its shared memory, in floats, and the
+// floats it needs: the one description the kernels carve by and the host
+// sizes the launch by. The float4-read tiles come first, so they stay aligned.
+struct ForwardLayout {
+  int64_t Qt, Kt, Pt, V, floats;
+  constexpr explicit ForwardLayout(int hsp)
+      : Qt(0),
+        Kt(Qt + transposed_tile(hsp)),
+        Pt(Kt + transposed_tile(hsp)),
+        V(Pt + kScoreTile),
+        floats(V + row_tile(hsp)) {}
+};
+struct BackwardLayout {
+  int64_t Qt, dOt, PS, lse, D, K, V, Q, dO, floats;
+  constexpr explicit BackwardLayout(int hsp)
+      : Qt(0),
+        dOt(Qt + transposed_tile(hsp)),
+        PS(dOt + transposed_tile(hsp)),
+        lse(PS + kScoreTile),
+        D(lse + kTile),
+        K(D + kTile),
+        V(K + row_tile(hsp)),
+        Q(V + row_tile(hsp)),
+        dO(Q + row_tile(hsp)),
+        floats(dO + row_tile(hsp)) {}
+};
 
 // Query tile qt meets key tile kt when some query of qt sees some key of kt:
 // the diagonal bounds kt <= qt, and the window's first key of qt's first
@@ -95,8 +114,35 @@ __device__ inline float row_sum(float x) {
 __device__ inline float4 load4(const float* p) {
   return *reinterpret_cast<const float4*>(p);
 }
-__device__ inline void store4(float* p, float a, float b, float c, float d) {
-  *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+
+// A thread's 4 x 4 patch p[i][j] of a score tile into its transpose in a
+// [64][kTStride] tile: row `row + j` gets p[0..3][j] at columns [col, col + 4).
+__device__ inline void store_patch_transposed(float* tile, int row, int col,
+                                              const float (&p)[kPer][kPer]) {
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    *reinterpret_cast<float4*>(tile + (row + j) * kTStride + col) =
+        make_float4(p[0][j], p[1][j], p[2][j], p[3][j]);
+  }
+}
+
+// acc[i][t] += sum over the 64 rows r of tile[r][col + i] x rows[r][tx + 16 t]:
+// a [64][kTStride] score tile (this thread's 4 columns of it) times a row
+// tile [64][HSP + 1] (its TE columns), in row order.
+template <int TE>
+__device__ inline void accumulate_tile_product(const float* tile, int col, const float* rows,
+                                               int tx, float (&acc)[kPer][TE]) {
+  constexpr int HSP = TE * kSide;
+  for (int r = 0; r < kTile; ++r) {
+    const float4 v = load4(tile + r * kTStride + col);
+    const float a[kPer] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int t = 0; t < TE; ++t) {
+      const float b = rows[r * (HSP + 1) + tx + kSide * t];
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) acc[i][t] = fmaf(a[i], b, acc[i][t]);
+    }
+  }
 }
 
 // Rows [r0, r0 + 64) of src (row stride ld, HS columns), zero past T rows and
@@ -126,11 +172,13 @@ template <int TE>
 __global__ void __launch_bounds__(kThreads)
     flash_forward(Operands a, float* out, int64_t ldo, float* lse) {
   constexpr int HSP = TE * kSide;
+  constexpr ForwardLayout L(HSP);
   extern __shared__ float4 flash_shared[];
-  float* Qt = reinterpret_cast<float*>(flash_shared);  // [HSP][kTStride], times scale
-  float* Kt = Qt + transposed_tile(HSP);               // [HSP][kTStride]
-  float* Pt = Kt + transposed_tile(HSP);               // [64 keys][kTStride queries]
-  float* V = Pt + kScoreTile;                          // [64][HSP + 1]
+  float* shared = reinterpret_cast<float*>(flash_shared);
+  float* Qt = shared + L.Qt;  // [HSP][kTStride], times scale
+  float* Kt = shared + L.Kt;  // [HSP][kTStride]
+  float* Pt = shared + L.Pt;  // [64 keys][kTStride queries]
+  float* V = shared + L.V;    // [64][HSP + 1]
 
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
   const int r0 = ty * kPer, c0 = tx * kPer;  // this thread's score rows and columns
@@ -189,21 +237,9 @@ __global__ void __launch_bounds__(kThreads)
       }
       m[i] = m_new;
     }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      store4(Pt + (c0 + j) * kTStride + r0, p[0][j], p[1][j], p[2][j], p[3][j]);
-    }
+    store_patch_transposed(Pt, c0, r0, p);
     __syncthreads();
-    for (int c = 0; c < kTile; ++c) {  // O += P V over the tile's keys
-      const float4 pv = load4(Pt + c * kTStride + r0);
-      const float pc[kPer] = {pv.x, pv.y, pv.z, pv.w};
-#pragma unroll
-      for (int t = 0; t < TE; ++t) {
-        const float ve = V[c * (HSP + 1) + tx + kSide * t];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) o[i][t] = fmaf(pc[i], ve, o[i][t]);
-      }
-    }
+    accumulate_tile_product(Pt, r0, V, tx, o);  // O += P V over the tile's keys
   }
   float sum[kPer];  // >= 1 where the row exists: its max contributes exp(0)
 #pragma unroll
@@ -253,16 +289,18 @@ struct Gradients {
 template <int TE>
 __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands a, Gradients gr) {
   constexpr int HSP = TE * kSide;
+  constexpr BackwardLayout L(HSP);
   extern __shared__ float4 flash_shared[];
-  float* Qt = reinterpret_cast<float*>(flash_shared);  // [HSP][kTStride], times scale
-  float* dOt = Qt + transposed_tile(HSP);              // [HSP][kTStride]
-  float* PS = dOt + transposed_tile(HSP);              // [64 queries][kTStride keys]: P, then dS
-  float* lse = PS + kScoreTile;                        // [64] the query tile's
-  float* D = lse + kTile;                              // [64]
-  float* K = D + kTile;                                // [64][HSP + 1]
-  float* V = K + row_tile(HSP);
-  float* Q = V + row_tile(HSP);
-  float* dO = Q + row_tile(HSP);
+  float* shared = reinterpret_cast<float*>(flash_shared);
+  float* Qt = shared + L.Qt;    // [HSP][kTStride], times scale
+  float* dOt = shared + L.dOt;  // [HSP][kTStride]
+  float* PS = shared + L.PS;    // [64 queries][kTStride keys]: P, then dS
+  float* lse = shared + L.lse;  // [64] the query tile's
+  float* D = shared + L.D;      // [64]
+  float* K = shared + L.K;      // row tiles [64][HSP + 1]: K, V, Q, dO
+  float* V = shared + L.V;
+  float* Q = shared + L.Q;
+  float* dO = shared + L.dO;
 
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
   const int c0 = ty * kPer, r0 = tx * kPer;  // this thread's keys and queries of a score tile
@@ -313,37 +351,13 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands a, Gra
           ds[i][j] = p[i][j] * (dp[i][j] - D[r0 + j]);
         }
       }
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        store4(PS + (r0 + j) * kTStride + c0, p[0][j], p[1][j], p[2][j], p[3][j]);
-      }
+      store_patch_transposed(PS, r0, c0, p);
       __syncthreads();
-      for (int q = 0; q < kTile; ++q) {  // dV += P^T dO
-        const float4 pv = load4(PS + q * kTStride + c0);
-        const float pq[kPer] = {pv.x, pv.y, pv.z, pv.w};
-#pragma unroll
-        for (int t = 0; t < TE; ++t) {
-          const float ge = dO[q * (HSP + 1) + tx + kSide * t];
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) dv[i][t] = fmaf(pq[i], ge, dv[i][t]);
-        }
-      }
+      accumulate_tile_product(PS, c0, dO, tx, dv);  // dV += P^T dO
       __syncthreads();
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        store4(PS + (r0 + j) * kTStride + c0, ds[0][j], ds[1][j], ds[2][j], ds[3][j]);
-      }
+      store_patch_transposed(PS, r0, c0, ds);
       __syncthreads();
-      for (int q = 0; q < kTile; ++q) {  // dK += dS^T Q (times scale at the end)
-        const float4 sv = load4(PS + q * kTStride + c0);
-        const float dsq[kPer] = {sv.x, sv.y, sv.z, sv.w};
-#pragma unroll
-        for (int t = 0; t < TE; ++t) {
-          const float qe = Q[q * (HSP + 1) + tx + kSide * t];
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) dk[i][t] = fmaf(dsq[i], qe, dk[i][t]);
-        }
-      }
+      accumulate_tile_product(PS, c0, Q, tx, dk);  // dK += dS^T Q (times scale at the end)
       // This key tile's share of dQ (times scale when summed): dS K for
       // queries ty * 4 + i, columns tx + 16 t.
       float share[kPer][TE] = {};
@@ -443,7 +457,7 @@ void allow_shared(Kernel kernel, int64_t floats) {
 template <int TE>
 void launch_forward(const Operands& a, int64_t batch, float* out, int64_t ldo, float* lse,
                     cudaStream_t stream) {
-  const int64_t floats = forward_floats(TE * kSide);
+  const int64_t floats = ForwardLayout(TE * kSide).floats;
   allow_shared(flash_forward<TE>, floats);
   const dim3 grid(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq)));
   flash_forward<TE><<<grid, kThreads, floats * sizeof(float), stream>>>(a, out, ldo, lse);
@@ -453,7 +467,7 @@ void launch_forward(const Operands& a, int64_t batch, float* out, int64_t ldo, f
 template <int TE>
 void launch_backward_kv(const Operands& a, int64_t batch, const Gradients& gr,
                         cudaStream_t stream) {
-  const int64_t floats = backward_floats(TE * kSide);
+  const int64_t floats = BackwardLayout(TE * kSide).floats;
   allow_shared(flash_backward_kv<TE>, floats);
   const dim3 grid(static_cast<unsigned>(batch * (a.n_head / a.group)),
                   static_cast<unsigned>(key_tiles(a.seq)));
@@ -469,7 +483,7 @@ bool flash_attention_supports(int64_t head_dim, int device) {
   int optin = 0;
   COLROW_CUDA_CHECK(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t floats = std::max(forward_floats(hsp), backward_floats(hsp));
+  const int64_t floats = std::max(ForwardLayout(hsp).floats, BackwardLayout(hsp).floats);
   return floats * static_cast<int64_t>(sizeof(float)) <= optin;
 }
 

@@ -43,8 +43,7 @@ uint32_t alignment_of(const void* p) {
 // One column-major fp32 operand: stored [rows, cols] with leading dim ld.
 struct Operand {
   const float* data;
-  uint64_t rows, cols;
-  int64_t ld;
+  int64_t rows, cols, ld;
 };
 
 // The descriptors of one call, destroyed on every path out.
@@ -81,7 +80,7 @@ void set_preference(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttrib
 // d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`;
 // false (nothing queued) when cuBLASLt has no algorithm for it.
 bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const Operand& a,
-               const Operand& b, float beta, float* d, uint64_t m, uint64_t n, int64_t ldd,
+               const Operand& b, float beta, float* d, int64_t m, int64_t n, int64_t ldd,
                cublasLtEpilogue_t epilogue, const float* bias) {
   Descriptors desc;
   const cublasComputeType_t compute =
@@ -145,15 +144,14 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
   check_bias(y, b, "linear_forward");
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
-  if (tokens > 0 && out > 0 && in > 0 &&
-      lt_matmul(
-          device, CUBLAS_OP_T, CUBLAS_OP_N,
-          {w.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(out), w.row_stride()},
-          {x.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(tokens), x.row_stride()},
-          0.0f, y.data(), out, tokens, y.row_stride(), CUBLASLT_EPILOGUE_BIAS, b.data())) {
-    return;
+  if (tokens > 0 && out > 0 && in > 0) {
+    if (lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, {w.data(), in, out, w.row_stride()},
+                  {x.data(), in, tokens, x.row_stride()}, 0.0f, y.data(), out, tokens,
+                  y.row_stride(), CUBLASLT_EPILOGUE_BIAS, b.data())) {
+      return;
+    }
+    note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward");
   }
-  if (tokens > 0 && out > 0 && in > 0) note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward");
   gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
   add_bias(y, b);
 }
@@ -164,11 +162,9 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
   const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
   if (tokens > 0 && out > 0 && in > 0) {
     Tensor sums = Tensor::empty({out}, Device::cuda(device));  // BGRADB overwrites
-    if (lt_matmul(
-            device, CUBLAS_OP_N, CUBLAS_OP_T,
-            {x.data(), static_cast<uint64_t>(in), static_cast<uint64_t>(tokens), x.row_stride()},
-            {dy.data(), static_cast<uint64_t>(out), static_cast<uint64_t>(tokens), dy.row_stride()},
-            1.0f, dw.data(), in, out, dw.row_stride(), CUBLASLT_EPILOGUE_BGRADB, sums.data())) {
+    if (lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, {x.data(), in, tokens, x.row_stride()},
+                  {dy.data(), out, tokens, dy.row_stride()}, 1.0f, dw.data(), in, out,
+                  dw.row_stride(), CUBLASLT_EPILOGUE_BGRADB, sums.data())) {
       add_into(db, sums);
       return;
     }

@@ -14,6 +14,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/runtime/threads.h"
+#include "kernels/attention_case.h"
 #include "nn/layer_test_helpers.h"
 #include "support/attention_reference.h"
 
@@ -25,20 +26,8 @@ using reference::BMatrix;
 using reference::check_within;
 using testing::random_tensor;
 using testing::same_bits;
-using testing::to_matrix;
 
-struct Case {
-  int64_t batch, seq, n_head, n_kv_head, head_dim;
-  int64_t window = 0;  // 0: causal; else the sliding window (Mistral)
-  std::string name() const {
-    return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
-           std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
-           std::to_string(head_dim) + ", window " + std::to_string(window);
-  }
-  int64_t tokens() const { return batch * seq; }
-  int64_t q_width() const { return n_head * head_dim; }
-  int64_t kv_width() const { return n_kv_head * head_dim; }
-};
+using Case = testing::AttentionCase;
 
 // MHA, GQA (3 query heads per KV head), MQA, and seq 130 > the 64-row blocks
 // the kernel works in (blocks of 64, 64, 2); then sliding windows: of 3 keys,
@@ -73,16 +62,7 @@ Outputs run(const Case& c, const Inputs& in) {
 }
 
 reference::CoreResult reference_of(const Case& c, const Inputs& in) {
-  reference::CoreDims dims;
-  dims.batch = c.batch;
-  dims.seq = c.seq;
-  dims.n_head = c.n_head;
-  dims.n_kv_head = c.n_kv_head;
-  dims.head_dim = c.head_dim;
-  dims.window = c.window;
-  return reference::causal_attention(
-      dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
-      reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));
+  return testing::attention_reference(c, in.q, in.k, in.v, in.dout);
 }
 
 void expect_matches_reference(const Case& c, const Inputs& in, const Outputs& o) {

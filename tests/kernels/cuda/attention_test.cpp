@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "kernels/attention_case.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/attention_reference.h"
@@ -22,24 +23,12 @@ namespace {
 
 using testing::random_uniform;
 using testing::same_bits;
-using testing::to_matrix;
 
 namespace cpu = kernels::cpu;
 namespace gpu = kernels::cuda;
 using reference::BMatrix;
 
-struct Case {
-  int64_t batch, seq, n_head, n_kv_head, head_dim;
-  int64_t window = 0;  // 0: causal; else the sliding window (Mistral)
-  std::string name() const {
-    return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
-           std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
-           std::to_string(head_dim) + ", window " + std::to_string(window);
-  }
-  int64_t tokens() const { return batch * seq; }
-  int64_t q_width() const { return n_head * head_dim; }
-  int64_t kv_width() const { return n_kv_head * head_dim; }
-};
+using Case = testing::AttentionCase;
 
 // seq 1; GQA with 3 query heads per KV head; MQA at head_dim 64; odd seqs
 // (33, 100) that are no multiple of a warp or a GEMM tile; MHA; sliding
@@ -93,16 +82,7 @@ Outputs run_gpu(const Case& c, const Inputs& in, Device dev) {
 }
 
 reference::CoreResult reference_of(const Case& c, const Inputs& in) {
-  reference::CoreDims dims;
-  dims.batch = c.batch;
-  dims.seq = c.seq;
-  dims.n_head = c.n_head;
-  dims.n_kv_head = c.n_kv_head;
-  dims.head_dim = c.head_dim;
-  dims.window = c.window;
-  return reference::causal_attention(
-      dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
-      reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));
+  return testing::attention_reference(c, in.q, in.k, in.v, in.dout);
 }
 
 // The reference bounds |fp32 - exact| <= e for ANY summation order and

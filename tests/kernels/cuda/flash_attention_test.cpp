@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "kernels/attention_case.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_test_helpers.h"
@@ -28,24 +29,15 @@ namespace {
 using testing::kU;
 using testing::random_uniform;
 using testing::same_bits;
-using testing::to_matrix;
 
 namespace gpu = kernels::cuda;
 using reference::BMatrix;
 
-struct Case {
-  int64_t batch, seq, n_head, n_kv_head, head_dim;
-  int64_t window = 0;  // 0: causal; else the sliding window
-  std::string name() const {
-    return "batch " + std::to_string(batch) + ", seq " + std::to_string(seq) + ", heads " +
-           std::to_string(n_head) + "/" + std::to_string(n_kv_head) + ", head_dim " +
-           std::to_string(head_dim) + ", window " + std::to_string(window);
-  }
-  int64_t tokens() const { return batch * seq; }
-  int64_t q_width() const { return n_head * head_dim; }
-  int64_t kv_width() const { return n_kv_head * head_dim; }
-  int64_t key_tiles() const { return (seq + 63) / 64; }
-};
+using Case = testing::AttentionCase;
+
+int64_t key_tiles(const Case& c) {
+  return (c.seq + 63) / 64;
+}  // the fused kernels' tiles of 64
 
 const Case kCases[] = {
     {2, 1, 2, 2, 64},          // one query, one key
@@ -94,16 +86,7 @@ Outputs run_flash(const Case& c, const Inputs& in, Device dev) {
 }
 
 reference::CoreResult reference_of(const Case& c, const Inputs& in) {
-  reference::CoreDims dims;
-  dims.batch = c.batch;
-  dims.seq = c.seq;
-  dims.n_head = c.n_head;
-  dims.n_kv_head = c.n_kv_head;
-  dims.head_dim = c.head_dim;
-  dims.window = c.window;
-  return reference::causal_attention(
-      dims, reference::exact(to_matrix(in.q)), reference::exact(to_matrix(in.k)),
-      reference::exact(to_matrix(in.v)), reference::exact(to_matrix(in.dout)));
+  return testing::attention_reference(c, in.q, in.k, in.v, in.dout);
 }
 
 // The reference's bound e covers any order of the plain softmax's sums. The
@@ -121,7 +104,7 @@ reference::CoreResult reference_of(const Case& c, const Inputs& in) {
 double fused_relative_error(const Case& c) {
   const double L =
       std::sqrt(static_cast<double>(c.head_dim)) + std::log(static_cast<double>(c.seq)) + 1.0;
-  return 2.0 * (c.key_tiles() * (3.0 + 2.0 * L) + 4.0 * L + 4.0) * kU;
+  return 2.0 * (key_tiles(c) * (3.0 + 2.0 * L) + 4.0 * L + 4.0) * kU;
 }
 
 void expect_close_to_reference(const std::string& what, const Tensor& got, const BMatrix& ref,
@@ -277,8 +260,9 @@ TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
   }
 }
 
-// What the model asks the backend for: the fused kernels' row log-sum-exp
-// where they take the head_dim, the probabilities past it.
+// What the model asks the backend for under --attention auto: the fused
+// kernels' row log-sum-exp where they take the head_dim, the probabilities
+// past it; and under plain and fused.
 TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
@@ -287,6 +271,14 @@ TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
   EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 256}), (Shape{2, 3, 5, 5}));
   EXPECT_FALSE(gpu::flash_attention_supports(129, dev.index));
   EXPECT_TRUE(gpu::flash_attention_supports(1, dev.index));
+  // --attention plain keeps the probabilities everywhere; fused refuses a
+  // head_dim it does not take, before anything is allocated.
+  backend.set_attention_kernel(kernels::AttentionKernel::kPlain);
+  EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5, 5}));
+  backend.set_attention_kernel(kernels::AttentionKernel::kFused);
+  EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5}));
+  EXPECT_THROW(backend.attention_saved_shape(dev, {2, 3, 5, 256}), ConfigError);
+  backend.set_attention_kernel(kernels::AttentionKernel::kAuto);
 }
 
 TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
