@@ -14,6 +14,17 @@ set -eu
 colrow=$1; mpiexec=$2
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
+# Waits (up to 2 minutes) until the command holds: the kills and signals
+# below must reach a run that trains, however slowly it starts (under
+# cli_tcp_namespaces an rsh launch and two daemons come first).
+await() {
+  n=0
+  until "$@" 2>/dev/null; do
+    n=$((n + 1)); [ $n -lt 1200 ] || { echo "FAIL: still not true after 120 s: $*"; exit 1; }
+    sleep 0.1
+  done
+}
+trained() { grep -q '^step ' "$1"; }  # the run logged a finished step
 i=0; while [ $i -lt 400 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8"
 
@@ -82,8 +93,9 @@ PY
 # Killed at random moments while saving every step: latest stays loadable
 # (the model by eval, the whole training state by a resume).
 python3 -c "import struct,sys; open(sys.argv[2],'wb').write(b''.join(struct.pack('<H', c) for c in open(sys.argv[1],'rb').read()))" "$dir/text.txt" "$dir/tokens.bin"
-for delay in 1.5 2.5 3.5; do
-  run 2 train $common --batch 4 --tp 2 --steps 100000 --save-every 1 --out "$dir/killed" > /dev/null 2>&1 &
+for delay in 0.1 0.5 0.9; do
+  run 2 train $common --batch 4 --tp 2 --steps 100000 --save-every 1 --out "$dir/killed" > "$dir/killed.log" 2>&1 &
+  await trained "$dir/killed.log"; await test -e "$dir/killed/latest/train_state.json"
   sleep "$delay"; pkill -9 -f "train.*$dir/killed" || true; wait || true
   run 1 eval --model "$dir/killed/latest" --tokens "$dir/tokens.bin" --seq-len 16 > /dev/null || { echo "FAIL: latest not loadable after a kill at $delay s"; exit 1; }
   step=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['step'])" "$dir/killed/latest/train_state.json")
@@ -102,15 +114,15 @@ echo "killed runs: latest stays loadable; the next save removes what the kills l
 # SIGUSR1 to mpirun (which forwards it) stops every rank after the same step,
 # saved, with status 0.
 run 2 train $common --batch 4 --tp 2 --steps 100000 --out "$dir/usr1" > "$dir/usr1.log" 2>&1 &
-sleep 3; pkill -USR1 -f "^[^ ]*mpiexec .*$dir/usr1" || true  # mpiexec itself, not timeout
+await trained "$dir/usr1.log"; pkill -USR1 -f "^[^ ]*mpiexec .*$dir/usr1" || true  # mpiexec itself, not timeout
 wait $! || { echo "FAIL: SIGUSR1 did not end the run cleanly"; cat "$dir/usr1.log"; exit 1; }
 grep -q "continue with --resume" "$dir/usr1.log" || { echo "FAIL: no clean stop"; cat "$dir/usr1.log"; exit 1; }
 [ -f "$dir/usr1/latest/train_state.json" ] || { echo "FAIL: nothing saved on SIGUSR1"; exit 1; }
 
 # Ctrl-C on mpirun: Open MPI stops relaying output and signals the ranks,
 # which finish the step and save within its one-second grace.
-run 2 train $common --batch 4 --tp 2 --steps 100000 --out "$dir/sigint" > /dev/null 2>&1 &
-sleep 3; pkill -INT -f "^[^ ]*mpiexec .*$dir/sigint" || true; wait $! || true
+run 2 train $common --batch 4 --tp 2 --steps 100000 --out "$dir/sigint" > "$dir/sigint.log" 2>&1 &
+await trained "$dir/sigint.log"; pkill -INT -f "^[^ ]*mpiexec .*$dir/sigint" || true; wait $! || true
 [ -f "$dir/sigint/latest/train_state.json" ] || { echo "FAIL: nothing saved on Ctrl-C"; exit 1; }
 
 # --init starts a new run from a model checkpoint: its first loss is the loss
