@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "colrow/core/allocator.h"
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/device_runtime.h"
 
@@ -21,12 +22,11 @@ std::vector<int64_t> contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-std::shared_ptr<float> allocate(int64_t count, Device device) {
-  const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * sizeof(float);
+std::shared_ptr<void> allocate(int64_t count, DType dtype, Device device) {
+  const size_t bytes = static_cast<size_t>(count > 0 ? count : 1) * dtype_bytes(dtype);
   Allocator& allocator = allocator_for(device);
   void* p = allocator.allocate(bytes);
-  return std::shared_ptr<float>(static_cast<float*>(p),
-                                [&allocator, bytes](float* q) { allocator.deallocate(q, bytes); });
+  return std::shared_ptr<void>(p, [&allocator, bytes](void* q) { allocator.deallocate(q, bytes); });
 }
 
 // Calls fn(dst_offset, src_offset) for every element, row by row over the last dim.
@@ -58,7 +58,28 @@ void for_each_index(const Shape& shape, const std::vector<int64_t>& a_strides,
   }
 }
 
+// Element-wise copy between two host views of one shape and element type.
+template <typename T>
+void copy_elements(const Shape& shape, const std::vector<int64_t>& dst_strides,
+                   const std::vector<int64_t>& src_strides, T* dst, const T* src) {
+  for_each_index(shape, dst_strides, src_strides,
+                 [dst, src](int64_t a, int64_t b) { dst[a] = src[b]; });
+}
+
+template <typename T>
+void fill_elements(const Shape& shape, const std::vector<int64_t>& strides, T* dst, T value) {
+  for_each_index(shape, strides, strides, [dst, value](int64_t a, int64_t) { dst[a] = value; });
+}
+
 }  // namespace
+
+int64_t dtype_bytes(DType dtype) {
+  return dtype == DType::kBF16 ? 2 : 4;
+}
+
+const char* dtype_name(DType dtype) {
+  return dtype == DType::kBF16 ? "bf16" : "fp32";
+}
 
 std::string shape_to_string(const Shape& shape) {
   std::ostringstream s;
@@ -74,25 +95,26 @@ int64_t shape_numel(const Shape& shape) {
   return n;
 }
 
-Tensor Tensor::empty(const Shape& shape, Device device) {
+Tensor Tensor::empty(const Shape& shape, Device device, DType dtype) {
   for (int64_t d : shape) {
     if (d < 0) throw InternalError("[tensor] negative dimension in " + shape_to_string(shape));
   }
   Tensor t;
   t.device_ = device;
-  t.storage_ = allocate(shape_numel(shape), device);
+  t.dtype_ = dtype;
+  t.storage_ = allocate(shape_numel(shape), dtype, device);
   t.data_ = t.storage_.get();
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   return t;
 }
 
-Tensor Tensor::zeros(const Shape& shape, Device device) {
-  return full(shape, 0.0f, device);
+Tensor Tensor::zeros(const Shape& shape, Device device, DType dtype) {
+  return full(shape, 0.0f, device, dtype);
 }
 
-Tensor Tensor::full(const Shape& shape, float value, Device device) {
-  Tensor t = empty(shape, device);
+Tensor Tensor::full(const Shape& shape, float value, Device device, DType dtype) {
+  Tensor t = empty(shape, device, dtype);
   t.fill(value);
   return t;
 }
@@ -114,6 +136,12 @@ Tensor Tensor::wrap(float* data, const Shape& shape) {
   t.shape_ = shape;
   t.strides_ = contiguous_strides(shape);
   return t;
+}
+
+void Tensor::wrong_dtype(DType wanted) const {
+  throw InternalError(std::string("[tensor] a ") + dtype_name(dtype_) + " tensor " +
+                      shape_to_string(shape_) + " read as " + dtype_name(wanted) +
+                      ": convert it with ops::convert first");
 }
 
 int Tensor::normalize_dim(int dim) const {
@@ -138,7 +166,7 @@ Tensor Tensor::slice(int dim, int64_t start, int64_t length) const {
                         " exceeds shape " + shape_to_string(shape_));
   }
   Tensor t = *this;
-  t.data_ = data_ + start * strides_[d];
+  t.data_ = static_cast<char*>(data_) + start * strides_[d] * dtype_bytes(dtype_);
   t.shape_[d] = length;
   return t;
 }
@@ -166,14 +194,14 @@ Tensor Tensor::view(const Shape& shape) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor t = empty(shape_, device_);
+  Tensor t = empty(shape_, device_, dtype_);
   t.copy_from(*this);
   return t;
 }
 
 Tensor Tensor::to(Device device) const {
   if (device == device_) return *this;
-  Tensor t = empty(shape_, device);
+  Tensor t = empty(shape_, device, dtype_);
   t.copy_from(*this);
   return t;
 }
@@ -181,7 +209,11 @@ Tensor Tensor::to(Device device) const {
 std::vector<float> Tensor::to_vector() const {
   // One copy at most: to() of a GPU tensor is already a contiguous host copy.
   const Tensor c = !device_.is_cpu() ? to(Device::cpu()) : is_contiguous() ? *this : clone();
-  return std::vector<float>(c.data_, c.data_ + c.numel());
+  if (dtype_ == DType::kF32) return std::vector<float>(c.data(), c.data() + c.numel());
+  std::vector<float> out(static_cast<size_t>(c.numel()));
+  const uint16_t* h = c.bf16_data();
+  for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(h[i]);
+  return out;
 }
 
 void Tensor::copy_from(const Tensor& src) {
@@ -189,17 +221,24 @@ void Tensor::copy_from(const Tensor& src) {
     throw InternalError("[tensor] copy from shape " + shape_to_string(src.shape_) + " into " +
                         shape_to_string(shape_));
   }
+  if (src.dtype_ != dtype_) {
+    throw InternalError(std::string("[tensor] copy from ") + dtype_name(src.dtype_) + " into " +
+                        dtype_name(dtype_) + " " + shape_to_string(shape_) +
+                        ": a copy keeps the dtype; ops::convert changes it");
+  }
   if (!device_.is_cpu() || !src.device_.is_cpu()) {
     device_runtime::copy(src, *this);
     return;
   }
   if (is_contiguous() && src.is_contiguous()) {
-    std::memmove(data_, src.data_, static_cast<size_t>(numel()) * sizeof(float));
+    std::memmove(data_, src.data_, static_cast<size_t>(bytes()));
     return;
   }
-  float* dst = data_;
-  const float* s = src.data_;
-  for_each_index(shape_, strides_, src.strides_, [dst, s](int64_t a, int64_t b) { dst[a] = s[b]; });
+  if (dtype_ == DType::kF32) {
+    copy_elements(shape_, strides_, src.strides_, data(), src.data());
+  } else {
+    copy_elements(shape_, strides_, src.strides_, bf16_data(), src.bf16_data());
+  }
 }
 
 void Tensor::fill(float value) {
@@ -207,13 +246,18 @@ void Tensor::fill(float value) {
     device_runtime::fill(*this, value);
     return;
   }
-  float* dst = data_;
-  for_each_index(shape_, strides_, strides_, [dst, value](int64_t a, int64_t) { dst[a] = value; });
+  if (dtype_ == DType::kF32) {
+    fill_elements(shape_, strides_, data(), value);
+  } else {
+    fill_elements(shape_, strides_, bf16_data(), float_to_bf16(value));
+  }
 }
 
-void ensure_shape(Tensor& t, const Shape& shape, Device device) {
-  if (t.owns_storage() && t.shape() == shape && t.is_contiguous() && t.device() == device) return;
-  t = Tensor::empty(shape, device);
+void ensure_shape(Tensor& t, const Shape& shape, Device device, DType dtype) {
+  if (t.owns_storage() && t.shape() == shape && t.is_contiguous() && t.device() == device &&
+      t.dtype() == dtype)
+    return;
+  t = Tensor::empty(shape, device, dtype);
 }
 
 void require_device(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {

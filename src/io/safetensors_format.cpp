@@ -5,6 +5,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "kernels/cpu/parallel.h"
 
@@ -88,13 +89,6 @@ float f16_to_f32(uint16_t h) {
   return f;
 }
 
-float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;  // bf16 is fp32's upper half
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst) {
   const unsigned char* bytes = static_cast<const unsigned char*>(src);
   switch (encoding) {
@@ -110,7 +104,7 @@ void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst) {
     case Encoding::kBF16:
 #pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
       for (int64_t i = 0; i < n; ++i) {
-        dst[i] = bf16_to_f32(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
+        dst[i] = bf16_to_float(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
       }
       return;
     case Encoding::kUnreadable:

@@ -36,9 +36,8 @@ uint64_t load_le64(const unsigned char* bytes);
 void store_le64(uint64_t value, unsigned char* bytes);
 
 // Exact: every finite value, subnormals, +-0 and +-inf map to the same value;
-// a NaN stays a NaN with its sign and payload.
+// a NaN stays a NaN with its sign and payload. (bf16: core/bfloat16.h.)
 float f16_to_f32(uint16_t bits);
-float bf16_to_f32(uint16_t bits);
 // n little-endian elements at `src` -> dst: [n] fp32. encoding != kUnreadable.
 void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst);
 

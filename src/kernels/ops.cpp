@@ -207,6 +207,10 @@ void divide(Tensor& x, float divisor) {
   on("divide", x.device(), {&x})->divide(x, divisor);
 }
 
+void convert(const Tensor& src, Tensor& dst) {
+  on("convert", dst.device(), {&src, &dst})->convert(src, dst);
+}
+
 void fill_random(Tensor& local, const RandomFill& fill) {
   on("fill_random", local.device(), {&local})->fill_random(local, fill);
 }

@@ -3,7 +3,7 @@
 // (kernels/backend.h). Shapes and formulas: the kernels/cpu header of the same
 // name (gemm.h, linear.h, bias.h, activation.h, norm.h, residual.h, rope.h,
 // attention.h, kv_cache.h, embedding.h, cross_entropy.h, adamw.h, reduce.h,
-// init.h).
+// convert.h, init.h).
 #pragma once
 
 #include "kernels/backend.h"
@@ -72,6 +72,7 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step);
 double sum_of_squares(const std::vector<Tensor>& parts);
 void divide(Tensor& x, float divisor);
+void convert(const Tensor& src, Tensor& dst);
 void fill_random(Tensor& local, const RandomFill& fill);
 
 }  // namespace colrow::ops

@@ -1,7 +1,10 @@
 // Tensor: construction (empty, zeros, full, from_vector, wrap), shapes and
 // strides, slices and shards along dim 0 and dim -1 as views that share storage,
 // view/clone/copy_from/fill/to_vector over strided views, ensure_shape's
-// reuse of buffers, and the InternalError raised for every malformed request.
+// reuse of buffers, and the InternalError raised for every malformed request;
+// bf16 tensors: element size, strided slices and copies of their bits, fill's
+// rounding, to_vector's exact widening, and the refusals that keep fp32 and
+// bf16 apart (data() of the other dtype, copy_from across dtypes).
 #include "colrow/core/tensor.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 #include <numeric>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 
 namespace colrow {
@@ -350,6 +354,58 @@ TEST(TensorTest, EnsureShapeReplacesViews) {
   ensure_shape(block, {2, 3}, Device::cpu());
   EXPECT_TRUE(block.is_contiguous());
   EXPECT_NE(block.data(), parent.data());
+}
+
+TEST(TensorTest, Bf16TensorsHoldTwoBytesPerElement) {
+  Tensor t = Tensor::empty({3, 5}, Device::cpu(), DType::kBF16);
+  EXPECT_EQ(t.dtype(), DType::kBF16);
+  EXPECT_EQ(t.bytes(), 3 * 5 * 2);
+  EXPECT_EQ(dtype_bytes(DType::kF32), 4);
+  EXPECT_EQ(dtype_bytes(DType::kBF16), 2);
+  EXPECT_STREQ(dtype_name(DType::kBF16), "bf16");
+  EXPECT_STREQ(dtype_name(DType::kF32), "fp32");
+  // A column slice starts 2 bytes per element further on.
+  uint16_t* bits = t.bf16_data();
+  for (int i = 0; i < 15; ++i) bits[i] = static_cast<uint16_t>(0x3f80 + i);  // 1, 1 + 2^-7, ...
+  Tensor column = t.slice(-1, 2, 2);
+  EXPECT_EQ(static_cast<const char*>(column.raw_data()) - static_cast<const char*>(t.raw_data()),
+            4);
+  EXPECT_EQ(column.bf16_data()[0], 0x3f82);
+  // Strided copy into a contiguous bf16 tensor moves the bits, row by row.
+  Tensor dst = Tensor::empty({3, 2}, Device::cpu(), DType::kBF16);
+  dst.copy_from(column);
+  const uint16_t expected[] = {0x3f82, 0x3f83, 0x3f87, 0x3f88, 0x3f8c, 0x3f8d};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(dst.bf16_data()[i], expected[i]);
+  // to_vector widens exactly; clone keeps the dtype.
+  const std::vector<float> values = dst.clone().to_vector();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(values[i], bf16_to_float(expected[i]));
+  EXPECT_EQ(dst.clone().dtype(), DType::kBF16);
+}
+
+TEST(TensorTest, Bf16FillRoundsToNearestEven) {
+  Tensor t = Tensor::zeros({2, 3}, Device::cpu());
+  Tensor h = Tensor::empty({2, 3}, Device::cpu(), DType::kBF16);
+  h.fill(1.0f + 0x1p-8f);  // a tie: rounds to 1
+  EXPECT_EQ(h.to_vector(), std::vector<float>(6, 1.0f));
+  h.slice(-1, 1, 1).fill(0.1f);
+  EXPECT_EQ(h.to_vector()[4], bf16_to_float(float_to_bf16(0.1f)));
+  EXPECT_NE(h.to_vector()[4], 0.1f);
+  h.zero();
+  EXPECT_EQ(h.to_vector(), std::vector<float>(6, 0.0f));
+  EXPECT_EQ(t.to_vector(), std::vector<float>(6, 0.0f));
+}
+
+TEST(TensorTest, DtypesDoNotMix) {
+  Tensor f = Tensor::zeros({2, 2});
+  Tensor h = Tensor::zeros({2, 2}, Device::cpu(), DType::kBF16);
+  EXPECT_THROW(h.data(), InternalError);
+  EXPECT_THROW(f.bf16_data(), InternalError);
+  EXPECT_THROW(h.copy_from(f), InternalError);
+  EXPECT_THROW(f.copy_from(h), InternalError);
+  // ensure_shape reallocates when only the dtype differs.
+  ensure_shape(f, {2, 2}, Device::cpu(), DType::kBF16);
+  EXPECT_EQ(f.dtype(), DType::kBF16);
+  EXPECT_EQ(f.bytes(), 8);
 }
 
 }  // namespace

@@ -6,11 +6,13 @@
 // after them. On a failed cudaMalloc it returns the cache to the driver and
 // tries once more before it reports the bytes asked for and the bytes free.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <mutex>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/block_cache.h"
 #include "core/cuda/cuda_check.h"
@@ -107,7 +109,9 @@ class CachingCudaAllocator final : public Allocator {
   AllocationCounter counter_;  // rounded bytes handed out
 };
 
-__global__ void fill_rows(float* data, int64_t rows, int64_t cols, int64_t ld, float value) {
+// T: float, or uint16_t for bf16's bits.
+template <typename T>
+__global__ void fill_rows(T* data, int64_t rows, int64_t cols, int64_t ld, T value) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < rows * cols) data[(i / cols) * ld + i % cols] = value;
 }
@@ -178,16 +182,15 @@ void copy(const Tensor& src, Tensor& dst) {
   cudaStream_t stream = cuda::compute_stream(device);
   const cudaMemcpyKind kind = kind_of(src, dst);
   const int64_t rows = std::max(s.rows, d.rows), cols = rows == s.rows ? s.cols : d.cols;
+  const size_t element = static_cast<size_t>(dtype_bytes(dst.dtype()));  // Tensor checked: same
   if (s.rows == d.rows) {
-    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.data(), d.ld * sizeof(float), src.data(),
-                                        s.ld * sizeof(float), s.cols * sizeof(float), s.rows, kind,
-                                        stream));
+    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw_data(), d.ld * element, src.raw_data(),
+                                        s.ld * element, s.cols * element, s.rows, kind, stream));
   } else {
     // One side contiguous ([1, n]), the other [rows, cols]: view both as [rows, cols].
     const int64_t sld = s.rows == 1 ? cols : s.ld, dld = d.rows == 1 ? cols : d.ld;
-    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.data(), dld * sizeof(float), src.data(),
-                                        sld * sizeof(float), cols * sizeof(float), rows, kind,
-                                        stream));
+    COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw_data(), dld * element, src.raw_data(),
+                                        sld * element, cols * element, rows, kind, stream));
   }
   // Host memory is pageable and may be freed or read right after: finish now.
   if (kind != cudaMemcpyDeviceToDevice) COLROW_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -197,14 +200,20 @@ void fill(Tensor& t, float value) {
   const Matrix m = as_matrix(t, "fill");
   if (m.rows * m.cols == 0) return;
   cudaStream_t stream = cuda::compute_stream(t.device().index);
-  if (value == 0.0f) {
-    COLROW_CUDA_CHECK(cudaMemset2DAsync(t.data(), m.ld * sizeof(float), 0, m.cols * sizeof(float),
-                                        m.rows, stream));
+  const size_t element = static_cast<size_t>(dtype_bytes(t.dtype()));
+  if (value == 0.0f && !std::signbit(value)) {  // all bits zero in either dtype
+    COLROW_CUDA_CHECK(
+        cudaMemset2DAsync(t.raw_data(), m.ld * element, 0, m.cols * element, m.rows, stream));
     return;
   }
   constexpr int kThreads = 256;
-  fill_rows<<<cuda::blocks_for(m.rows * m.cols, kThreads), kThreads, 0, stream>>>(
-      t.data(), m.rows, m.cols, m.ld, value);
+  const unsigned blocks = cuda::blocks_for(m.rows * m.cols, kThreads);
+  if (t.dtype() == DType::kF32) {
+    fill_rows<<<blocks, kThreads, 0, stream>>>(t.data(), m.rows, m.cols, m.ld, value);
+  } else {
+    fill_rows<<<blocks, kThreads, 0, stream>>>(t.bf16_data(), m.rows, m.cols, m.ld,
+                                               float_to_bf16(value));
+  }
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,29 @@
+// bf16: the upper 16 bits of an fp32 (sign, the same 8-bit exponent, 7
+// mantissa bits), the format GPUs multiply in. Widening to fp32 is exact.
+// Narrowing rounds to nearest, ties to even (as __float2bfloat16_rn and
+// PyTorch do), overflows to infinity and keeps a NaN a NaN (quieted, sign and
+// top payload bits kept): rounding a NaN's bits like a number could carry it
+// into infinity.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace colrow {
+
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint16_t float_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // half an ulp, one more when the kept lsb is odd
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+}  // namespace colrow
