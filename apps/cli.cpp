@@ -66,6 +66,10 @@ void add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--out", o.out, "Run directory for checkpoints (step-N/ and latest)");
   t->add_option("--save-every", o.save_every, "Save every N steps (0 = only at the end)")
       ->capture_default_str();
+  t->add_option("--save-dtype", o.save_dtype,
+                "dtype of each checkpoint's model.safetensors: fp32, or bf16 for a half-size "
+                "model to serve (the fp32 master weights are kept beside it, so resume is exact)")
+      ->capture_default_str();
   t->add_option("--eval-every", o.eval_every, "Validation loss every N steps (0 = at the end)")
       ->capture_default_str();
   t->add_option("--eval-windows", o.eval_windows, "Validation windows per evaluation (0 = all)")

@@ -73,14 +73,6 @@ void fill_elements(const Shape& shape, const std::vector<int64_t>& strides, T* d
 
 }  // namespace
 
-int64_t dtype_bytes(DType dtype) {
-  return dtype == DType::kBF16 ? 2 : 4;
-}
-
-const char* dtype_name(DType dtype) {
-  return dtype == DType::kBF16 ? "bf16" : "fp32";
-}
-
 std::string shape_to_string(const Shape& shape) {
   std::ostringstream s;
   s << "[";

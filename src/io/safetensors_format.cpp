@@ -113,9 +113,23 @@ void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst) {
   throw InternalError("[safetensors] decode_to_f32 called for a dtype colrow cannot read");
 }
 
-WriterLayout f32_layout(const std::string& path,
-                        const std::vector<std::pair<std::string, Shape>>& entries,
-                        const std::map<std::string, std::string>& metadata) {
+void encode_from_f32(DType dtype, const float* src, int64_t n, void* dst) {
+  if (dtype == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));  // little-endian host
+    return;
+  }
+  unsigned char* bytes = static_cast<unsigned char*>(dst);
+#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t h = float_to_bf16(src[i]);
+    bytes[2 * i] = static_cast<unsigned char>(h & 0xff);
+    bytes[2 * i + 1] = static_cast<unsigned char>(h >> 8);
+  }
+}
+
+WriterLayout writer_layout(const std::string& path,
+                           const std::vector<std::pair<std::string, Shape>>& entries,
+                           const std::map<std::string, std::string>& metadata, DType dtype) {
   const std::string where = "[safetensors] " + path + ": ";
   std::map<std::string, Shape> sorted;
   for (const auto& [name, shape] : entries) {
@@ -152,8 +166,8 @@ WriterLayout f32_layout(const std::string& path,
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& [name, shape] : sorted) {
-    TensorInfo info{name, "F32", shape, offset,
-                    offset + 4 * static_cast<uint64_t>(shape_numel(shape))};
+    TensorInfo info{name, dtype == DType::kBF16 ? "BF16" : "F32", shape, offset,
+                    offset + static_cast<uint64_t>(dtype_bytes(dtype) * shape_numel(shape))};
     header[name] = {
         {"dtype", info.dtype}, {"shape", info.shape}, {"data_offsets", {info.begin, info.end}}};
     offset = info.end;

@@ -1,4 +1,4 @@
-// SafetensorsWriter: one unsharded F32 safetensors file written in place by the
+// SafetensorsWriter: one unsharded F32 (or BF16) safetensors file written in place by the
 // ranks of a group, each pwriting its own shards, made visible by one atomic
 // rename. Collectives over the group: constructor [broadcast] + [all_reduce_sum];
 // commit() [all_reduce_sum] + [broadcast] (include/colrow/io/safetensors.h).
@@ -58,19 +58,22 @@ void sync_directory_of(const std::string& path) {
 
 SafetensorsWriter::SafetensorsWriter(Communicator& group, const std::string& path,
                                      const std::vector<std::pair<std::string, Shape>>& entries,
-                                     const std::map<std::string, std::string>& metadata)
+                                     const std::map<std::string, std::string>& metadata,
+                                     DType dtype)
     : group_(group),
       group_rank_(group.rank()),
       path_(path),
       tmp_path_(path + ".tmp"),
       entry_list_(entries),
-      metadata_(metadata) {
+      metadata_(metadata),
+      dtype_(dtype) {
   // Room for every tensor's checksum, filled in by commit() (same length).
   for (const auto& [name, shape] : entries) {
     metadata_[safetensors::checksum_key(name)] = safetensors::checksum_text(0);
   }
   // Validated before any collective; identical on every rank.
-  const safetensors::WriterLayout layout = safetensors::f32_layout(path, entries, metadata_);
+  const safetensors::WriterLayout layout =
+      safetensors::writer_layout(path, entries, metadata_, dtype_);
   if (group.size() > kMaxGroupSize) {
     throw InternalError("[safetensors] writer group size (" + std::to_string(group.size()) +
                         ") must be at most " + std::to_string(kMaxGroupSize) +
@@ -213,7 +216,7 @@ int SafetensorsWriter::write_checksums(const std::vector<TensorInfo>& tensors,
   for (size_t i = 0; i < tensors.size(); ++i) {
     metadata[safetensors::checksum_key(tensors[i].name)] = safetensors::checksum_text(crcs[i]);
   }
-  const std::string head = safetensors::f32_layout(path_, entry_list_, metadata).head;
+  const std::string head = safetensors::writer_layout(path_, entry_list_, metadata, dtype_).head;
   if (head.size() != data_start_) {
     throw InternalError("[safetensors] " + path_ + ": the header with checksums (" +
                         std::to_string(head.size()) + " bytes) must keep its length (" +
@@ -302,11 +305,20 @@ void SafetensorsWriter::write_region(Entry& e, const Region& region, const Tenso
   const bool merged = region.contiguous();
   const int64_t count = merged ? std::min<int64_t>(region.count, 1) : region.count;
   const int64_t length = merged ? region.numel() : region.length;
+  const int64_t element = dtype_bytes(dtype_);
+  std::vector<unsigned char> encoded;  // the runs in the file's dtype, when not fp32
+  if (dtype_ != DType::kF32) {
+    encoded.resize(static_cast<size_t>(runs.numel() * element));
+    safetensors::encode_from_f32(dtype_, runs.data(), runs.numel(), encoded.data());
+  }
+  const unsigned char* bytes = dtype_ == DType::kF32
+                                   ? static_cast<const unsigned char*>(runs.raw_data())
+                                   : encoded.data();
   for (int64_t r = 0; r < count && io_failure_.stage == kNone; ++r) {
     const uint64_t offset =
-        data_start_ + e.info.begin + (region.first + r * region.stride) * sizeof(float);
-    const int err = pwrite_full(fd_, runs.data() + r * length,
-                                static_cast<size_t>(length) * sizeof(float), offset);
+        data_start_ + e.info.begin + (region.first + r * region.stride) * element;
+    const int err = pwrite_full(fd_, bytes + r * length * element,
+                                static_cast<size_t>(length * element), offset);
     if (err != 0) io_failure_ = {kWrite, err};  // reported by commit(), on every rank
   }
   e.written += region.numel();

@@ -186,14 +186,14 @@ void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
 
 void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
                   const std::function<const Tensor&(const Parameter&)>& tensor_of, Communicator& tp,
-                  Communicator& writers) {
+                  Communicator& writers, DType dtype) {
   std::vector<std::pair<std::string, Shape>> entries;
   for (const CheckpointBinding& b : bindings) {
     if (b.parameter->pipeline_copy) continue;  // the first stage saves the table
     if (b.row_offset == 0) entries.emplace_back(b.file_name, b.file_shape);  // fused: once
   }
   if (writers.size() > tp.size()) entries = entries_of_every_stage(writers, entries);
-  SafetensorsWriter writer(writers, path, entries);
+  SafetensorsWriter writer(writers, path, entries, {{"format", "pt"}}, dtype);
   for (const CheckpointBinding& b : bindings) {
     if (b.parameter->pipeline_copy) continue;
     const ShardSpec& shard = b.parameter->shard;
@@ -237,13 +237,13 @@ void load_checkpoint(GptModel& model, const std::string& dir) {
 }
 
 void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,
-                     Communicator& writers) {
+                     Communicator& writers, DType dtype) {
   make_directory(dir, writers);
   save_tensors(
       checkpoint_bindings(model), dir + "/" + kWeightsFile,
-      [](const Parameter& p) -> const Tensor& { return p.value; }, tp, writers);
+      [](const Parameter& p) -> const Tensor& { return p.value; }, tp, writers, dtype);
   if (writers.rank() == 0) {
-    write_text_atomically(dir + "/" + kConfigFile, hf_config_json(model.config()));
+    write_text_atomically(dir + "/" + kConfigFile, hf_config_json(model.config(), dtype));
   }
   writers.barrier();
 }

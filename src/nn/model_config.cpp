@@ -478,7 +478,7 @@ const char* architecture_of(const std::string& type) {
 
 }  // namespace
 
-std::string hf_config_json(const ModelConfig& c) {
+std::string hf_config_json(const ModelConfig& c, DType weights_dtype) {
   json j;
   if (c.family == ModelFamily::kGpt2) {
     if (!(c.attention_qkv_bias && c.attention_output_bias && c.mlp_bias) || c.sliding_window != 0) {
@@ -519,7 +519,7 @@ std::string hf_config_json(const ModelConfig& c) {
   }
   if (c.eos_token_ids.size() == 1) j["eos_token_id"] = c.eos_token_ids.front();
   if (c.eos_token_ids.size() > 1) j["eos_token_id"] = c.eos_token_ids;
-  j["torch_dtype"] = "float32";
+  j["torch_dtype"] = weights_dtype == DType::kBF16 ? "bfloat16" : "float32";
   return j.dump(2) + "\n";
 }
 

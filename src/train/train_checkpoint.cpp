@@ -25,6 +25,7 @@ constexpr const char* kLatest = "latest";
 constexpr const char* kState = "train_state.json";
 constexpr const char* kExpAvg = "optimizer.exp_avg.safetensors";
 constexpr const char* kExpAvgSq = "optimizer.exp_avg_sq.safetensors";
+constexpr const char* kMasterWeights = "optimizer.master_weights.safetensors";
 
 bool exists(const std::string& path) {
   return ::access(path.c_str(), F_OK) == 0;
@@ -129,7 +130,7 @@ std::string resolve_checkpoint_dir(const std::string& dir) {
 
 std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainState& state,
                                      const std::string& run_dir, ProcessMesh& mesh,
-                                     const FaultInjector& faults) {
+                                     DType model_dtype, const FaultInjector& faults) {
   Communicator& world = mesh.world();
   const std::string final_dir = run_dir + "/" + step_name(state.step);
   const std::string tmp_dir = final_dir + ".tmp";
@@ -143,9 +144,14 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
   if (mesh.dp_rank() == 0) {  // one replica writes; each of its tp x pp ranks its slices
     try {
       Communicator& writers = mesh.model_parallel();
-      save_checkpoint(model, tmp_dir, mesh.tp(), writers);
+      save_checkpoint(model, tmp_dir, mesh.tp(), writers, model_dtype);
       faults.kill_if_due(FaultKind::kKillInSave, state.step);
       const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
+      if (model_dtype != DType::kF32) {  // the export rounded them: keep what training holds
+        save_tensors(
+            bindings, tmp_dir + "/" + kMasterWeights,
+            [](const Parameter& p) -> const Tensor& { return p.value; }, mesh.tp(), writers);
+      }
       Segments m(opt, exp_avg), v(opt, exp_avg_sq);
       save_tensors(
           bindings, tmp_dir + "/" + kExpAvg,
@@ -204,9 +210,15 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
   state.step = j.value("step", int64_t{0});
   state.seed = j.value("seed", uint64_t{0});
   state.skipped_steps = j.value("skipped_steps", int64_t{0});
-  load_checkpoint(model, step_dir);
-  // The moments, whole, then this rank's dp slice.
   const std::vector<CheckpointBinding> bindings = checkpoint_bindings(model);
+  if (exists(step_dir + "/" + kMasterWeights)) {
+    load_tensors(
+        bindings, step_dir + "/" + kMasterWeights, [](Parameter& p) -> Tensor& { return p.value; },
+        false, model.tp());
+  } else {
+    load_checkpoint(model, step_dir);
+  }
+  // The moments, whole, then this rank's dp slice.
   for (const auto& [file, moment] :
        {std::pair<const char*, Tensor*>{kExpAvg, &opt.exp_avg()}, {kExpAvgSq, &opt.exp_avg_sq()}}) {
     Tensor whole = Tensor::zeros({opt.padded_size()});

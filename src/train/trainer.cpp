@@ -292,7 +292,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     if (!o.out.empty() && (last || stop || (o.save_every > 0 && state.step % o.save_every == 0))) {
       const MemoryPhase saving("checkpoint save");
       const std::string dir =
-          save_training_checkpoint(model, optimizer, state, o.out, mesh, faults);
+          save_training_checkpoint(model, optimizer, state, o.out, mesh, plan.save_dtype, faults);
       if (last || stop) log.line("saved " + dir + " (also " + o.out + "/latest)");
     }
     if (stop) {

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/recording_communicator.h"
 #include "nn/layer_test_helpers.h"
@@ -309,18 +310,14 @@ std::vector<std::pair<std::string, Shape>> entries_of(const std::vector<Planned>
   return entries;
 }
 
-TEST_F(SafetensorsTest, RoundTripAtTpEqualsWorldSize) {
-  Communicator& tp = world();
-  const int tp_rank = tp.rank(), tp_size = tp.size();
-  const std::vector<Planned> planned = plan();
-  const std::string path = shared_path("model.safetensors");
-
-  SafetensorsWriter writer(tp, path, entries_of(planned));
+// Every planned tensor through the write call it names, each rank its shard
+// (a view: strided for dim-1 shards).
+void write_planned(SafetensorsWriter& writer, const std::vector<Planned>& planned, int tp_rank,
+                   int tp_size) {
   for (size_t i = 0; i < planned.size(); ++i) {
     const Planned& p = planned[i];
     const Tensor full = full_value(i, p);
     const ShardSpec spec = p.spec(tp_rank, tp_size);
-    // A view: strided for dim-1 shards.
     const Tensor local = p.sharded ? full.shard(p.dim, tp_rank, tp_size) : full;
     const int64_t offset = p.sharded ? spec.offset_along_dim() : 0;
     switch (p.how) {
@@ -336,6 +333,16 @@ TEST_F(SafetensorsTest, RoundTripAtTpEqualsWorldSize) {
         break;
     }
   }
+}
+
+TEST_F(SafetensorsTest, RoundTripAtTpEqualsWorldSize) {
+  Communicator& tp = world();
+  const int tp_rank = tp.rank(), tp_size = tp.size();
+  const std::vector<Planned> planned = plan();
+  const std::string path = shared_path("model.safetensors");
+
+  SafetensorsWriter writer(tp, path, entries_of(planned));
+  write_planned(writer, planned, tp_rank, tp_size);
   writer.commit();
   EXPECT_FALSE(std::filesystem::exists(writer.temporary_path()));
 
@@ -379,6 +386,49 @@ TEST_F(SafetensorsTest, RoundTripAtTpEqualsWorldSize) {
   const Tensor stack = full_value(6, planned[6]);
   reader.read_rows("e.stack", 2, 7, out);
   EXPECT_TRUE(testing::same_bits(out, stack.slice(0, 2, 7).clone()));
+}
+
+// A BF16 export (train --save-dtype bf16): the same layout with every value
+// rounded to nearest even and stored in 2 bytes, byte for byte what the
+// independent writer makes from the rounded values; read back at any tp, each
+// shard is the rounded full tensor's shard.
+TEST_F(SafetensorsTest, Bf16FileHoldsTheRoundedValues) {
+  Communicator& tp = world();
+  const int tp_rank = tp.rank(), tp_size = tp.size();
+  const std::vector<Planned> planned = plan();
+  const std::string path = shared_path("model.bf16.safetensors");
+  SafetensorsWriter writer(tp, path, entries_of(planned), {{"format", "pt"}}, DType::kBF16);
+  write_planned(writer, planned, tp_rank, tp_size);
+  writer.commit();
+
+  auto rounded = [](std::vector<float> v) {
+    for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+    return v;
+  };
+  std::map<std::string, RawTensor> raw;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Planned& p = planned[i];
+    std::vector<uint16_t> bits;
+    for (float x : stored_values(p, full_value(i, p))) bits.push_back(float_to_bf16(x));
+    raw[p.name] = {"BF16", p.stored(), u16_bytes(bits)};
+  }
+  const std::map<std::string, std::string> metadata = with_checksums(raw, {{"format", "pt"}});
+  EXPECT_TRUE(same_bytes(read_file(path), independent_file(raw, metadata)));
+
+  const SafetensorsReader reader(path);
+  reader.verify_checksums(world());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const Planned& p = planned[i];
+    SCOPED_TRACE(p.name);
+    EXPECT_EQ(reader.info(p.name).dtype, "BF16");
+    const Tensor full = full_value(i, p);
+    const Tensor full_rounded = Tensor::from_vector(p.shape, rounded(full.to_vector()));
+    Tensor out;
+    const int part = (tp_rank + 1) % tp_size;
+    reader.read(p.name, p.spec(part, tp_size), out, p.transposed);
+    const Tensor want = p.sharded ? full_rounded.shard(p.dim, part, tp_size).clone() : full_rounded;
+    EXPECT_TRUE(testing::same_bits(out, want));
+  }
 }
 
 TEST_F(SafetensorsTest, WriterIssuesTheDocumentedCollectives) {

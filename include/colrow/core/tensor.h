@@ -17,19 +17,12 @@
 #include <vector>
 
 #include "colrow/core/device.h"
+#include "colrow/core/dtype.h"
 
 namespace colrow {
 
 using Shape = std::vector<int64_t>;
 
-// Element types. Arithmetic on a tensor is fp32 unless a kernel says
-// otherwise; bf16 tensors are made by ops::convert and read by the kernels
-// that take them. data() is for fp32 tensors only (InternalError otherwise).
-enum class DType { kF32, kBF16 };
-
-int64_t dtype_bytes(DType dtype);
-// "fp32", "bf16": the names --dtype takes.
-const char* dtype_name(DType dtype);
 
 std::string shape_to_string(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
@@ -38,7 +31,9 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Owning, from the device's allocator, uninitialized.
+  // Owning, from the device's allocator, uninitialized. bf16 tensors are made
+  // by ops::convert and read by the kernels that take them; data() is for
+  // fp32 tensors only (InternalError otherwise).
   static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor full(const Shape& shape, float value, Device device = Device::cpu(),

@@ -112,8 +112,9 @@ class SafetensorsReader {
   std::map<std::string, std::string> metadata_;
 };
 
-// Writes one unsharded F32 file from sharded tensors, every rank writing its own
-// slices in place; no rank gathers a tensor. Collective over `group`:
+// Writes one unsharded file from sharded fp32 tensors, every rank writing its
+// own slices in place; no rank gathers a tensor. The file holds every tensor as
+// F32, or as BF16 (rounded to nearest even) for a half-size export. Collective over `group`:
 //   constructor: group rank 0 creates path + ".tmp" holding the header at its
 //     full size; [broadcast] its result and a hash of its header (so ranks
 //     given different entries are caught); the other ranks open the file;
@@ -148,7 +149,8 @@ class SafetensorsWriter {
   // metadata is what Hugging Face's loaders expect of a PyTorch checkpoint.
   SafetensorsWriter(Communicator& group, const std::string& path,
                     const std::vector<std::pair<std::string, Shape>>& entries,
-                    const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+                    const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                    DType dtype = DType::kF32);
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;
   SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
@@ -197,6 +199,7 @@ class SafetensorsWriter {
   std::string tmp_path_;
   std::vector<std::pair<std::string, Shape>> entry_list_;  // as given
   std::map<std::string, std::string> metadata_;            // as given, with checksum keys
+  DType dtype_;                                            // of every tensor in the file
   uint64_t data_start_ = 0;
   std::map<std::string, Entry> entries_;
   int fd_ = -1;

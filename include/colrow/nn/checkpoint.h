@@ -45,10 +45,11 @@ void load_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
 // together, tp alone or, pipelined, the tp x pp ranks of every stage (their
 // tensor lists are gathered, so each knows the whole file's layout). The
 // first of a shard's tp replicas writes it; a pipeline's copy of tied
-// embeddings (Parameter::pipeline_copy) is left to the first stage.
+// embeddings (Parameter::pipeline_copy) is left to the first stage. The
+// file stores `dtype` (BF16: each fp32 value rounded to nearest even).
 void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
                   const std::function<const Tensor&(const Parameter&)>& tensor_of, Communicator& tp,
-                  Communicator& writers);
+                  Communicator& writers, DType dtype = DType::kF32);
 inline void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::string& path,
                          const std::function<const Tensor&(const Parameter&)>& tensor_of,
                          Communicator& tp) {
@@ -62,12 +63,13 @@ void make_directory(const std::string& dir, Communicator& tp);
 // group verify the file's checksums together first (one all_gather).
 void load_checkpoint(GptModel& model, const std::string& dir);
 
-// Writes dir/config.json and dir/model.safetensors (F32), each through a
+// Writes dir/config.json and dir/model.safetensors (F32, or BF16 for a
+// half-size export to inference: torch_dtype "bfloat16"), each through a
 // temporary name and a rename, so a failure never damages a checkpoint
 // already in dir. Collective over `writers` (tp, or a pipeline's tp x pp
 // ranks; see save_tensors); call it on one dp replica only.
 void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,
-                     Communicator& writers);
+                     Communicator& writers, DType dtype = DType::kF32);
 inline void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp) {
   save_checkpoint(model, dir, tp, tp);
 }

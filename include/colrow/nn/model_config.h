@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/dtype.h"
 #include "colrow/nn/rope_scaling.h"
 
 namespace colrow {
@@ -77,8 +78,9 @@ ModelConfig load_hf_config(const std::string& path);
 // What a --model flag names: a checkpoint directory (its config.json) or,
 // otherwise, a preset (model_preset).
 ModelConfig resolve_model_config(const std::string& directory_or_preset);
-// The Hugging Face config.json text for `config` (what a checkpoint saves).
-std::string hf_config_json(const ModelConfig& config);
+// The Hugging Face config.json text for `config` (what a checkpoint saves);
+// torch_dtype names the dtype of the weights file beside it.
+std::string hf_config_json(const ModelConfig& config, DType weights_dtype = DType::kF32);
 
 // Pure and identical on every rank: sizes positive, n_head and the
 // feed-forward width divisible by tp, key/value heads either divisible by tp

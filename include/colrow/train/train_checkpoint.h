@@ -4,6 +4,9 @@
 //                       optimizer.exp_avg.safetensors, optimizer.exp_avg_sq
 //                       .safetensors (AdamW moments, unsharded, same names and
 //                       layouts as the model), train_state.json (step, seed, ...)
+//                       and, when model.safetensors is a BF16 export
+//                       (--save-dtype bf16), optimizer.master_weights
+//                       .safetensors: the fp32 weights training continues from
 //   RUN/latest -> step-00000100   (a symlink, replaced atomically)
 // A new checkpoint is written under a temporary name and renamed, and only
 // then does `latest` move and the previous one go: killing the job at any
@@ -29,13 +32,16 @@ struct TrainState {
 };
 
 // Collective over the mesh's world. Returns the checkpoint's directory.
-// `faults`: kill-in-save fires after model.safetensors is written.
+// `model_dtype`: model.safetensors' dtype. `faults`: kill-in-save fires after
+// model.safetensors is written.
 std::string save_training_checkpoint(GptModel& model, AdamW& optimizer, const TrainState& state,
                                      const std::string& run_dir, ProcessMesh& mesh,
+                                     DType model_dtype = DType::kF32,
                                      const FaultInjector& faults = FaultInjector());
 
 // `dir`: a run directory (its `latest` is used) or a step directory. Reads the
-// model, the moments (resharded to this mesh) and the state. Every rank reads
+// model (from the fp32 masters when model.safetensors is an export), the
+// moments (resharded to this mesh) and the state. Every rank reads
 // its own slices; no communication but the dp gather-free slicing.
 TrainState load_training_checkpoint(GptModel& model, AdamW& optimizer, const std::string& dir);
 

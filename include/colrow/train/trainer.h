@@ -34,6 +34,7 @@ struct TrainOptions {
   bool sequence_parallel = false;  // Megatron's: norms and residuals on tokens / tp rows
   std::string out;                 // run directory for checkpoints ("" = none)
   int64_t save_every = 0;          // 0: only at the end
+  std::string save_dtype = "fp32";  // model.safetensors' dtype; bf16 keeps fp32 masters beside
   int64_t eval_every = 0;          // 0: only at the end
   int64_t eval_windows = 64;       // validation windows per evaluation (0 = all)
   std::string metrics;             // JSONL file ("" = none)

@@ -21,6 +21,7 @@ struct TrainingPlan {
   int64_t tokens_per_step = 0;    // batch x seq_len x grad_accum x dp
   LrSchedule schedule;
   AdamWConfig adam;  // zero resolved: 1 when dp > 1 unless asked
+  DType save_dtype = DType::kF32;  // of the checkpoints' model.safetensors
 };
 
 // ConfigError (one line: the value, the rule, the fix) on the first flag that
