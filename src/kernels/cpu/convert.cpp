@@ -25,4 +25,25 @@ void convert(const Tensor& src, Tensor& dst) {
   }
 }
 
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor wide = Tensor::empty(t.shape(), t.device());
+  convert(t.is_contiguous() ? t : t.clone(), wide);
+  return wide;
+}
+
+void store_converted(const Tensor& src, Tensor& dst) {
+  if (dst.dtype() == DType::kF32) {
+    dst.copy_from(src);
+    return;
+  }
+  if (dst.is_contiguous()) {
+    convert(src.is_contiguous() ? src : src.clone(), dst);
+    return;
+  }
+  Tensor narrow = Tensor::empty(dst.shape(), dst.device(), dst.dtype());
+  convert(src.is_contiguous() ? src : src.clone(), narrow);
+  dst.copy_from(narrow);
+}
+
 }  // namespace colrow::kernels::cpu

@@ -10,4 +10,11 @@ namespace colrow::kernels::cpu {
 
 void convert(const Tensor& src, Tensor& dst);
 
+// The bf16 operations' reference pattern: widen the inputs (exact), compute
+// in fp32, round once into the output.
+// t itself when fp32; else a contiguous fp32 copy of any view of it.
+Tensor as_f32(const Tensor& t);
+// dst (any dtype, any view of src's shape) = src (fp32), rounded once.
+void store_converted(const Tensor& src, Tensor& dst);
+
 }  // namespace colrow::kernels::cpu

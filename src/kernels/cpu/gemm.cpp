@@ -10,6 +10,7 @@
 #include <atomic>
 
 #include "kernels/checks/gemm.h"
+#include "kernels/cpu/convert.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -51,6 +52,20 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
   const auto dims = check_gemm(trans_a, trans_b, a, b, c);
   const int64_t m = dims.m, n = dims.n, k = dims.k;
   if (m == 0 || n == 0) return;
+  if (a.dtype() != DType::kF32) {
+    // bf16 operands: their products are exact in fp32, so widening them and
+    // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
+    // c is widened (when beta reads it) and rounded back once.
+    const Tensor a32 = as_f32(a), b32 = as_f32(b);
+    if (c.dtype() == DType::kF32) {
+      gemm(trans_a, trans_b, alpha, a32, b32, beta, c);
+      return;
+    }
+    Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : as_f32(c);
+    gemm(trans_a, trans_b, alpha, a32, b32, beta, c32);
+    store_converted(c32, c);
+    return;
+  }
   if (k == 0) {  // c = beta c: an empty sum (BLAS would want lda >= 1)
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) c(i, j) = beta == 0.0f ? 0.0f : beta * c(i, j);

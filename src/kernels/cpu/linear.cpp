@@ -1,19 +1,30 @@
 // The GEMM, then the bias kernel (linear.h).
 #include "kernels/cpu/linear.h"
 
+#include "kernels/checks/gemm.h"
 #include "kernels/cpu/bias.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 
 namespace colrow::kernels::cpu {
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
-  add_bias(y, b);
+  check_linear_dtypes("linear_forward", x, w, y, b, false);
+  if (y.dtype() == DType::kF32) {
+    gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
+    add_bias(y, b);
+    return;
+  }
+  Tensor y32 = Tensor::empty(y.shape());  // fp32 sums, the bias, one rounding
+  gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y32);
+  add_bias(y32, as_f32(b));
+  store_converted(y32, y);
 }
 
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
+  check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(dy, db);
+  accumulate_bias_grad(as_f32(dy), db);
 }
 
 }  // namespace colrow::kernels::cpu

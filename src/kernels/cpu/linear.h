@@ -5,6 +5,9 @@
 //   x: [tokens, in], w: [out, in] (nn.Linear's layout), b: [out]
 //   y: [tokens, out], dy: like y, dw: like w, db: like b
 // 2-d operands may be strided views with a contiguous last dim.
+// Mixed precision: forward's x, w, b and y may all be bf16, and the weight
+// gradients' dy and x too (dw and db stay fp32). Then the sums are fp32 and
+// each output is rounded once, after the bias: what cuBLASLt's epilogues do.
 #pragma once
 
 #include "colrow/core/tensor.h"

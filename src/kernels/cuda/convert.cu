@@ -53,4 +53,26 @@ void convert(const Tensor& src, Tensor& dst) {
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
+Tensor as_f32(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor wide = Tensor::empty(t.shape(), t.device());
+  convert(t.is_contiguous() ? t : t.clone(), wide);
+  return wide;
+}
+
+void store_converted(const Tensor& src, Tensor& dst) {
+  if (dst.dtype() == DType::kF32) {
+    dst.copy_from(src);
+    return;
+  }
+  const Tensor flat = src.is_contiguous() ? src : src.clone();
+  if (dst.is_contiguous()) {
+    convert(flat, dst);
+    return;
+  }
+  Tensor narrow = Tensor::empty(dst.shape(), dst.device(), dst.dtype());
+  convert(flat, narrow);
+  dst.copy_from(narrow);
+}
+
 }  // namespace colrow::kernels::cuda

@@ -9,4 +9,10 @@ namespace colrow::kernels::cuda {
 
 void convert(const Tensor& src, Tensor& dst);
 
+// As kernels/cpu/convert.h: t itself when fp32, else a contiguous fp32 copy;
+// dst (any dtype, a contiguous tensor or 2-d view of src's shape) = src
+// rounded once.
+Tensor as_f32(const Tensor& t);
+void store_converted(const Tensor& src, Tensor& dst);
+
 }  // namespace colrow::kernels::cuda

@@ -12,6 +12,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/gemm.h"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/operands.h"
 
@@ -47,6 +48,24 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
   const auto [m, n, k] = check_gemm(trans_a, trans_b, a, b, c);
   if (m == 0 || n == 0) return;
   const int device = cuda_device_of("gemm", {&a, &b, &c});
+  if (a.dtype() == DType::kBF16) {
+    if (k == 0) {  // c = beta c, in fp32, rounded back
+      Tensor c32 = as_f32(c);
+      gemm(trans_a, trans_b, alpha, as_f32(a), as_f32(b), beta, c32);
+      store_converted(c32, c);
+      return;
+    }
+    // bf16 operands on the tensor cores, fp32 accumulation, c rounded once
+    // (bf16) or written in fp32.
+    const cudaDataType_t c_type = c.dtype() == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+    COLROW_CUBLAS_CHECK(cublasGemmEx(
+        colrow::cuda::cublas_handle(device), op(trans_b), op(trans_a), as_int(n, "n"),
+        as_int(m, "m"), as_int(k, "k"), &alpha, b.raw_data(), CUDA_R_16BF,
+        as_int(b.row_stride(), "b's row stride"), a.raw_data(), CUDA_R_16BF,
+        as_int(a.row_stride(), "a's row stride"), &beta, c.raw_data(), c_type,
+        as_int(c.row_stride(), "c's row stride"), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   if (k == 0) {  // c = beta c: an empty sum (cuBLAS would want lda >= 1)
     constexpr int kThreads = 256;
     cudaStream_t stream = colrow::cuda::compute_stream(device);

@@ -1,7 +1,8 @@
 // CUDA twin of kernels/cpu/gemm.h, where the layouts and the three products of
 // a linear layer are documented: c = alpha op(a) op(b) + beta c through
 // cublasSgemm on the device's compute stream, row-major operands read in place
-// through their row stride. fp32, or TF32 when the handle allows it (--tf32).
+// through their row stride. fp32, or TF32 when the handle allows it (--tf32);
+// bf16 a and b (cublasGemmEx, fp32 accumulation) into an fp32 or bf16 c.
 #pragma once
 
 #include "colrow/core/tensor.h"

@@ -6,6 +6,10 @@
 //   dw += dy^T x    is  dw' [in, out] += x' [in, tokens] op_T(dy' [out, tokens]),
 //                       db = the sums of dy' over the GEMM's k (tokens): BGRADB,
 //                       which writes a fresh vector that is then added to db.
+// bf16 operands (mixed precision): A and B bf16, fp32 accumulation; forward's
+// D and bias bf16, the gradients' D and bias gradient fp32 (cuBLASLt's bias
+// vector takes D's type). Where cuBLASLt has no algorithm, the CPU's pattern
+// runs instead: fp32 product, fp32 bias, one rounding.
 #include "kernels/cuda/linear.h"
 
 #include <cublasLt.h>
@@ -20,6 +24,7 @@
 #include "kernels/checks/bias.h"
 #include "kernels/checks/gemm.h"
 #include "kernels/cuda/bias.h"
+#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/operands.h"
@@ -40,11 +45,20 @@ uint32_t alignment_of(const void* p) {
   return a;
 }
 
-// One column-major fp32 operand: stored [rows, cols] with leading dim ld.
+cudaDataType_t cuda_type(const Tensor& t) {
+  return t.dtype() == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+}
+
+// One column-major operand: stored [rows, cols] with leading dim ld.
 struct Operand {
-  const float* data;
+  const void* data;
+  cudaDataType_t type;
   int64_t rows, cols, ld;
 };
+
+Operand operand(const Tensor& t, int64_t rows, int64_t cols) {
+  return {t.raw_data(), cuda_type(t), rows, cols, t.row_stride()};
+}
 
 // The descriptors of one call, destroyed on every path out.
 class Descriptors {
@@ -80,21 +94,20 @@ void set_preference(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttrib
 // d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`;
 // false (nothing queued) when cuBLASLt has no algorithm for it.
 bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const Operand& a,
-               const Operand& b, float beta, float* d, int64_t m, int64_t n, int64_t ldd,
-               cublasLtEpilogue_t epilogue, const float* bias) {
+               const Operand& b, float beta, const Operand& d, cublasLtEpilogue_t epilogue,
+               const void* bias) {
   Descriptors desc;
-  const cublasComputeType_t compute =
-      colrow::cuda::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = colrow::cuda::allow_tf32() && a.type == CUDA_R_32F
+                                          ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                          : CUBLAS_COMPUTE_32F;
   COLROW_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op(), compute, CUDA_R_32F));
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  COLROW_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&desc.layout(0), CUDA_R_32F, a.rows, a.cols, a.ld));
-  COLROW_CUBLAS_CHECK(
-      cublasLtMatrixLayoutCreate(&desc.layout(1), CUDA_R_32F, b.rows, b.cols, b.ld));
-  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(2), CUDA_R_32F, m, n, ldd));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(0), a.type, a.rows, a.cols, a.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(1), b.type, b.rows, b.cols, b.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(2), d.type, d.rows, d.cols, d.ld));
   COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference()));
   set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                  static_cast<uint64_t>(kWorkspaceBytes));
@@ -102,8 +115,10 @@ bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const
                  alignment_of(a.data));
   set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                  alignment_of(b.data));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(d));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(d));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                 alignment_of(d.data));
+  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                 alignment_of(d.data));
   cublasLtHandle_t handle = colrow::cuda::cublaslt_handle(device);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
@@ -117,10 +132,10 @@ bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const
   const Device gpu = Device::cuda(device);
   Tensor workspace = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))}, gpu);
   const float alpha = 1.0f;
-  const cublasStatus_t run =
-      cublasLtMatmul(handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1),
-                     &beta, d, desc.layout(2), d, desc.layout(2), &result.algo, workspace.data(),
-                     kWorkspaceBytes, colrow::cuda::compute_stream(device));
+  const cublasStatus_t run = cublasLtMatmul(
+      handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1), &beta, d.data,
+      desc.layout(2), const_cast<void*>(d.data), desc.layout(2), &result.algo, workspace.data(),
+      kWorkspaceBytes, colrow::cuda::compute_stream(device));
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // refused before queuing anything
   COLROW_CUBLAS_CHECK(run);
   return true;
@@ -143,35 +158,43 @@ void note_unfused(cublasLtEpilogue_t epilogue, const char* what) {
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
   check_bias(y, b, "linear_forward");
+  check_linear_dtypes("linear_forward", x, w, y, b, false);
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
   if (tokens > 0 && out > 0 && in > 0) {
-    if (lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, {w.data(), in, out, w.row_stride()},
-                  {x.data(), in, tokens, x.row_stride()}, 0.0f, y.data(), out, tokens,
-                  y.row_stride(), CUBLASLT_EPILOGUE_BIAS, b.data())) {
+    if (lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
+                  0.0f, operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data())) {
       return;
     }
     note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward");
   }
-  gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
-  add_bias(y, b);
+  if (y.dtype() == DType::kF32) {
+    gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
+    add_bias(y, b);
+    return;
+  }
+  Tensor y32 = Tensor::empty(y.shape(), y.device());  // fp32 sums, the bias, one rounding
+  gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y32);
+  add_bias(y32, as_f32(b));
+  store_converted(y32, y);
 }
 
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
   const auto [out, in, tokens] = check_gemm(Trans::kYes, Trans::kNo, dy, x, dw);
   check_bias(dy, db, "linear_weight_grads");
+  check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
   if (tokens > 0 && out > 0 && in > 0) {
     Tensor sums = Tensor::empty({out}, Device::cuda(device));  // BGRADB overwrites
-    if (lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, {x.data(), in, tokens, x.row_stride()},
-                  {dy.data(), out, tokens, dy.row_stride()}, 1.0f, dw.data(), in, out,
-                  dw.row_stride(), CUBLASLT_EPILOGUE_BGRADB, sums.data())) {
+    if (lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, operand(x, in, tokens),
+                  operand(dy, out, tokens), 1.0f, operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB,
+                  sums.data())) {
       add_into(db, sums);
       return;
     }
     note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads");
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(dy, db);
+  accumulate_bias_grad(as_f32(dy), db);
 }
 
 }  // namespace colrow::kernels::cuda

@@ -1,7 +1,10 @@
 // kernels::cpu::gemm against a plain double-precision loop: all four transpose
 // combinations with several alpha/beta, operands that are column blocks of wider
 // matrices (row stride > cols) for a, b and c, bitwise-exact results on small
-// integers, and InternalError for shapes that do not chain.
+// integers, and InternalError for shapes that do not chain; bf16 operands
+// (mixed precision): on small integers every fp32 sum is exact, so a bf16 c
+// must hold each exact result rounded once to nearest even, and an fp32 c the
+// exact result; bf16 column blocks; the dtype rules.
 #include "kernels/cpu/gemm.h"
 
 #include <gtest/gtest.h>
@@ -11,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "kernels/cpu/convert.h"
 
 namespace colrow {
 namespace {
@@ -253,6 +258,70 @@ TEST(GemmTest, SmallIntegersAreBitwiseExact) {
       }
     }
   }
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
+  kernels::cpu::convert(t.is_contiguous() ? t : t.clone(), h);
+  return h;
+}
+
+TEST(GemmTest, Bf16OperandsSumInFp32AndRoundOnce) {
+  // Integers in [-4, 4] are bf16-exact and their sums are exact in fp32 (see
+  // above), but not all of them fit bf16's 8 significant bits: the rounding
+  // of c happens, once, on the exact value. Rounding each partial sum, or
+  // summing in bf16, would differ.
+  for (const Dims& d : kDims) {
+    for (Trans ta : kBoth) {
+      for (Trans tb : kBoth) {
+        Tensor a = Tensor::empty(a_shape(ta, d.m, d.k));
+        Tensor b = Tensor::empty(b_shape(tb, d.k, d.n));
+        Tensor c0 = Tensor::empty({d.m, d.n});
+        fill_small_integers(a, "ha");
+        fill_small_integers(b, "hb");
+        fill_small_integers(c0, "hc");
+        for (const Scaling& s : {Scaling{1.0f, 0.0f}, Scaling{2.0f, 1.0f}, Scaling{-1.0f, -2.0f}}) {
+          const Reference r = reference_gemm(ta, tb, s.alpha, a, b, s.beta, c0);
+          Tensor c_half = to_bf16(c0), c_full = c0.clone();
+          gemm(ta, tb, s.alpha, to_bf16(a), to_bf16(b), s.beta, c_half);
+          gemm(ta, tb, s.alpha, to_bf16(a), to_bf16(b), s.beta, c_full);
+          for (int64_t i = 0; i < d.m; ++i) {
+            for (int64_t j = 0; j < d.n; ++j) {
+              const double exact = r.value[i * d.n + j];
+              ASSERT_EQ(c_half.bf16_data()[i * d.n + j], float_to_bf16(static_cast<float>(exact)))
+                  << name(ta) << name(tb) << " m=" << d.m << " n=" << d.n << " k=" << d.k;
+              ASSERT_EQ(static_cast<double>(c_full(i, j)), exact);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmTest, Bf16ColumnBlockOfCAndDtypeRules) {
+  const int64_t m = 7, n = 5, k = 9;
+  Tensor a = Tensor::empty({m, k}), b = Tensor::empty({k, n});
+  fill_small_integers(a, "ba");
+  fill_small_integers(b, "bb");
+  Tensor wide = Tensor::full({m, 3 * n}, 0.5f, Device::cpu(), DType::kBF16);
+  Tensor block = wide.slice(1, n, n);  // strided
+  gemm(Trans::kNo, Trans::kNo, 1.0f, to_bf16(a), to_bf16(b), 0.0f, block);
+  const Reference r = reference_gemm(Trans::kNo, Trans::kNo, 1.0, a, b, 0.0, Tensor::zeros({m, n}));
+  const std::vector<float> out = wide.to_vector();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < 3 * n; ++j) {
+      const float want =
+          j >= n && j < 2 * n
+              ? bf16_to_float(float_to_bf16(static_cast<float>(r.value[i * n + j - n])))
+              : 0.5f;  // outside the block: untouched
+      ASSERT_EQ(out[i * 3 * n + j], want) << i << "," << j;
+    }
+  }
+  // a and b share a dtype; c is bf16 only with bf16 operands.
+  Tensor c = Tensor::zeros({m, n}), c_half = to_bf16(c);
+  EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, to_bf16(a), b, 0.0f, c), InternalError);
+  EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_half), InternalError);
 }
 
 TEST(GemmTest, LinearLayerIdentities) {

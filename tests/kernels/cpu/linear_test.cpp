@@ -2,7 +2,10 @@
 // (every product and partial sum exact in fp32, whatever the order) they equal
 // the integer reference exactly, so a wrong transpose, a missing bias or a
 // gradient that overwrites instead of accumulating shows as a wrong value;
-// strided column blocks; InternalError on mismatched shapes.
+// strided column blocks; InternalError on mismatched shapes. bf16 (mixed
+// precision): forward rounds the exact x w^T + b once (the bias added before
+// the rounding, as cuBLASLt's epilogue does), the weight gradients of bf16 dy
+// and x accumulate exactly into fp32 dw and db; dtype rules.
 #include "kernels/cpu/linear.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
+#include "kernels/cpu/convert.h"
 
 namespace colrow {
 namespace {
@@ -94,6 +99,65 @@ TEST(CpuLinearTest, ShapeErrorsAreInternalErrors) {
   EXPECT_THROW(kernels::cpu::linear_forward(x, w, b, wide_y), InternalError);
   Tensor dw = Tensor::zeros({5, 6});
   EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw, short_b), InternalError);
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
+  kernels::cpu::convert(t, h);
+  return h;
+}
+
+TEST(CpuLinearTest, Bf16ForwardRoundsTheExactAffineMapOnce) {
+  for (const Dims& d : kDims) {
+    const Tensor x = small_integers({d.tokens, d.in}, 11), w = small_integers({d.out, d.in}, 12);
+    // A bias of 0.25 + integer: with the sum it often needs more than bf16's
+    // 8 bits, so the rounding shows where it happens.
+    Tensor b = small_integers({d.out}, 13);
+    for (int64_t o = 0; o < d.out; ++o) b.data()[o] += 0.25f;
+    Tensor y = Tensor::full({d.tokens, d.out}, 99.0f, Device::cpu(), DType::kBF16);
+    kernels::cpu::linear_forward(to_bf16(x), to_bf16(w), to_bf16(b), y);
+    for (int64_t t = 0; t < d.tokens; ++t) {
+      for (int64_t o = 0; o < d.out; ++o) {
+        double want = b.data()[o];
+        for (int64_t i = 0; i < d.in; ++i) want += double{x(t, i)} * w(o, i);
+        ASSERT_EQ(y.bf16_data()[t * d.out + o], float_to_bf16(static_cast<float>(want)))
+            << "token " << t << ", output " << o;
+      }
+    }
+  }
+}
+
+TEST(CpuLinearTest, Bf16WeightGradsAccumulateExactlyInFp32) {
+  for (const Dims& d : kDims) {
+    const Tensor dy = small_integers({d.tokens, d.out}, 14),
+                 x = small_integers({d.tokens, d.in}, 15);
+    const Tensor dw0 = small_integers({d.out, d.in}, 16), db0 = small_integers({d.out}, 17);
+    Tensor dw = dw0.clone(), db = db0.clone();
+    kernels::cpu::linear_weight_grads(to_bf16(dy), to_bf16(x), dw, db);
+    for (int64_t o = 0; o < d.out; ++o) {
+      double want_b = db0.data()[o];
+      for (int64_t t = 0; t < d.tokens; ++t) want_b += dy(t, o);
+      ASSERT_EQ(db.data()[o], want_b) << "output " << o;
+      for (int64_t i = 0; i < d.in; ++i) {
+        double want = dw0(o, i);
+        for (int64_t t = 0; t < d.tokens; ++t) want += double{dy(t, o)} * x(t, i);
+        ASSERT_EQ(dw(o, i), want) << "output " << o << ", input " << i;
+      }
+    }
+  }
+}
+
+TEST(CpuLinearTest, DtypeRules) {
+  const Tensor x = to_bf16(Tensor::zeros({4, 6})), w = to_bf16(Tensor::zeros({5, 6}));
+  const Tensor b = Tensor::zeros({5});  // fp32 bias with bf16 operands
+  Tensor y = Tensor::empty({4, 5}, Device::cpu(), DType::kBF16), y32 = Tensor::empty({4, 5});
+  EXPECT_THROW(kernels::cpu::linear_forward(x, w, b, y), InternalError);
+  EXPECT_THROW(kernels::cpu::linear_forward(x, w, to_bf16(b), y32), InternalError);
+  Tensor dw = Tensor::zeros({5, 6}), db = Tensor::zeros({5});
+  Tensor dw_half = to_bf16(dw), db_half = to_bf16(db);
+  EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw_half, db), InternalError);
+  EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw, db_half), InternalError);
+  EXPECT_NO_THROW(kernels::cpu::linear_weight_grads(y, x, dw, db));
 }
 
 }  // namespace

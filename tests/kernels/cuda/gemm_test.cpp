@@ -3,7 +3,10 @@
 // none a multiple of cuBLAS's tiles), column blocks of wider matrices as a, b
 // and c (row stride > cols, neighbours untouched), beta = 0 over NaN, k = 0,
 // bitwise equality on small integers, and InternalError for shapes that do
-// not chain. TF32 is off (the default), so cuBLAS computes in fp32.
+// not chain. TF32 is off (the default), so cuBLAS computes in fp32. bf16
+// operands (cublasGemmEx): on small integers the fp32 sums are exact, so the
+// GPU's bf16 or fp32 c equals the CPU's bit for bit (one rounding of the same
+// exact value), also into a column block and with k = 0.
 #include "kernels/cuda/gemm.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
@@ -141,6 +145,49 @@ TEST(CudaGemmTest, SmallIntegersAreBitwiseEqualToCpu) {
       }
     }
   }
+}
+
+Tensor to_bf16(const Tensor& t) {
+  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
+  kernels::cpu::convert(t, h);
+  return h;
+}
+
+TEST(CudaGemmTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const Dims& d : kDims) {
+    for (Trans ta : kBoth) {
+      for (Trans tb : kBoth) {
+        const Tensor a = to_bf16(random_integers(a_shape(ta, d.m, d.k), 31, 4));
+        const Tensor b = to_bf16(random_integers(b_shape(tb, d.k, d.n), 32, 4));
+        const Tensor c0 = random_integers({d.m, d.n}, 33, 4);
+        for (const Scaling& s : {Scaling{1.0f, 0.0f}, Scaling{2.0f, 1.0f}, Scaling{-1.0f, -2.0f}}) {
+          for (DType c_dtype : {DType::kBF16, DType::kF32}) {
+            Tensor c_cpu = c_dtype == DType::kBF16 ? to_bf16(c0) : c0.clone();
+            Tensor c_gpu = c_cpu.to(gpu);
+            kernels::cpu::gemm(ta, tb, s.alpha, a, b, s.beta, c_cpu);
+            kernels::cuda::gemm(ta, tb, s.alpha, a.to(gpu), b.to(gpu), s.beta, c_gpu);
+            ASSERT_EQ(c_gpu.to_vector(), c_cpu.to_vector())
+                << name(ta) << name(tb) << " m=" << d.m << " n=" << d.n << " k=" << d.k << " c "
+                << dtype_name(c_dtype);
+          }
+        }
+      }
+    }
+  }
+  // A bf16 column block of a wider c, and k = 0 (c = beta c, rounded).
+  const Tensor a = to_bf16(random_integers({37, 29}, 34, 4));
+  const Tensor b = to_bf16(random_integers({29, 65}, 35, 4));
+  Tensor wide_cpu = to_bf16(random_integers({37, 200}, 36, 4)), wide_gpu = wide_cpu.to(gpu);
+  Tensor block_cpu = wide_cpu.slice(1, 70, 65), block_gpu = wide_gpu.slice(1, 70, 65);
+  kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 1.0f, block_cpu);
+  kernels::cuda::gemm(Trans::kNo, Trans::kNo, 1.0f, a.to(gpu), b.to(gpu), 1.0f, block_gpu);
+  ASSERT_EQ(wide_gpu.to_vector(), wide_cpu.to_vector());
+  const Tensor a0 = to_bf16(Tensor::zeros({37, 0})), b0 = to_bf16(Tensor::zeros({0, 65}));
+  kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, a0, b0, 0.75f, block_cpu);
+  kernels::cuda::gemm(Trans::kNo, Trans::kNo, 1.0f, a0.to(gpu), b0.to(gpu), 0.75f, block_gpu);
+  ASSERT_EQ(wide_gpu.to_vector(), wide_cpu.to_vector());
 }
 
 TEST(CudaGemmTest, BetaZeroIgnoresNaNInC) {

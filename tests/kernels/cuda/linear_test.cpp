@@ -4,7 +4,9 @@
 // 37, 300; 1, 65, 257; 3, 129, 1000), operands that are column blocks of wider
 // buffers, one of them starting 4 bytes past an aligned address (cuBLASLt must
 // not assume 16-byte operands), accumulation into non-zero gradients, the
-// same bits on a repeated run, and InternalError on mismatched shapes.
+// same bits on a repeated run, and InternalError on mismatched shapes. bf16
+// (mixed precision) on small integers: the sums are exact, so forward's one
+// rounding of x w^T + b and the fp32 gradients equal the CPU's bit for bit.
 #include "kernels/cuda/linear.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
@@ -186,6 +189,34 @@ TEST(CudaLinearTest, ShapeErrorsAreInternalErrors) {
       << "x on the host";
   Tensor dw = Tensor::zeros({5, 6}, gpu);
   EXPECT_THROW(kernels::cuda::linear_weight_grads(y, x, dw, short_b), InternalError);
+}
+
+TEST(CudaLinearTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  auto to_bf16 = [](const Tensor& t) {
+    Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
+    kernels::cpu::convert(t, h);
+    return h;
+  };
+  for (const Dims& d : kDims) {
+    const Tensor x = to_bf16(testing::random_integers({d.tokens, d.in}, 41, 4));
+    const Tensor w = to_bf16(testing::random_integers({d.out, d.in}, 42, 4));
+    const Tensor b = to_bf16(testing::random_integers({d.out}, 43, 4));
+    Tensor y_cpu = Tensor::empty({d.tokens, d.out}, Device::cpu(), DType::kBF16);
+    Tensor y_gpu = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16);
+    kernels::cpu::linear_forward(x, w, b, y_cpu);
+    kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu);
+    ASSERT_TRUE(same_bits(y_gpu, y_cpu)) << d.name();
+    const Tensor dy = to_bf16(testing::random_integers({d.tokens, d.out}, 44, 4));
+    Tensor dw_cpu = testing::random_integers({d.out, d.in}, 45, 4);
+    Tensor db_cpu = testing::random_integers({d.out}, 46, 4);
+    Tensor dw_gpu = dw_cpu.to(gpu), db_gpu = db_cpu.to(gpu);
+    kernels::cpu::linear_weight_grads(dy, x, dw_cpu, db_cpu);
+    kernels::cuda::linear_weight_grads(dy.to(gpu), x.to(gpu), dw_gpu, db_gpu);
+    ASSERT_TRUE(same_bits(dw_gpu, dw_cpu)) << d.name();
+    ASSERT_TRUE(same_bits(db_gpu, db_cpu)) << d.name();
+  }
 }
 
 }  // namespace
