@@ -1,7 +1,10 @@
 // Device checks and dispatch for kernels/ops.h; every operation is timed
-// under `--profile` (kernels/op_profile.h).
+// under `--profile` (kernels/op_profile.h). bf16 operands reach the backends'
+// fp32 kernels through kernels/mixed_precision.h, except where a backend takes
+// them natively (the GEMMs, the linear layers, convert).
 #include "kernels/ops.h"
 
+#include "kernels/mixed_precision.h"
 #include "kernels/op_profile.h"
 
 namespace colrow::kernels {
@@ -29,6 +32,22 @@ TimedBackend on(const char* what, Device device, std::initializer_list<const Ten
   return {{what, device}, kernels::backend_for(device)};
 }
 
+// The backend's conversion, for kernels::Fp32Operands.
+struct BackendConvert {
+  kernels::Backend* backend;
+  void operator()(const Tensor& src, Tensor& dst) const { backend->convert(src, dst); }
+};
+using Fp32Operands = kernels::Fp32Operands<BackendConvert>;
+
+// An operation's timed backend and the fp32 operands of its kernel.
+struct Call {
+  Call(const char* what, Device device, std::initializer_list<const Tensor*> tensors)
+      : backend(on(what, device, tensors)), f(BackendConvert{&backend.backend}) {}
+  TimedBackend backend;
+  Fp32Operands f;
+  kernels::Backend* operator->() { return &backend.backend; }
+};
+
 }  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
@@ -45,81 +64,114 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
 }
 
 void add_bias(Tensor& y, const Tensor& b) {
-  on("add_bias", b.device(), {&y, &b})->add_bias(y, b);
+  Call c("add_bias", b.device(), {&y, &b});
+  c->add_bias(c.f.inout(y), c.f.in(b));
+  c.f.store();
 }
 
 void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
-  on("accumulate_bias_grad", db.device(), {&dy, &db})->accumulate_bias_grad(dy, db);
+  Call c("accumulate_bias_grad", db.device(), {&dy, &db});
+  c->accumulate_bias_grad(c.f.in(dy), c.f.inout(db));
+  c.f.store();
 }
 
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
-  on("gelu_forward", y.device(), {&x, &y})->gelu_forward(form, x, y);
+  Call c("gelu_forward", y.device(), {&x, &y});
+  c->gelu_forward(form, c.f.in(x), c.f.out(y));
+  c.f.store();
 }
 
 void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  on("gelu_backward", dx.device(), {&x, &dy, &dx})->gelu_backward(form, x, dy, dx);
+  Call c("gelu_backward", dx.device(), {&x, &dy, &dx});
+  c->gelu_backward(form, c.f.in(x), c.f.in(dy), c.f.out(dx));
+  c.f.store();
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
-  on("silu_forward", y.device(), {&x, &y})->silu_forward(x, y);
+  Call c("silu_forward", y.device(), {&x, &y});
+  c->silu_forward(c.f.in(x), c.f.out(y));
+  c.f.store();
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  on("silu_backward", dx.device(), {&x, &dy, &dx})->silu_backward(x, dy, dx);
+  Call c("silu_backward", dx.device(), {&x, &dy, &dx});
+  c->silu_backward(c.f.in(x), c.f.in(dy), c.f.out(dx));
+  c.f.store();
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  on("swiglu_forward", h.device(), {&gate, &up, &h})->swiglu_forward(gate, up, h);
+  Call c("swiglu_forward", h.device(), {&gate, &up, &h});
+  c->swiglu_forward(c.f.in(gate), c.f.in(up), c.f.out(h));
+  c.f.store();
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  on("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup})
-      ->swiglu_backward(gate, up, dh, dgate, dup);
+  Call c("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup});
+  c->swiglu_backward(c.f.in(gate), c.f.in(up), c.f.in(dh), c.f.out(dgate), c.f.out(dup));
+  c.f.store();
 }
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd})
-      ->layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+  Call c("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd});
+  c->layer_norm_forward(c.f.in(x), c.f.in(gamma), c.f.in(beta), eps, c.f.out(y), c.f.out(mean),
+                        c.f.out(rstd));
+  c.f.store();
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta) {
-  on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta})
-      ->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  Call c("layer_norm_backward", dbeta.device(),
+         {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
+  c->layer_norm_backward(c.f.in(x), c.f.in(gamma), c.f.in(mean), c.f.in(rstd), c.f.in(dy),
+                         c.f.out(dx), c.f.inout(dgamma), c.f.inout(dbeta));
+  c.f.store();
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd})
-      ->rms_norm_forward(x, weight, eps, y, rstd);
+  Call c("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd});
+  c->rms_norm_forward(c.f.in(x), c.f.in(weight), eps, c.f.out(y), c.f.out(rstd));
+  c.f.store();
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight) {
-  on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight})
-      ->rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+  Call c("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight});
+  c->rms_norm_backward(c.f.in(x), c.f.in(weight), c.f.in(rstd), c.f.in(dy), c.f.out(dx),
+                       c.f.inout(dweight));
+  c.f.store();
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  on("add", out.device(), {&a, &b, &out})->add(a, b, out);
+  Call c("add", out.device(), {&a, &b, &out});
+  c->add(c.f.in(a), c.f.in(b), c.f.out(out));
+  c.f.store();
 }
 
 void add_into(Tensor& out, const Tensor& a) {
-  on("add_into", a.device(), {&out, &a})->add_into(out, a);
+  Call c("add_into", a.device(), {&out, &a});
+  c->add_into(c.f.inout(out), c.f.in(a));
+  c.f.store();
 }
 
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
-  on("rope_table", sin.device(), {&cos, &sin})->rope_table(seq, inv_freq, cos, sin);
+  Call c("rope_table", sin.device(), {&cos, &sin});
+  c->rope_table(seq, inv_freq, c.f.out(cos), c.f.out(sin));
+  c.f.store();
 }
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
-  on("rope_forward", y.device(), {&x, &cos, &sin, &y})->rope_forward(x, cos, sin, y);
+  Call c("rope_forward", y.device(), {&x, &cos, &sin, &y});
+  c->rope_forward(c.f.in(x), c.f.in(cos), c.f.in(sin), c.f.out(y));
+  c.f.store();
 }
 
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) {
-  on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx})->rope_backward(dy, cos, sin, dx);
+  Call c("rope_backward", dx.device(), {&dy, &cos, &sin, &dx});
+  c->rope_backward(c.f.in(dy), c.f.in(cos), c.f.in(sin), c.f.out(dx));
+  c.f.store();
 }
 
 Shape attention_saved_shape(Device device, const AttentionSize& size) {
@@ -128,8 +180,9 @@ Shape attention_saved_shape(Device device, const AttentionSize& size) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& saved, Tensor& out) {
-  on("attention_forward", out.device(), {&q, &k, &v, &saved, &out})
-      ->attention_forward(q, k, v, window, saved, out);
+  Call c("attention_forward", out.device(), {&q, &k, &v, &saved, &out});
+  c->attention_forward(c.f.in(q), c.f.in(k), c.f.in(v), window, c.f.out(saved), c.f.out(out));
+  c.f.store();
 }
 
 Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) {
@@ -139,72 +192,93 @@ Shape attention_backward_scratch_shape(Device device, const AttentionSize& size)
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv, Tensor& scratch) {
-  on("attention_backward", scratch.device(),
-     {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch})
-      ->attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
+  Call c("attention_backward", scratch.device(),
+         {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch});
+  c->attention_backward(c.f.in(q), c.f.in(k), c.f.in(v), c.f.in(out), c.f.in(saved), c.f.in(dout),
+                        window, c.f.out(dq), c.f.out(dk), c.f.out(dv), c.f.inout(scratch));
+  c.f.store();
 }
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
-  on("kv_cache_append", cache.device(), {&x, &cache})->kv_cache_append(x, rows, cache);
+  Call c("kv_cache_append", cache.device(), {&x, &cache});
+  c->kv_cache_append(c.f.in(x), rows, c.f.inout(cache));
+  c.f.store();
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
-  on("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out})
-      ->cached_attention(q, k_cache, v_cache, rows, window, scores, out);
+  Call c("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out});
+  c->cached_attention(c.f.in(q), c.f.in(k_cache), c.f.in(v_cache), rows, window, c.f.out(scores),
+                      c.f.out(out));
+  c.f.store();
 }
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
-  on("embedding_forward", y.device(), {&table_local, &y})
-      ->embedding_forward(ids, vocab_start, table_local, y);
+  Call c("embedding_forward", y.device(), {&table_local, &y});
+  c->embedding_forward(ids, vocab_start, c.f.in(table_local), c.f.out(y));
+  c.f.store();
 }
 
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local) {
-  on("embedding_backward", dtable_local.device(), {&dy, &dtable_local})
-      ->embedding_backward(ids, vocab_start, dy, dtable_local);
+  Call c("embedding_backward", dtable_local.device(), {&dy, &dtable_local});
+  c->embedding_backward(ids, vocab_start, c.f.in(dy), c.f.inout(dtable_local));
+  c.f.store();
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
-  on("position_embedding_forward", table.device(), {&x, &table})
-      ->position_embedding_forward(x, table, seq);
+  Call c("position_embedding_forward", table.device(), {&x, &table});
+  c->position_embedding_forward(c.f.inout(x), c.f.in(table), seq);
+  c.f.store();
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
-  on("position_embedding_backward", dtable.device(), {&dx, &dtable})
-      ->position_embedding_backward(dx, seq, dtable);
+  Call c("position_embedding_backward", dtable.device(), {&dx, &dtable});
+  c->position_embedding_backward(c.f.in(dx), seq, c.f.inout(dtable));
+  c.f.store();
 }
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
-  on("cross_entropy_local_max", max.device(), {&logits_local, &max})
-      ->cross_entropy_local_max(logits_local, rows, max);
+  Call c("cross_entropy_local_max", max.device(), {&logits_local, &max});
+  c->cross_entropy_local_max(c.f.in(logits_local), rows, c.f.out(max));
+  c.f.store();
 }
 
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
-  on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit})
-      ->cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+  Call c("cross_entropy_sums", target_logit.device(),
+         {&logits_local, &max, &sum_exp, &target_logit});
+  c->cross_entropy_sums(c.f.in(logits_local), rows, c.f.in(max), c.f.out(sum_exp),
+                        c.f.out(target_logit));
+  c.f.store();
 }
 
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                           const CrossEntropyRows& rows, Tensor& losses) {
-  return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
-      ->cross_entropy_loss(sum_exp, target_logit, rows, losses);
+  Call c("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses});
+  const double loss =
+      c->cross_entropy_loss(c.f.in(sum_exp), c.f.in(target_logit), rows, c.f.out(losses));
+  c.f.store();
+  return loss;
 }
 
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local) {
-  on("cross_entropy_backward", dlogits_local.device(),
-     {&logits_local, &max, &sum_exp, dloss, &dlogits_local})
-      ->cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
-                               dlogits_local);
+  Call c("cross_entropy_backward", dlogits_local.device(),
+         {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
+  c->cross_entropy_backward(c.f.in(logits_local), rows, c.f.in(max), c.f.in(sum_exp),
+                            dloss == nullptr ? nullptr : &c.f.in(*dloss), uniform_scale,
+                            c.f.out(dlogits_local));
+  c.f.store();
 }
 
 void divide(Tensor& x, float divisor) {
-  on("divide", x.device(), {&x})->divide(x, divisor);
+  Call c("divide", x.device(), {&x});
+  c->divide(c.f.inout(x), divisor);
+  c.f.store();
 }
 
 void convert(const Tensor& src, Tensor& dst) {
@@ -212,7 +286,9 @@ void convert(const Tensor& src, Tensor& dst) {
 }
 
 void fill_random(Tensor& local, const RandomFill& fill) {
-  on("fill_random", local.device(), {&local})->fill_random(local, fill);
+  Call c("fill_random", local.device(), {&local});
+  c->fill_random(c.f.out(local), fill);
+  c.f.store();
 }
 
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) {

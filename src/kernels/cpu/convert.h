@@ -10,11 +10,11 @@ namespace colrow::kernels::cpu {
 
 void convert(const Tensor& src, Tensor& dst);
 
-// The bf16 operations' reference pattern: widen the inputs (exact), compute
-// in fp32, round once into the output.
-// t itself when fp32; else a contiguous fp32 copy of any view of it.
+// kernels/mixed_precision.h's widened and store_rounded on this device, for
+// the kernels that take bf16 natively: t itself when fp32, else a contiguous
+// fp32 copy of any view of it; dst (any dtype, any view of src's shape) =
+// src (fp32), rounded once.
 Tensor as_f32(const Tensor& t);
-// dst (any dtype, any view of src's shape) = src (fp32), rounded once.
 void store_converted(const Tensor& src, Tensor& dst);
 
 }  // namespace colrow::kernels::cpu

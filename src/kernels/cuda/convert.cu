@@ -10,6 +10,7 @@
 #include "kernels/checks/convert.h"
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -54,25 +55,11 @@ void convert(const Tensor& src, Tensor& dst) {
 }
 
 Tensor as_f32(const Tensor& t) {
-  if (t.dtype() == DType::kF32) return t;
-  Tensor wide = Tensor::empty(t.shape(), t.device());
-  convert(t.is_contiguous() ? t : t.clone(), wide);
-  return wide;
+  return widened(t, [](const Tensor& src, Tensor& dst) { convert(src, dst); });
 }
 
 void store_converted(const Tensor& src, Tensor& dst) {
-  if (dst.dtype() == DType::kF32) {
-    dst.copy_from(src);
-    return;
-  }
-  const Tensor flat = src.is_contiguous() ? src : src.clone();
-  if (dst.is_contiguous()) {
-    convert(flat, dst);
-    return;
-  }
-  Tensor narrow = Tensor::empty(dst.shape(), dst.device(), dst.dtype());
-  convert(flat, narrow);
-  dst.copy_from(narrow);
+  store_rounded(src, dst, [](const Tensor& from, Tensor& to) { convert(from, to); });
 }
 
 }  // namespace colrow::kernels::cuda

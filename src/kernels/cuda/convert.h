@@ -9,9 +9,9 @@ namespace colrow::kernels::cuda {
 
 void convert(const Tensor& src, Tensor& dst);
 
-// As kernels/cpu/convert.h: t itself when fp32, else a contiguous fp32 copy;
-// dst (any dtype, a contiguous tensor or 2-d view of src's shape) = src
-// rounded once.
+// kernels/mixed_precision.h's widened and store_rounded on the GPU: t itself
+// when fp32, else a contiguous fp32 copy; dst (any dtype, a contiguous tensor
+// or 2-d view of src's shape) = src rounded once.
 Tensor as_f32(const Tensor& t);
 void store_converted(const Tensor& src, Tensor& dst);
 
