@@ -7,6 +7,7 @@
 
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
+#include "dist/fp32_wire.h"
 
 namespace colrow {
 
@@ -46,6 +47,7 @@ void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, const c
   }
   require_contiguous(x, what, name());
   if (size() == 1 || x.numel() == 0) return;
+  if (dist::on_fp32_wire(x, [&](Tensor& w) { device_all_reduce(w, reduction); })) return;
   device_all_reduce(x, reduction);
 }
 
@@ -70,6 +72,10 @@ void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
     return;
   }
   if (in.numel() == 0) return;
+  if (dist::on_fp32_wire(in, out,
+                         [this](const Tensor& i, Tensor& o) { device_all_gather(i, o); })) {
+    return;
+  }
   device_all_gather(in, out);
 }
 
@@ -86,6 +92,10 @@ void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) 
     return;
   }
   if (out.numel() == 0) return;
+  if (dist::on_fp32_wire(in, out,
+                         [this](const Tensor& i, Tensor& o) { device_reduce_scatter_sum(i, o); })) {
+    return;
+  }
   device_reduce_scatter_sum(in, out);
 }
 
@@ -97,6 +107,7 @@ void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   require_contiguous(x, "broadcast", name());
   collective_checks::require_root(root, size(), name());
   if (size() == 1 || x.numel() == 0) return;
+  if (dist::on_fp32_wire(x, [&](Tensor& w) { device_broadcast(w, root); })) return;
   device_broadcast(x, root);
 }
 

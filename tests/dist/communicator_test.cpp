@@ -3,6 +3,7 @@
 // all_ranks_failing) over MPI (the world, a dup, split groups), over
 // LocalCommunicator, and through RecordingCommunicator, whose events are checked
 // too. Inputs are small rank-dependent integers, so results must match exactly.
+// bf16 tensors over MPI: tests/dist/bf16_collectives.h.
 #include "colrow/dist/communicator.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/dist/recording_communicator.h"
+#include "dist/bf16_collectives.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -164,6 +166,10 @@ TEST(MpiCommunicatorTest, WorldIsMpiCommWorld) {
   EXPECT_EQ(world.rank(), rank);
   EXPECT_EQ(world.size(), size);
   EXPECT_EQ(world.name(), "world");
+}
+
+TEST(MpiCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
+  testing::check_bf16_collectives(testing::world(), "mpi");
 }
 
 TEST(MpiCommunicatorTest, AllReduceSum) {

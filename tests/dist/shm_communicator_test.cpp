@@ -25,6 +25,7 @@
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
 #include "colrow/dist/device_communicator.h"
+#include "dist/bf16_collectives.h"
 #include "support/test_world.h"
 
 namespace colrow {
@@ -85,6 +86,11 @@ class ShmCommunicatorTest : public ::testing::Test {
     if (!testing::world_on_one_node()) GTEST_SKIP() << "the ranks span nodes: no shared memory";
   }
 };
+
+TEST_F(ShmCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
+  auto shm = shm_group(kSmallSlot);
+  testing::check_bf16_collectives(*shm, "shm");
+}
 
 TEST_F(ShmCommunicatorTest, AllReduceSumMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();

@@ -12,6 +12,7 @@
 
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
+#include "dist/fp32_wire.h"
 
 namespace colrow {
 namespace {
@@ -66,14 +67,17 @@ void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
 }
 
 void MpiCommunicator::all_reduce_sum(Tensor& x) {
+  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_sum(w); })) return;
   all_reduce(x, MPI_SUM, "all_reduce_sum");
 }
 
 void MpiCommunicator::all_reduce_max(Tensor& x) {
+  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_max(w); })) return;
   all_reduce(x, MPI_MAX, "all_reduce_max");
 }
 
 void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
+  if (dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) { all_gather(i, o); })) return;
   require_host_contiguous(in, "all_gather", name_);
   require_host_contiguous(out, "all_gather", name_);
   collective_checks::require_gather_sizes(in, out, size_, name_);
@@ -90,6 +94,10 @@ void MpiCommunicator::all_gather(const Tensor& in, Tensor& out) {
 }
 
 void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  if (dist::on_fp32_wire(in, out,
+                         [this](const Tensor& i, Tensor& o) { reduce_scatter_sum(i, o); })) {
+    return;
+  }
   require_host_contiguous(in, "reduce_scatter_sum", name_);
   require_host_contiguous(out, "reduce_scatter_sum", name_);
   collective_checks::require_scatter_sizes(in, out, size_, name_);
@@ -106,6 +114,7 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 void MpiCommunicator::broadcast(Tensor& x, int root) {
+  if (dist::on_fp32_wire(x, [this, root](Tensor& w) { broadcast(w, root); })) return;
   require_host_contiguous(x, "broadcast", name_);
   collective_checks::require_root(root, size_, name_);
   if (size_ == 1) return;
@@ -135,7 +144,10 @@ class MpiPending final : public PendingCollective {
 
 std::unique_ptr<PendingCollective> MpiCommunicator::start_all_reduce_sum(Tensor& x) {
   require_host_contiguous(x, "all_reduce_sum", name_);
-  if (size_ == 1 || x.numel() > kMaxChunk) return Communicator::start_all_reduce_sum(x);
+  // bf16 goes through a widened copy, which must outlive the wait: at once.
+  if (size_ == 1 || x.numel() > kMaxChunk || x.dtype() != DType::kF32) {
+    return Communicator::start_all_reduce_sum(x);
+  }
   MPI_Request request;
   COLROW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x.data(), static_cast<int>(x.numel()), MPI_FLOAT,
                                   MPI_SUM, comm_, &request));
@@ -147,7 +159,10 @@ std::unique_ptr<PendingCollective> MpiCommunicator::start_all_gather(const Tenso
   require_host_contiguous(in, "all_gather", name_);
   require_host_contiguous(out, "all_gather", name_);
   collective_checks::require_gather_sizes(in, out, size_, name_);
-  if (size_ == 1 || in.numel() > kMaxChunk) return Communicator::start_all_gather(in, out);
+  if (size_ == 1 || in.numel() > kMaxChunk || in.dtype() != DType::kF32 ||
+      out.dtype() != DType::kF32) {
+    return Communicator::start_all_gather(in, out);
+  }
   MPI_Request request;
   COLROW_MPI_CHECK(MPI_Iallgather(in.data(), static_cast<int>(in.numel()), MPI_FLOAT, out.data(),
                                   static_cast<int>(in.numel()), MPI_FLOAT, comm_, &request));
@@ -159,7 +174,10 @@ std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum(con
   require_host_contiguous(in, "reduce_scatter_sum", name_);
   require_host_contiguous(out, "reduce_scatter_sum", name_);
   collective_checks::require_scatter_sizes(in, out, size_, name_);
-  if (size_ == 1 || out.numel() > kMaxChunk) return Communicator::start_reduce_scatter_sum(in, out);
+  if (size_ == 1 || out.numel() > kMaxChunk || in.dtype() != DType::kF32 ||
+      out.dtype() != DType::kF32) {
+    return Communicator::start_reduce_scatter_sum(in, out);
+  }
   MPI_Request request;
   COLROW_MPI_CHECK(MPI_Ireduce_scatter_block(in.data(), out.data(), static_cast<int>(out.numel()),
                                              MPI_FLOAT, MPI_SUM, comm_, &request));

@@ -16,6 +16,7 @@
 
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
+#include "dist/fp32_wire.h"
 #include "kernels/cpu/parallel.h"
 
 namespace colrow {
@@ -191,22 +192,29 @@ void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wha
 
 void ShmCommunicator::all_reduce_sum(Tensor& x) {
   require_idle("all_reduce_sum");
+  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_sum(w); })) return;
   all_reduce(x, Reduction::kSum, "all_reduce_sum");
 }
 
 void ShmCommunicator::all_reduce_max(Tensor& x) {
   require_idle("all_reduce_max");
+  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_max(w); })) return;
   all_reduce(x, Reduction::kMax, "all_reduce_max");
 }
 
 void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
   require_idle("all_gather");
+  if (dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) { all_gather(i, o); })) return;
   check_gather(in, out);
   gather(in, out);
 }
 
 void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   require_idle("reduce_scatter_sum");
+  if (dist::on_fp32_wire(in, out,
+                         [this](const Tensor& i, Tensor& o) { reduce_scatter_sum(i, o); })) {
+    return;
+  }
   check_scatter(in, out);
   scatter(in, out);
 }
@@ -378,7 +386,8 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start(std::function<void()> 
 std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum(Tensor& x) {
   require_idle("start_all_reduce_sum");
   require_host_contiguous(x, "all_reduce_sum", name());
-  if (size() == 1) return Communicator::start_all_reduce_sum(x);  // returns at once
+  // At once for one rank, and for bf16, whose widened copy must outlive the wait.
+  if (size() == 1 || x.dtype() != DType::kF32) return Communicator::start_all_reduce_sum(x);
   return start([this, &x] { all_reduce(x, Reduction::kSum, "all_reduce_sum"); });
 }
 
@@ -386,7 +395,9 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tenso
                                                                      Tensor& out) {
   require_idle("start_all_gather");
   check_gather(in, out);
-  if (size() == 1) return Communicator::start_all_gather(in, out);
+  if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
+    return Communicator::start_all_gather(in, out);
+  }
   return start([this, &in, &out] { gather(in, out); });
 }
 
@@ -394,7 +405,9 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(con
                                                                              Tensor& out) {
   require_idle("start_reduce_scatter_sum");
   check_scatter(in, out);
-  if (size() == 1) return Communicator::start_reduce_scatter_sum(in, out);
+  if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
+    return Communicator::start_reduce_scatter_sum(in, out);
+  }
   return start([this, &in, &out] { scatter(in, out); });
 }
 
