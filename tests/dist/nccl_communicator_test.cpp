@@ -19,6 +19,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
+#include "dist/bf16_collectives.h"
 #include "dist/device_communicator_checks.h"
 #include "dist/staged/staged_communicator.h"
 #include "support/gpu.h"
@@ -58,6 +59,13 @@ TEST(NcclCommunicatorTest, AllReduceSumMatchesMpi) {
   COLROW_REQUIRE_GPU_PER_RANK();
   auto c = make_nccl();
   for (int64_t n : kCounts) check_all_reduce(*c, gpu(), n, false);
+}
+
+TEST(NcclCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
+  COLROW_REQUIRE_GPU();
+  COLROW_REQUIRE_GPU_PER_RANK();
+  auto c = make_nccl();
+  testing::check_bf16_collectives(*c, "nccl", gpu());
 }
 
 TEST(NcclCommunicatorTest, AllReduceMaxMatchesMpi) {

@@ -19,6 +19,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
+#include "dist/bf16_collectives.h"
 #include "dist/device_communicator_checks.h"
 #include "support/gpu.h"
 #include "support/test_world.h"
@@ -38,6 +39,12 @@ TEST(StagedCommunicatorTest, AllReduceSumMatchesMpi) {
   COLROW_REQUIRE_GPU();
   auto c = make_staged();
   for (int64_t n : kCounts) check_all_reduce(*c, gpu(), n, false);
+}
+
+TEST(StagedCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
+  COLROW_REQUIRE_GPU();
+  auto c = make_staged();
+  testing::check_bf16_collectives(*c, "staged", gpu());
 }
 
 TEST(StagedCommunicatorTest, AllReduceMaxMatchesMpi) {
