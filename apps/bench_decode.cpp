@@ -83,6 +83,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   GptModel model(mesh.tp(), config, o.seed);
   if (checkpoint) load_checkpoint(model, o.model);
   model.to(placement.device);
+  model.set_compute_dtype(placement.dtype);
 
   std::mt19937_64 gen(o.seed);
   std::vector<std::vector<int32_t>> prompts(o.batch, std::vector<int32_t>(o.prompt_len));
@@ -103,7 +104,8 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
     const int64_t new_tokens = round == 0 ? 4 : o.new_tokens;
     KvCache cache = model.make_kv_cache(o.batch, o.prompt_len + new_tokens);
     kv_bytes_per_position = cache.bytes_per_position();
-    Tensor last = Tensor::empty({o.batch, model.vocab_size_local()}, model.device());
+    Tensor last =
+        Tensor::empty({o.batch, model.vocab_size_local()}, model.device(), model.compute_dtype());
     world.barrier();
     auto t0 = BenchClock::now();
     for (int64_t b = 0; b < o.batch; ++b) {

@@ -137,6 +137,11 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const int tp_size = ProcessMesh::resolve_tp(o.tp, /*pp=*/1, o.dp, world.size());
   const MlpConfig config = mlp_config(o);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
+  if (placement.dtype != DType::kF32) {
+    throw ConfigError("[bench] dtype (" + std::string(dtype_name(placement.dtype)) +
+                      ") for bench mlp: it times the fp32 MLP against fp32 sgemm. Use --dtype "
+                      "fp32 here; train, eval, generate and bench decode take --dtype bf16.");
+  }
   const Device device = placement.device;
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);

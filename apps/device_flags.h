@@ -1,5 +1,5 @@
 // The flags every verb shares for where and how it runs: --device, --comm,
-// --tf32, --attention, --deterministic.
+// --tf32, --attention, --deterministic, --dtype.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,6 +27,11 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
                 "The same bits at any number of threads per rank: GEMMs in fixed blocks, one "
                 "thread each (CPU; a few percent slower). Without it, runs are bitwise "
                 "repeatable at a fixed thread count");
+  verb.add_option("--dtype", o.dtype,
+                  "Compute dtype: fp32, or bf16 (mixed precision: the layers compute with bf16 "
+                  "copies of the fp32 weights and keep bf16 activations; norm statistics, "
+                  "softmax, the loss, gradients and AdamW stay fp32)")
+      ->capture_default_str();
 }
 
 }  // namespace colrow::apps

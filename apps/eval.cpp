@@ -57,6 +57,7 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
                       std::to_string(config.max_position_embeddings) + ").");
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
+  require_pipeline_dtype(placement, o.pp);
   const TokenFile file(o.tokens);
   const int64_t windows = (file.size() - 1) / o.seq_len;
   if (windows < 1) {
@@ -78,6 +79,7 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
                  /*seed=*/0, /*sequence_parallel=*/false);
   load_checkpoint(model, o.model);
   model.to(placement.device);
+  model.set_compute_dtype(placement.dtype);
   phase.emplace("evaluation forward pass (batch " + std::to_string(o.batch) + " x seq " +
                 std::to_string(o.seq_len) + ")");
 

@@ -96,6 +96,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   for (const std::string& text : texts) prompts.push_back(tokenizer.encode(text));
   validate_generation(generation, prompts, config);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
+  require_pipeline_dtype(placement, o.pp);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
@@ -105,6 +106,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
                  /*seed=*/0, /*sequence_parallel=*/false);
   load_checkpoint(model, o.model);
   model.to(placement.device);
+  model.set_compute_dtype(placement.dtype);
   phase.emplace("generation (KV cache and activations)");
   const std::vector<Generation> generated =
       generate(model, mesh.tp(), mesh.pp(), prompts, generation);

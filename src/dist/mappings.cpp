@@ -8,10 +8,13 @@
 namespace colrow {
 namespace {
 
-// A growth-only staging buffer, so repeated steps do not allocate.
-Tensor staging(const Shape& shape) {
-  thread_local Tensor buffer;
-  if (buffer.numel() < shape_numel(shape)) buffer = Tensor::empty({shape_numel(shape)});
+// A growth-only staging buffer per dtype, so repeated steps do not allocate.
+Tensor staging(const Shape& shape, DType dtype) {
+  thread_local Tensor buffers[2];
+  Tensor& buffer = buffers[dtype == DType::kBF16 ? 1 : 0];
+  if (buffer.numel() < shape_numel(shape)) {
+    buffer = Tensor::empty({shape_numel(shape)}, Device::cpu(), dtype);
+  }
   return buffer.slice(0, 0, shape_numel(shape)).view(shape);
 }
 
@@ -40,7 +43,7 @@ void all_gather_last_dim(const Tensor& local, Tensor& full, Communicator& tp) {
   require_shape(local, split_shape(full, -1, tp.size(), "all-gather last dim"), "local shard");
   Shape stacked = local.shape();
   stacked.insert(stacked.begin(), tp.size());
-  Tensor buffer = staging(stacked);
+  Tensor buffer = staging(stacked, local.dtype());
   const Tensor send = local.is_contiguous() ? local : local.clone();
   tp.all_gather(send, buffer);  // [tp, tokens, h/tp]: rank r's block at r
   for (int r = 0; r < tp.size(); ++r) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "colrow/core/error.h"
+#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
@@ -162,7 +163,12 @@ std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_
     throw ConfigError("[generate] padded vocabulary (" + std::to_string(local * tp.size()) +
                       ") must stay below 2^24 for exact ids in the token exchange.");
   }
-  const Tensor logits = logits_local.to(Device::cpu());  // the tensor itself on the CPU
+  Tensor logits = logits_local.to(Device::cpu());  // the tensor itself on the CPU
+  if (logits.dtype() != DType::kF32) {  // mixed precision: sampled in fp32, widened exactly
+    Tensor wide = Tensor::empty(logits.shape());
+    ops::convert(logits.is_contiguous() ? logits : logits.clone(), wide);
+    logits = wide;
+  }
   const VocabShard shard = vocab_shard(local, tp.rank(), vocab_size);
   if (o.sampling.temperature == 0.0f) return greedy_tokens(logits, shard, tp);
   return sampled_tokens(logits, shard, vocab_size, tp, o, steps);
@@ -247,7 +253,9 @@ std::vector<Generation> generate_on_stages(GptModel& model, Communicator& tp, Co
   // Prefill: each prompt in one forward pass; its last logits join row b.
   const bool picks = model.stage().is_last();
   Tensor last;
-  if (picks) last = Tensor::empty({n, model.vocab_size_local()}, model.device());
+  if (picks) {
+    last = Tensor::empty({n, model.vocab_size_local()}, model.device(), model.compute_dtype());
+  }
   for (int64_t b = 0; b < n; ++b) {
     const Tensor* logits = forward_through_stages(model, pp, received, prompts[b], {b},
                                                   static_cast<int64_t>(prompts[b].size()), cache);

@@ -57,14 +57,14 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
   // [f fwd] identity: x is replicated over tp
   x_ = x;
   const int64_t tokens = x.size(0);
-  ensure_shape(y_local_, {tokens, out_features_local_}, weight_.value.device());
+  ensure_shape(y_local_, {tokens, out_features_local_}, weight_.value.device(), x.dtype());
   if (bias_) {  // y_local = x W_local^T + b_local, the bias in the GEMM's epilogue where fused
-    ops::linear_forward(x, weight_.value, bias_->value, y_local_);
+    ops::linear_forward(x, weight_.compute(), bias_->compute(), y_local_);
   } else {
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.value, 0.0f, y_local_);
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x, weight_.compute(), 0.0f, y_local_);
   }
   if (!gather_output_) return y_local_;
-  ensure_shape(y_full_, {tokens, spec_.out_features}, weight_.value.device());
+  ensure_shape(y_full_, {tokens, spec_.out_features}, weight_.value.device(), x.dtype());
   gather_from_tp_forward(y_local_, y_full_, tp_);  // all-gather of the last dim over tp
   return y_full_;
 }
@@ -72,15 +72,15 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
 const Tensor& ColumnParallelLinear::local_grad(const Tensor& dy) {
   if (!gather_output_) return dy;
   // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)
-  ensure_shape(dy_local_, {dy.size(0), out_features_local_}, weight_.value.device());
+  ensure_shape(dy_local_, {dy.size(0), out_features_local_}, weight_.value.device(), dy.dtype());
   gather_from_tp_backward(dy, dy_local_, tp_);
   return dy_local_;
 }
 
 void ColumnParallelLinear::backward_input(const Tensor& dy, Tensor& dx, bool accumulate) {
   // dx (partial over tp) = dy_local W_local  ([tokens, out/tp] x [out/tp, in])
-  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, local_grad(dy), weight_.value, accumulate ? 1.0f : 0.0f,
-            dx);
+  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, local_grad(dy), weight_.compute(),
+            accumulate ? 1.0f : 0.0f, dx);
 }
 
 void ColumnParallelLinear::backward_weights(const Tensor& dy) {
@@ -95,7 +95,7 @@ void ColumnParallelLinear::backward_weights(const Tensor& dy) {
 }
 
 const Tensor& ColumnParallelLinear::backward(const Tensor& dy) {
-  ensure_shape(dx_, x_.shape(), weight_.value.device());
+  ensure_shape(dx_, x_.shape(), weight_.value.device(), x_.dtype());
   backward_input(dy, dx_, /*accumulate=*/false);
   // [f bwd] all-reduce partial input gradients over tp, while the weight gradients compute
   std::unique_ptr<PendingCollective> reducing = tp_.start_all_reduce_sum(dx_);

@@ -99,6 +99,16 @@ std::unique_ptr<GptModel> GptModel::make_replica() {
   return replica;
 }
 
+void GptModel::set_compute_dtype(DType dtype) {
+  for (Parameter* p : parameters()) p->set_compute_dtype(dtype);
+  compute_dtype_ = dtype;
+}
+
+void GptModel::refresh_compute_copies() {
+  if (compute_dtype_ == DType::kF32) return;
+  for (Parameter* p : parameters()) p->refresh_compute();
+}
+
 void GptModel::share_parameters_of(GptModel& owner) {
   const std::vector<Parameter*> mine = parameters(), theirs = owner.parameters();
   bool same = mine.size() == theirs.size();
@@ -111,8 +121,10 @@ void GptModel::share_parameters_of(GptModel& owner) {
   for (size_t i = 0; i < mine.size(); ++i) {
     mine[i]->value = theirs[i]->value;  // handles onto the owner's storage
     mine[i]->grad = theirs[i]->grad;
+    mine[i]->compute_copy = theirs[i]->compute_copy;
   }
   device_ = owner.device_;
+  compute_dtype_ = owner.compute_dtype_;
 }
 
 void GptModel::require_whole_model(const char* what) const {
@@ -170,7 +182,7 @@ GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, 
 const Tensor& GptModel::embed(const std::vector<int32_t>& ids, int64_t batch, int64_t seq) {
   // ids: [tokens] -> x: [tokens, d_model]            one all-reduce (embedding's [g fwd])
   const Tensor& embedded = embedding_->forward(ids);
-  ensure_shape(x_, embedded.shape(), embedded.device());
+  ensure_shape(x_, embedded.shape(), embedded.device(), embedded.dtype());
   x_.copy_from(embedded);
   if (positions_) positions_->forward(x_, batch, seq);
   if (!sequence_parallel_) return x_;
@@ -189,7 +201,8 @@ CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<in
     logits_local_ = lm_head_->forward(normed);  // column-parallel: no communication
   } else {
     // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
-    ensure_shape(logits_local_, {normed.size(0), embedding_->vocab_size_local()}, normed.device());
+    ensure_shape(logits_local_, {normed.size(0), embedding_->vocab_size_local()}, normed.device(),
+                 normed.dtype());
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
               logits_local_);
   }
@@ -254,11 +267,11 @@ const Tensor& GptModel::forward_cached_stage(const std::vector<int32_t>& ids, co
   if (stage_.is_first()) {
     // ids: [tokens] -> x: [tokens, d_model]          one all-reduce (embedding's [g fwd])
     const Tensor& embedded = embedding_->forward(ids);
-    ensure_shape(x_, embedded.shape(), embedded.device());
+    ensure_shape(x_, embedded.shape(), embedded.device(), embedded.dtype());
     x_.copy_from(embedded);
     if (positions_) {  // wpe's rows at each token's own position
-      ensure_shape(position_rows_, x_.shape(), x_.device());
-      ops::embedding_forward(rows.positions(), 0, positions_->weight().value, position_rows_);
+      ensure_shape(position_rows_, x_.shape(), x_.device(), x_.dtype());
+      ops::embedding_forward(rows.positions(), 0, positions_->weight().compute(), position_rows_);
       ops::add_into(x_, position_rows_);
     }
     h = &x_;
@@ -276,7 +289,8 @@ const Tensor& GptModel::forward_cached_stage(const std::vector<int32_t>& ids, co
   if (lm_head_) {
     logits_local_ = lm_head_->forward(normed);
   } else {
-    ensure_shape(logits_local_, {batch, embedding_->vocab_size_local()}, normed.device());
+    ensure_shape(logits_local_, {batch, embedding_->vocab_size_local()}, normed.device(),
+                 normed.dtype());
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
               logits_local_);
   }
@@ -329,7 +343,7 @@ const Tensor& GptModel::head_backward() {
 void GptModel::embedding_backward(const Tensor& dx_blocks) {
   const Tensor* dx = &dx_blocks;
   if (sequence_parallel_) {  // the embeddings were whole: gather dx's row blocks
-    ensure_shape(dx_, x_.shape(), x_.device());
+    ensure_shape(dx_, x_.shape(), x_.device(), dx_blocks.dtype());
     tp_.all_gather(*dx, dx_);
     dx = &dx_;
   }

@@ -32,10 +32,10 @@ const Tensor& LayerNorm::forward(const Tensor& x) {
   require_tokens_by(x, d_, weight_.name, "x");
   const int64_t tokens = x.size(0);
   x_ = x;
-  ensure_shape(y_, {tokens, d_}, weight_.value.device());
+  ensure_shape(y_, {tokens, d_}, weight_.value.device(), x.dtype());
   ensure_shape(mean_, {tokens}, weight_.value.device());
   ensure_shape(rstd_, {tokens}, weight_.value.device());
-  ops::layer_norm_forward(x_, weight_.value, bias_.value, eps_, y_, mean_, rstd_);
+  ops::layer_norm_forward(x_, weight_.compute(), bias_.compute(), eps_, y_, mean_, rstd_);
   return y_;
 }
 
@@ -47,8 +47,8 @@ const Tensor& LayerNorm::backward(const Tensor& dy) {
     throw InternalError("[layer_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
                         " must match the forward input " + shape_to_string(x_.shape()));
   }
-  ensure_shape(dx_, dy.shape(), weight_.value.device());
-  ops::layer_norm_backward(x_, weight_.value, mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);
+  ensure_shape(dx_, dy.shape(), weight_.value.device(), dy.dtype());
+  ops::layer_norm_backward(x_, weight_.compute(), mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);
   return dx_;
 }
 

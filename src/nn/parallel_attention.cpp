@@ -180,8 +180,8 @@ const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, i
       ensure_shape(sin_, {seq, hd / 2}, q.device());
       ops::rope_table(seq, inverse_frequencies(config_), cos_, sin_);
     }
-    ensure_shape(q_rot_, q.shape(), q.device());
-    ensure_shape(k_rot_, k.shape(), k.device());
+    ensure_shape(q_rot_, q.shape(), q.device(), q.dtype());
+    ensure_shape(k_rot_, k.shape(), k.device(), k.dtype());
     ops::rope_forward(q, cos_, sin_, q_rot_);
     ops::rope_forward(k, cos_, sin_, k_rot_);
   }
@@ -189,7 +189,7 @@ const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, i
   // fused kernel's [batch, n_head_local, seq]), attn_out: [tokens, n_head_local*hd]
   ensure_shape(saved_, ops::attention_saved_shape(q.device(), {batch, n_head_local_, seq, hd}),
                q.device());
-  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
+  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device(), q.dtype());
   ops::attention_forward(config_.rope ? q_rot_ : q, config_.rope ? k_rot_ : k, v, config_.window,
                          saved_, attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
@@ -231,8 +231,8 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
     ensure_shape(sin_rows_, {tokens, hd / 2}, q.device());
     ops::embedding_forward(positions, 0, cos_cached_, cos_rows_);  // a row gather
     ops::embedding_forward(positions, 0, sin_cached_, sin_rows_);
-    ensure_shape(q_rot_, q.shape(), q.device());
-    ensure_shape(k_rot_, k.shape(), k.device());
+    ensure_shape(q_rot_, q.shape(), q.device(), q.dtype());
+    ensure_shape(k_rot_, k.shape(), k.device(), k.dtype());
     ops::rope_forward(q, cos_rows_, sin_rows_, q_rot_);  // one "sequence" of tokens rows
     ops::rope_forward(k, cos_rows_, sin_rows_, k_rot_);
   }
@@ -240,7 +240,7 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
   ops::kv_cache_append(config_.rope ? k_rot_ : k, rows, k_cache);
   ops::kv_cache_append(v, rows, v_cache);
   ensure_shape(scores_, {tokens, n_head_local_, capacity}, q.device());
-  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device());
+  ensure_shape(attn_out_, {tokens, n_head_local_ * hd}, q.device(), q.dtype());
   ops::cached_attention(config_.rope ? q_rot_ : q, k_cache, v_cache, rows, config_.window, scores_,
                         attn_out_);
   // attn_out: [tokens, n_head_local*hd] -> y: [tokens, d_model]
@@ -259,9 +259,9 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   const Tensor& d_attn = o_proj_.backward(dy);
   const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
   const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
-  ensure_shape(dq_, q.shape(), q.device());
-  ensure_shape(dk_, k.shape(), k.device());
-  ensure_shape(dv_, k.shape(), k.device());
+  ensure_shape(dq_, q.shape(), q.device(), d_attn.dtype());
+  ensure_shape(dk_, k.shape(), k.device(), d_attn.dtype());
+  ensure_shape(dv_, k.shape(), k.device(), d_attn.dtype());
   {  // scratch lives for this call only: one layer's at a time (on a GPU the
      // dP/dS or dQ shares go back to the cache for the next layer)
     Tensor scratch = Tensor::empty(ops::attention_backward_scratch_shape(

@@ -54,7 +54,7 @@ const Tensor& ParallelMLP::forward(const Tensor& x_given) {
   // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
   const Tensor& x = input_.forward(x_given);  // none, or an all-gather of the token blocks
   const Tensor& up = up_.forward(x);          // no communication
-  ensure_shape(hidden_, up.shape(), up.device());
+  ensure_shape(hidden_, up.shape(), up.device(), up.dtype());
   if (gate_) {
     ops::swiglu_forward(gate_->forward(x), up, hidden_);
   } else {
@@ -66,10 +66,10 @@ const Tensor& ParallelMLP::forward(const Tensor& x_given) {
 const Tensor& ParallelMLP::backward(const Tensor& dy) {
   // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
   const Tensor& d_hidden = down_.backward(dy);
-  ensure_shape(d_up_, d_hidden.shape(), d_hidden.device());
+  ensure_shape(d_up_, d_hidden.shape(), d_hidden.device(), d_hidden.dtype());
   Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
   if (gate_) {
-    ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device());
+    ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device(), d_hidden.dtype());
     ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
     // Both branches read the same x: sum their partial dx, then reduce once.
     gate_->backward_input(d_gate_, dx, /*accumulate=*/false);

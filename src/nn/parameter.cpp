@@ -26,6 +26,20 @@ Parameter::Parameter(std::string name_, ShardSpec shard_, const Init& init, uint
 void Parameter::to(Device device) {
   value = value.to(device);
   grad = grad.to(device);
+  if (compute_copy.owns_storage()) compute_copy = compute_copy.to(device);
+}
+
+void Parameter::set_compute_dtype(DType dtype) {
+  if (dtype == DType::kF32) {
+    compute_copy = Tensor();
+    return;
+  }
+  compute_copy = Tensor::empty(value.shape(), value.device(), dtype);
+  refresh_compute();
+}
+
+void Parameter::refresh_compute() {
+  if (compute_copy.owns_storage()) ops::convert(value, compute_copy);
 }
 
 void fill_shard(Tensor& local, const ShardSpec& shard, const Init& init, uint64_t seed,

@@ -28,7 +28,7 @@ void PositionEmbedding::forward(Tensor& x, int64_t batch, int64_t seq) {
                             std::to_string(max_positions()) + "). Use a shorter --seq-len.");
   }
   require_tokens(x, batch, seq);
-  ops::position_embedding_forward(x, weight_.value, seq);  // row t is at position t % seq
+  ops::position_embedding_forward(x, weight_.compute(), seq);  // row t is at position t % seq
 }
 
 void PositionEmbedding::backward(const Tensor& dx, int64_t batch, int64_t seq) {

@@ -31,9 +31,9 @@ const Tensor& RMSNorm::forward(const Tensor& x) {
   require_tokens_by(x, d_, weight_.name, "x");
   const int64_t tokens = x.size(0);
   x_ = x;
-  ensure_shape(y_, {tokens, d_}, weight_.value.device());
+  ensure_shape(y_, {tokens, d_}, weight_.value.device(), x.dtype());
   ensure_shape(rstd_, {tokens}, weight_.value.device());
-  ops::rms_norm_forward(x_, weight_.value, eps_, y_, rstd_);
+  ops::rms_norm_forward(x_, weight_.compute(), eps_, y_, rstd_);
   return y_;
 }
 
@@ -45,8 +45,8 @@ const Tensor& RMSNorm::backward(const Tensor& dy) {
     throw InternalError("[rms_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
                         " must match the forward input " + shape_to_string(x_.shape()));
   }
-  ensure_shape(dx_, dy.shape(), weight_.value.device());
-  ops::rms_norm_backward(x_, weight_.value, rstd_, dy, dx_, weight_.grad);
+  ensure_shape(dx_, dy.shape(), weight_.value.device(), dy.dtype());
+  ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx_, weight_.grad);
   return dx_;
 }
 

@@ -44,7 +44,7 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   if (input_is_parallel_) {
     x_local_ = x;  // x: [tokens, in/tp], already sharded by a column-parallel layer
   } else {
-    ensure_shape(x_local_, {tokens, in_features_local_}, weight_.value.device());
+    ensure_shape(x_local_, {tokens, in_features_local_}, weight_.value.device(), x.dtype());
     scatter_to_tp_forward(x, x_local_, tp_);  // x: [tokens, in] -> my slice, no communication
   }
   // partial y = x_local W_local^T  ([tokens, in/tp] x [in/tp, out])
@@ -52,18 +52,18 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   if (sequence_parallel_) {
     require_tokens_divisible(tokens, tp_.size(), "row_parallel_linear");
     // Summed into my token block at once: one partial-output buffer serves every layer.
-    Tensor& partial =
-        shared_buffer("row_parallel.partial_output", {tokens, spec_.out_features}, device);
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, partial);
-    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, device);
+    Tensor& partial = shared_buffer("row_parallel.partial_output", {tokens, spec_.out_features},
+                                    device, x.dtype());
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.compute(), 0.0f, partial);
+    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, device, x.dtype());
     reduce_scatter_to_sp_forward(partial, y_local_, tp_);  // sum, keep my token block
-    if (bias_) ops::add_bias(y_local_, bias_->value);
+    if (bias_) ops::add_bias(y_local_, bias_->compute());
     return y_local_;
   }
-  ensure_shape(y_, {tokens, spec_.out_features}, device);
-  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.value, 0.0f, y_);
-  tp_.all_reduce_sum(y_);                      // [g fwd] all-reduce partial outputs over tp
-  if (bias_) ops::add_bias(y_, bias_->value);  // once, after the sum
+  ensure_shape(y_, {tokens, spec_.out_features}, device, x.dtype());
+  ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.compute(), 0.0f, y_);
+  tp_.all_reduce_sum(y_);                          // [g fwd] all-reduce partial outputs over tp
+  if (bias_) ops::add_bias(y_, bias_->compute());  // once, after the sum
   return y_;
 }
 
@@ -75,9 +75,9 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   const Tensor* dy_ptr = &dy_given;
   if (sequence_parallel_) {
     // Used within this call only: one buffer serves every layer.
-    Tensor& dy_full =
-        shared_buffer("row_parallel.gathered_grad",
-                      {dy_given.size(0) * tp_.size(), spec_.out_features}, dy_given.device());
+    Tensor& dy_full = shared_buffer("row_parallel.gathered_grad",
+                                    {dy_given.size(0) * tp_.size(), spec_.out_features},
+                                    dy_given.device(), dy_given.dtype());
     reduce_scatter_to_sp_backward(dy_given, dy_full, tp_);  // all-gather dy's token blocks
     dy_ptr = &dy_full;
   }
@@ -90,10 +90,10 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
     ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x_local_, 1.0f, weight_.grad);
   }
   // dx_local = dy W_local  ([tokens, out] x [out, in/tp])
-  ensure_shape(dx_local_, {dy.size(0), in_features_local_}, weight_.value.device());
-  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.value, 0.0f, dx_local_);
+  ensure_shape(dx_local_, {dy.size(0), in_features_local_}, weight_.value.device(), dy.dtype());
+  ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.compute(), 0.0f, dx_local_);
   if (input_is_parallel_) return dx_local_;
-  ensure_shape(dx_full_, {dy.size(0), spec_.in_features}, weight_.value.device());
+  ensure_shape(dx_full_, {dy.size(0), spec_.in_features}, weight_.value.device(), dy.dtype());
   scatter_to_tp_backward(dx_local_, dx_full_, tp_);  // all-gather of the last dim over tp
   return dx_full_;
 }

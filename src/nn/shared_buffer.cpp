@@ -6,11 +6,11 @@
 
 namespace colrow {
 
-Tensor& shared_buffer(const std::string& role, const Shape& shape, Device device) {
+Tensor& shared_buffer(const std::string& role, const Shape& shape, Device device, DType dtype) {
   // std::map nodes never move: references stay valid as buffers are added.
-  static std::map<std::tuple<std::string, Shape, std::string>, Tensor> buffers;
-  Tensor& t = buffers[{role, shape, device.str()}];
-  if (!t.owns_storage()) t = Tensor::empty(shape, device);
+  static std::map<std::tuple<std::string, Shape, std::string, DType>, Tensor> buffers;
+  Tensor& t = buffers[{role, shape, device.str(), dtype}];
+  if (!t.owns_storage()) t = Tensor::empty(shape, device, dtype);
   return t;
 }
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "colrow/core/error.h"
@@ -20,16 +21,16 @@ struct SharedGatherBuffer {
 
 namespace {
 
-// One per shape and device, for the life of the program (map nodes never move).
-SharedGatherBuffer& shared_gather(const Shape& shape, Device device) {
-  static std::map<std::pair<Shape, std::string>, SharedGatherBuffer> buffers;
-  auto found = buffers.find({shape, device.str()});
+// One per shape, device and dtype, for the life of the program (map nodes never move).
+SharedGatherBuffer& shared_gather(const Shape& shape, Device device, DType dtype) {
+  static std::map<std::tuple<Shape, std::string, DType>, SharedGatherBuffer> buffers;
+  const auto key = std::make_tuple(shape, device.str(), dtype);
+  auto found = buffers.find(key);
   if (found == buffers.end()) {
-    found =
-        buffers
-            .emplace(std::make_pair(shape, device.str()),
-                     SharedGatherBuffer{shared_buffer("tp_region.gathered_input", shape, device)})
-            .first;
+    found = buffers
+                .emplace(key, SharedGatherBuffer{shared_buffer("tp_region.gathered_input", shape,
+                                                               device, dtype)})
+                .first;
   }
   return found->second;
 }
@@ -47,7 +48,7 @@ TpRegionInput::TpRegionInput(Communicator& tp, bool sequence_parallel, bool over
 const Tensor& TpRegionInput::forward(const Tensor& x) {
   x_ = x;
   if (!sequence_parallel_) return x;  // [f fwd] identity: x is replicated over tp
-  gathered_ = &shared_gather({x.size(0) * tp_.size(), x.size(1)}, x.device());
+  gathered_ = &shared_gather({x.size(0) * tp_.size(), x.size(1)}, x.device(), x.dtype());
   gathered_->holder = id_;
   gather_from_sp_forward(x, gathered_->data, tp_);  // all-gather the token blocks
   return gathered_->data;
@@ -69,19 +70,20 @@ void TpRegionInput::finish(std::unique_ptr<PendingCollective>& pending) {
 Tensor& TpRegionInput::partial_grad() {
   COLROW_CHECK(x_.ndim() == 2, "TpRegionInput::partial_grad before forward");
   if (!sequence_parallel_) {
-    ensure_shape(dx_, x_.shape(), x_.device());
+    ensure_shape(dx_, x_.shape(), x_.device(), x_.dtype());
     return dx_;
   }
   start_gather();  // runs during the input-gradient GEMMs
   // Reduce-scattered before the next region's backward starts: one buffer for all.
-  dx_ = shared_buffer("tp_region.partial_grad", {x_.size(0) * tp_.size(), x_.size(1)}, x_.device());
+  dx_ = shared_buffer("tp_region.partial_grad", {x_.size(0) * tp_.size(), x_.size(1)}, x_.device(),
+                      x_.dtype());
   return dx_;
 }
 
 void TpRegionInput::reduce_partial_grad() {
   finish(gathering_);  // one collective at a time on tp
   if (sequence_parallel_) {
-    ensure_shape(dx_local_, x_.shape(), x_.device());
+    ensure_shape(dx_local_, x_.shape(), x_.device(), x_.dtype());
     // reduce-scatter to my token block (gather_from_sp's backward)
     reducing_ = tp_.start_reduce_scatter_sum(dx_, dx_local_);
   } else {

@@ -78,8 +78,8 @@ TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, 
 }
 
 const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
-  ensure_shape(h_, x.shape(), x.device());
-  ensure_shape(y_, x.shape(), x.device());
+  ensure_shape(h_, x.shape(), x.device(), x.dtype());
+  ensure_shape(y_, x.shape(), x.device(), x.dtype());
   // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
   ops::add(x, attention_.forward(norm_1_.forward(x), batch, seq), h_);
   // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
@@ -89,8 +89,8 @@ const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t 
 
 const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows& rows,
                                                Tensor& k_cache, Tensor& v_cache) {
-  ensure_shape(h_, x.shape(), x.device());
-  ensure_shape(y_, x.shape(), x.device());
+  ensure_shape(h_, x.shape(), x.device(), x.dtype());
+  ensure_shape(y_, x.shape(), x.device(), x.dtype());
   // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
   ops::add(x, attention_.forward_cached(norm_1_.forward(x), rows, k_cache, v_cache), h_);
   // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
@@ -99,8 +99,8 @@ const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows&
 }
 
 const Tensor& TransformerBlock::backward(const Tensor& dy) {
-  ensure_shape(dh_, dy.shape(), dy.device());
-  ensure_shape(dx_, dy.shape(), dy.device());
+  ensure_shape(dh_, dy.shape(), dy.device(), dy.dtype());
+  ensure_shape(dx_, dy.shape(), dy.device(), dy.dtype());
   // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
   ops::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
   // dx = dh + norm_1'(attention'(dh))   one all-reduce, in attention's input gradient

@@ -82,8 +82,9 @@ const Tensor& VocabParallelEmbedding::forward(const std::vector<int32_t>& ids) {
   ids_ = ids;
   const int64_t tokens = static_cast<int64_t>(ids.size()), d = d_model_;
   // ids: [tokens] -> y: [tokens, d_model], my rows or zero (Megatron's input mask)
-  ensure_shape(y_, {tokens, d}, weight_.value.device());
-  ops::embedding_forward(ids, vocab_start_, weight_.value, y_);
+  // The activations start here, in the dtype of the weights' compute copy.
+  ensure_shape(y_, {tokens, d}, weight_.value.device(), weight_.compute().dtype());
+  ops::embedding_forward(ids, vocab_start_, weight_.compute(), y_);
   tp_.all_reduce_sum(
       y_);  // [g fwd] all-reduce over tp: each row comes from the one rank owning its id
   return y_;

@@ -19,6 +19,15 @@ kernels::AttentionKernel parse_attention_kernel(const std::string& text) {
 
 }  // namespace
 
+void require_pipeline_dtype(const Placement& placement, int pp) {
+  if (pp > 1 && placement.dtype != DType::kF32) {
+    throw ConfigError("[dtype] dtype (" + std::string(dtype_name(placement.dtype)) + ") with pp (" +
+                      std::to_string(pp) +
+                      "): pipeline stages exchange fp32 activations only so far. Use --dtype fp32 "
+                      "with --pp, or --pp 1.");
+  }
+}
+
 Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   Placement p;
   const Device asked = parse_device(options.device);
@@ -37,6 +46,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   }
   check_comm_kind(p.comm, p.device);
   p.tf32 = options.tf32;
+  p.dtype = parse_dtype("--dtype", options.dtype);
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);
   kernels::backend_for(p.device).set_deterministic(options.deterministic);
   kernels::backend_for(p.device).set_attention_kernel(parse_attention_kernel(options.attention));

@@ -96,8 +96,9 @@ double training_flops_per_token(const ModelConfig& c, int64_t seq_len) {
 }
 
 std::string placement_text(const Placement& p, int threads) {
-  if (p.device.is_cpu()) return std::to_string(threads) + " thread(s)/rank";
-  return p.device.str() + (p.tf32 ? " (TF32 allowed)" : " (fp32)");
+  const std::string mixed = p.dtype == DType::kBF16 ? ", bf16 compute (fp32 masters)" : "";
+  if (p.device.is_cpu()) return std::to_string(threads) + " thread(s)/rank" + mixed;
+  return p.device.str() + (p.tf32 ? " (TF32 allowed)" : " (fp32)") + mixed;
 }
 
 std::string mib(double bytes) {
@@ -142,6 +143,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   TrainState state;
   state.seed = o.seed;
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
+  model.set_compute_dtype(placement.dtype);  // bf16: copies of the loaded or initial values
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
   const int64_t local_params = model.local_parameter_count();
@@ -206,6 +208,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     phase.emplace("optimizer step");
     // dp reduce, clip, update; no update anywhere when the norm is not finite
     const double grad_norm = optimizer.step(static_cast<float>(lr));
+    model.refresh_compute_copies();
     phase.reset();
     optimizer.zero_grad();
     ++state.step;

@@ -53,6 +53,17 @@ class GptModel {
   void to(Device device);
   Device device() const { return device_; }
 
+  // Mixed precision (Megatron's bf16, llm.c's): with kBF16 every parameter
+  // keeps its fp32 value (the master AdamW updates) and a bf16 copy the
+  // layers compute with; activations and their gradients are bf16, while
+  // norm statistics, softmax, the loss and the parameters' gradients stay
+  // fp32 (kernels/mixed_precision.h). kF32 (the default) drops the copies.
+  void set_compute_dtype(DType dtype);
+  DType compute_dtype() const { return compute_dtype_; }
+  // Renews the bf16 copies from the values: after an optimizer step or a
+  // load. A no-op in fp32.
+  void refresh_compute_copies();
+
   // ids, targets: [batch * seq], row-major by sequence; a target equal to
   // ignore_index (-100) does not count. Returns the per-token losses and
   // their mean over the counted tokens (the same on every rank). The whole
@@ -147,6 +158,7 @@ class GptModel {
   PipelineStage stage_;
   bool sequence_parallel_;
   Device device_;
+  DType compute_dtype_ = DType::kF32;
   int64_t padded_vocab_size_;
   // wte / model.embed_tokens: on the first stage, and on the last as the tied
   // head's copy (Parameter::pipeline_copy)

@@ -30,8 +30,12 @@ struct Init {
 struct Parameter {
   std::string name;  // Hugging Face-style, e.g. "h.0.mlp.c_fc.weight"
   ShardSpec shard;
-  Tensor value;  // local shard: shard.local_shape()
-  Tensor grad;   // same shape; backward accumulates into it
+  Tensor value;  // local shard: shard.local_shape(); the fp32 master in mixed precision
+  Tensor grad;   // same shape, fp32; backward accumulates into it
+  // Mixed precision (--dtype bf16): value rounded to bf16, what forward and
+  // backward read (compute()); undefined in fp32, where they read value.
+  // Made by set_compute_dtype, renewed by refresh_compute after each update.
+  Tensor compute_copy;
   // Replicated over tp but applied to this rank's block of tokens only
   // (sequence parallelism: norm weights, biases after a reduce-scatter), so
   // its gradient is partial over tp until the model sums it (Megatron's
@@ -46,8 +50,15 @@ struct Parameter {
   // Allocates value and grad (grad zeroed) on the CPU and fills value from `init`.
   Parameter(std::string name, ShardSpec shard, const Init& init, uint64_t seed);
   void zero_grad() { grad.zero(); }
-  // Moves value and grad to `device` (an explicit copy; nothing when already there).
+  // Moves value, grad and the compute copy to `device` (an explicit copy;
+  // nothing when already there).
   void to(Device device);
+  // The weights the layers compute with.
+  const Tensor& compute() const { return compute_copy.owns_storage() ? compute_copy : value; }
+  // kF32: layers read value; kBF16: a bf16 copy of value, made now.
+  void set_compute_dtype(DType dtype);
+  // compute_copy = value rounded, after value changed (an optimizer step, a load).
+  void refresh_compute();
 };
 
 // Writes into `local` the shard `shard` of the full tensor that `init` defines

@@ -49,8 +49,9 @@ class VocabParallelEmbedding {
   void backward(const Tensor& dy);
 
   Parameter& weight() { return weight_; }
-  // My shard [padded_vocab_size/tp, d_model], for a tied output layer.
-  const Tensor& weight_local() const { return weight_.value; }
+  // My shard [padded_vocab_size/tp, d_model] as the layers compute with it, for a tied output
+  // layer.
+  const Tensor& weight_local() const { return weight_.compute(); }
   std::vector<Parameter*> parameters() { return {&weight_}; }
   int64_t vocab_size() const { return vocab_size_; }
   int64_t padded_vocab_size() const { return padded_vocab_size_; }

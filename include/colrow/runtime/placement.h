@@ -20,6 +20,7 @@ struct DeviceOptions {
   bool tf32 = false;               // allow TF32 in fp32 GEMMs (GPUs only)
   bool deterministic = false;      // the same bits at any thread count (CPU only)
   std::string attention = "auto";  // auto | fused | plain: the causal attention kernel
+  std::string dtype = "fp32";      // fp32 | bf16: the layers' compute dtype (mixed precision)
 };
 
 // The resolved choice.
@@ -27,6 +28,7 @@ struct Placement {
   Device device;
   CommKind comm = CommKind::kAuto;
   bool tf32 = false;
+  DType dtype = DType::kF32;  // GptModel::set_compute_dtype
 };
 
 // This process in the job: the world, and its place among the ranks of its node.
@@ -41,6 +43,10 @@ struct Launch {
 // none can be used, --tf32 is given for the CPU, or --attention names no
 // kernel the device has. Applies the TF32 and attention choices.
 Placement resolve_placement(const DeviceOptions& options, int local_rank);
+
+// ConfigError for a bf16 compute dtype with pipeline stages (pp > 1): the
+// messages between stages carry fp32 only so far. Before anything is built.
+void require_pipeline_dtype(const Placement& placement, int pp);
 
 // Peak dense FLOP/s of `device` for fp32 GEMMs (TF32 when allowed), the
 // denominator of MFU; 0 when unknown (the CPU).
