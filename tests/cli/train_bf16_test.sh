@@ -1,6 +1,7 @@
 #!/bin/sh
 # --dtype bf16 (mixed precision) end to end on the CPU:
-#  - train at tp 1 and tp 2 follows the fp32 run's loss curve within 1% at
+#  - train at tp 1, tp 2 (also sequence parallel) and dp 2 (ZeRO-1) follows
+#    the fp32 run's loss curve within 1% at
 #    every step of 30 (bf16 rounds each activation to 2^-9; a wrong dtype or
 #    a stale weight copy shows as an O(1) difference within a few steps) and
 #    learns (the last loss far below the first);
@@ -23,6 +24,8 @@ common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-win
 run 1 train $common --metrics "$dir/f32.jsonl" --out "$dir/f32" > /dev/null
 run 1 train $common --dtype bf16 --metrics "$dir/bf16.jsonl" > /dev/null
 run 2 train $common --dtype bf16 --tp 2 --metrics "$dir/bf16-tp2.jsonl" > /dev/null
+run 2 train $common --dtype bf16 --tp 2 --sequence-parallel --metrics "$dir/bf16-sp2.jsonl" > /dev/null
+run 2 train $common --dtype bf16 --tp 1 --dp 2 --batch 2 --metrics "$dir/bf16-dp2.jsonl" > /dev/null
 run 1 train $common --dtype bf16 --stop-after 15 --out "$dir/resumed" > /dev/null
 run 1 train $common --dtype bf16 --resume "$dir/resumed" --metrics "$dir/resumed.jsonl" > /dev/null
 python3 - "$dir" <<'PY'
@@ -30,7 +33,7 @@ import json, sys
 d = sys.argv[1]
 curve = lambda name: [json.loads(l) for l in open(f"{d}/{name}.jsonl")]
 f32 = curve("f32")
-for name in ["bf16", "bf16-tp2"]:
+for name in ["bf16", "bf16-tp2", "bf16-sp2", "bf16-dp2"]:
     c = curve(name)
     assert len(c) == 30, name
     for a, b in zip(f32, c):
