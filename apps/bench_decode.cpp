@@ -129,7 +129,8 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   Tensor totals = Tensor::from_vector({2}, {static_cast<float>(model.local_parameter_count()),
                                             static_cast<float>(kv_bytes_per_position)});
   world.all_reduce_sum(totals);
-  const double weight_bytes = 4.0 * totals.data()[0];
+  // The weights decoding reads: the bf16 copies in mixed precision.
+  const double weight_bytes = static_cast<double>(dtype_bytes(placement.dtype)) * totals.data()[0];
   const double kv_position_bytes = totals.data()[1];
   auto floor_ms = [&](double context) {
     return 1e3 * (weight_bytes + o.batch * context * kv_position_bytes) / bandwidth;

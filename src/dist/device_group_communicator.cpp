@@ -68,7 +68,7 @@ void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
   require_contiguous(out, "all_gather", name());
   collective_checks::require_gather_sizes(in, out, size(), name());
   if (size() == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));  // queued, on the GPU
     return;
   }
   if (in.numel() == 0) return;
@@ -88,7 +88,7 @@ void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) 
   require_contiguous(out, "reduce_scatter_sum", name());
   collective_checks::require_scatter_sizes(in, out, size(), name());
   if (size() == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));  // queued, device to device
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));  // queued, on the GPU
     return;
   }
   if (out.numel() == 0) return;

@@ -88,8 +88,9 @@ class Backend {
   virtual void set_deterministic(bool on) = 0;
   // ConfigError where this backend has no fused attention and kFused is asked.
   virtual void set_attention_kernel(AttentionKernel kernel) = 0;
-  // Peak dense FLOP/s of fp32 GEMMs on `device` (TF32 when allowed); 0 when unknown.
-  virtual double peak_flops(Device device) = 0;
+  // Peak dense FLOP/s of GEMMs with `dtype` operands on `device` (fp32: TF32
+  // when allowed); 0 when unknown.
+  virtual double peak_flops(Device device, DType dtype) = 0;
 
   // --- GEMM (kernels/cpu/gemm.h): c = alpha op(a) op(b) + beta c
   virtual void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b,

@@ -234,6 +234,7 @@ void load_checkpoint(GptModel& model, const std::string& dir) {
       checkpoint_bindings(model), dir + "/" + kWeightsFile,
       [](Parameter& p) -> Tensor& { return p.value; }, model.config().family == ModelFamily::kGpt2,
       model.tp());
+  model.refresh_compute_copies();  // mixed precision: the copies of the loaded values
 }
 
 void save_checkpoint(GptModel& model, const std::string& dir, Communicator& tp,

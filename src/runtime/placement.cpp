@@ -54,7 +54,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
 }
 
 double peak_flops(const Placement& placement) {
-  return kernels::backend_for(placement.device).peak_flops(placement.device);
+  return kernels::backend_for(placement.device).peak_flops(placement.device, placement.dtype);
 }
 
 }  // namespace colrow

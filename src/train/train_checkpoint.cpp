@@ -215,6 +215,7 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
     load_tensors(
         bindings, step_dir + "/" + kMasterWeights, [](Parameter& p) -> Tensor& { return p.value; },
         false, model.tp());
+    model.refresh_compute_copies();
   } else {
     load_checkpoint(model, step_dir);
   }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/nn/column_parallel_linear.h"
 #include "colrow/nn/parameter.h"
 #include "colrow/nn/row_parallel_linear.h"
@@ -200,6 +201,29 @@ TEST(ParameterTest, FreshGradientsAreZero) {
   for (float v : layer.weight().grad.to_vector()) EXPECT_EQ(v, 0.0f);
   for (float v : layer.bias()->grad.to_vector()) EXPECT_EQ(v, 0.0f);
   EXPECT_EQ(layer.weight().grad.shape(), layer.weight().value.shape());
+}
+
+// Mixed precision: the compute copy is the value rounded to bf16, made by
+// set_compute_dtype; it does not follow the value by itself (an optimizer
+// step writes the value only) until refresh_compute; kF32 drops it.
+TEST(ParameterTest, ComputeCopyIsTheRoundedValueUntilTheValueChanges) {
+  Parameter p("w", ShardSpec::replicated({3, 5}), Init::normal(1.0f), 3);
+  EXPECT_EQ(&p.compute(), &p.value);
+  p.set_compute_dtype(DType::kBF16);
+  auto rounded = [](const Tensor& t) {
+    std::vector<float> v = t.to_vector();
+    for (float& x : v) x = bf16_to_float(float_to_bf16(x));
+    return v;
+  };
+  ASSERT_EQ(p.compute().dtype(), DType::kBF16);
+  EXPECT_EQ(p.compute().to_vector(), rounded(p.value));
+  const std::vector<float> before = p.compute().to_vector();
+  p.value.fill(0.1f);  // as an update would
+  EXPECT_EQ(p.compute().to_vector(), before);
+  p.refresh_compute();
+  EXPECT_EQ(p.compute().to_vector(), rounded(p.value));
+  p.set_compute_dtype(DType::kF32);
+  EXPECT_EQ(&p.compute(), &p.value);
 }
 
 }  // namespace

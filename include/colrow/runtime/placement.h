@@ -48,8 +48,8 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank);
 // messages between stages carry fp32 only so far. Before anything is built.
 void require_pipeline_dtype(const Placement& placement, int pp);
 
-// Peak dense FLOP/s of `device` for fp32 GEMMs (TF32 when allowed), the
-// denominator of MFU; 0 when unknown (the CPU).
+// Peak dense FLOP/s of `device` for GEMMs in the placement's dtype (fp32:
+// TF32 when allowed), the denominator of MFU; 0 when unknown (the CPU).
 double peak_flops(const Placement& placement);
 
 }  // namespace colrow

@@ -17,7 +17,7 @@ void copy_whole(const Tensor& in, Tensor& out, const char* what) {
                         "tensors of one element count, got " + shape_to_string(in.shape()) +
                         " and " + shape_to_string(out.shape()));
   }
-  if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+  if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
 }
 
 [[noreturn]] void no_peer(const char* what, const char* role, int peer, const std::string& group) {

@@ -42,7 +42,7 @@ class CpuBackend final : public Backend {
   }
   // Unknown: OpenBLAS's rate depends on the cores, their vector units and
   // clocks, which colrow does not model; bench mlp measures it instead.
-  double peak_flops(Device) override { return 0.0; }
+  double peak_flops(Device, DType) override { return 0.0; }
 
   void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
             Tensor& c) override {

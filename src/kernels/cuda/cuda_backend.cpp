@@ -38,8 +38,8 @@ class CudaBackend final : public Backend {
     }
   }
   void set_attention_kernel(AttentionKernel kernel) override { attention_kernel_ = kernel; }
-  double peak_flops(Device device) override {
-    return ::colrow::cuda::peak_fp32_flops(device.index);
+  double peak_flops(Device device, DType dtype) override {
+    return ::colrow::cuda::peak_gemm_flops(device.index, dtype);
   }
 
   void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,

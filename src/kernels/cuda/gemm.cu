@@ -49,7 +49,11 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
   if (m == 0 || n == 0) return;
   const int device = cuda_device_of("gemm", {&a, &b, &c});
   if (a.dtype() == DType::kBF16) {
-    if (k == 0) {  // c = beta c, in fp32, rounded back
+    if (k == 0) {  // c = beta c: in fp32 (rounded back into a bf16 c)
+      if (c.dtype() == DType::kF32) {
+        gemm(trans_a, trans_b, alpha, as_f32(a), as_f32(b), beta, c);
+        return;
+      }
       Tensor c32 = as_f32(c);
       gemm(trans_a, trans_b, alpha, as_f32(a), as_f32(b), beta, c32);
       store_converted(c32, c);
