@@ -23,6 +23,8 @@ Allocator& allocator(int index);
 void copy(const Tensor& src, Tensor& dst);
 // t = value, t on a GPU (any 2-d view with a contiguous last dim).
 void fill(Tensor& t, float value);
+// dst = src across fp32 and bf16 (Tensor::convert_from), both contiguous on one GPU.
+void convert(const Tensor& src, Tensor& dst);
 void synchronize(int index);
 
 // Timestamps queued on GPU `index`'s compute stream (CUDA events), for

@@ -8,6 +8,7 @@
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/device_runtime.h"
+#include "kernels/cpu/parallel.h"
 
 namespace colrow {
 namespace {
@@ -242,6 +243,34 @@ void Tensor::fill(float value) {
     fill_elements(shape_, strides_, data(), value);
   } else {
     fill_elements(shape_, strides_, bf16_data(), float_to_bf16(value));
+  }
+}
+
+void Tensor::convert_from(const Tensor& src) {
+  if (src.shape_ != shape_ || !src.is_contiguous() || !is_contiguous() || src.device_ != device_) {
+    throw InternalError("[tensor] convert from " + shape_to_string(src.shape_) + " on " +
+                        src.device_.str() + " into " + shape_to_string(shape_) + " on " +
+                        device_.str() + ": one shape, contiguous, one device");
+  }
+  if (src.dtype_ == dtype_) {
+    copy_from(src);
+    return;
+  }
+  if (!device_.is_cpu()) {
+    device_runtime::convert(src, *this);
+    return;
+  }
+  const int64_t n = numel();
+  if (src.dtype_ == DType::kF32) {
+    const float* x = src.data();
+    uint16_t* y = bf16_data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > kernels::cpu::kParallelElements)
+    for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
+  } else {
+    const uint16_t* x = src.bf16_data();
+    float* y = data();
+#pragma omp parallel for simd schedule(static) if (parallel : n > kernels::cpu::kParallelElements)
+    for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(x[i]);
   }
 }
 

@@ -8,20 +8,19 @@
 #pragma once
 
 #include "colrow/core/tensor.h"
-#include "kernels/mixed_precision.h"
-#include "kernels/ops.h"
+#include "kernels/mixed_precision.h"  // header only: dist links no kernels
 
 namespace colrow::dist {
 
-struct OpsConvert {
-  void operator()(const Tensor& src, Tensor& dst) const { ops::convert(src, dst); }
+struct TensorConvert {
+  void operator()(const Tensor& src, Tensor& dst) const { dst.convert_from(src); }
 };
 
 // In place (all-reduce, broadcast): false, having done nothing, when x is fp32.
 template <typename Collective>
 bool on_fp32_wire(Tensor& x, Collective&& collective) {
   if (x.dtype() == DType::kF32) return false;
-  kernels::Fp32Operands<OpsConvert> f(OpsConvert{});
+  kernels::Fp32Operands<TensorConvert> f(TensorConvert{});
   collective(f.inout(x));
   f.store();
   return true;
@@ -31,7 +30,7 @@ bool on_fp32_wire(Tensor& x, Collective&& collective) {
 template <typename Collective>
 bool on_fp32_wire(const Tensor& in, Tensor& out, Collective&& collective) {
   if (in.dtype() == DType::kF32 && out.dtype() == DType::kF32) return false;
-  kernels::Fp32Operands<OpsConvert> f(OpsConvert{});
+  kernels::Fp32Operands<TensorConvert> f(TensorConvert{});
   collective(f.in(in), f.out(out));
   f.store();
   return true;

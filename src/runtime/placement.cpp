@@ -19,15 +19,6 @@ kernels::AttentionKernel parse_attention_kernel(const std::string& text) {
 
 }  // namespace
 
-void require_pipeline_dtype(const Placement& placement, int pp) {
-  if (pp > 1 && placement.dtype != DType::kF32) {
-    throw ConfigError("[dtype] dtype (" + std::string(dtype_name(placement.dtype)) + ") with pp (" +
-                      std::to_string(pp) +
-                      "): pipeline stages exchange fp32 activations only so far. Use --dtype fp32 "
-                      "with --pp, or --pp 1.");
-  }
-}
-
 Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   Placement p;
   const Device asked = parse_device(options.device);

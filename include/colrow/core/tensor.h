@@ -23,7 +23,6 @@ namespace colrow {
 
 using Shape = std::vector<int64_t>;
 
-
 std::string shape_to_string(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 
@@ -109,6 +108,11 @@ class Tensor {
   void copy_from(const Tensor& src);
   // Every element = value (rounded to nearest even in a bf16 tensor).
   void fill(float value);
+  // Element-wise from a tensor of the same shape, both contiguous and on one
+  // device, across dtypes: fp32 -> bf16 rounds to nearest even
+  // (core/bfloat16.h, the GPU bit for bit), bf16 -> fp32 is exact, the same
+  // dtype copies. What ops::convert and the collectives' bf16 wire run.
+  void convert_from(const Tensor& src);
   void zero() { fill(0.0f); }
 
  private:

@@ -44,10 +44,6 @@ struct Launch {
 // kernel the device has. Applies the TF32 and attention choices.
 Placement resolve_placement(const DeviceOptions& options, int local_rank);
 
-// ConfigError for a bf16 compute dtype with pipeline stages (pp > 1): the
-// messages between stages carry fp32 only so far. Before anything is built.
-void require_pipeline_dtype(const Placement& placement, int pp);
-
 // Peak dense FLOP/s of `device` for GEMMs in the placement's dtype (fp32:
 // TF32 when allowed), the denominator of MFU; 0 when unknown (the CPU).
 double peak_flops(const Placement& placement);

@@ -116,6 +116,25 @@ __global__ void fill_rows(T* data, int64_t rows, int64_t cols, int64_t ld, T val
   if (i < rows * cols) data[(i / cols) * ld + i % cols] = value;
 }
 
+// core/bfloat16.h's rounding on the GPU, bit for bit: cuda_bf16.h's
+// __float2bfloat16_rn differs on NaN payloads (it returns the canonical NaN).
+__device__ uint16_t round_to_bf16(float f) {
+  uint32_t bits = __float_as_uint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+__global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = round_to_bf16(x[i]);
+}
+
+__global__ void to_f32_kernel(const uint16_t* x, float* y, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = __uint_as_float(static_cast<uint32_t>(x[i]) << 16);
+}
+
 // rows, cols and the row stride of a tensor seen as a 2-d matrix whose rows
 // are contiguous; InternalError for other layouts.
 struct Matrix {
@@ -213,6 +232,20 @@ void fill(Tensor& t, float value) {
   } else {
     fill_rows<<<blocks, kThreads, 0, stream>>>(t.bf16_data(), m.rows, m.cols, m.ld,
                                                float_to_bf16(value));
+  }
+  COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void convert(const Tensor& src, Tensor& dst) {
+  const int64_t n = src.numel();
+  if (n == 0) return;
+  cudaStream_t stream = cuda::compute_stream(dst.device().index);
+  constexpr int kThreads = 256;
+  const unsigned blocks = cuda::blocks_for(n, kThreads);
+  if (src.dtype() == DType::kF32) {
+    to_bf16_kernel<<<blocks, kThreads, 0, stream>>>(src.data(), dst.bf16_data(), n);
+  } else {
+    to_f32_kernel<<<blocks, kThreads, 0, stream>>>(src.bf16_data(), dst.data(), n);
   }
   COLROW_CUDA_CHECK_LAUNCH();
 }

@@ -40,6 +40,10 @@ void fill(Tensor&, float) {
   not_built("filling a GPU tensor");
 }
 
+void convert(const Tensor&, Tensor&) {
+  not_built("converting a GPU tensor");
+}
+
 void synchronize(int) {}
 
 Mark create_mark(int index) {

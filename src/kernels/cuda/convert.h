@@ -1,6 +1,6 @@
-// CUDA twin of kernels/cpu/convert.h: dst = src across fp32 and bf16, one
-// thread per element, rounding to nearest even like the CPU (bitwise equal).
-// Contiguous, one shape.
+// CUDA twin of kernels/cpu/convert.h: dst = src across fp32 and bf16
+// (Tensor::convert_from's kernel: one thread per element, rounding to nearest
+// even like the CPU, bitwise equal). Contiguous, one shape.
 #pragma once
 
 #include "colrow/core/tensor.h"
