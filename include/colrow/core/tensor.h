@@ -103,8 +103,8 @@ class Tensor {
 
   // Element-wise copy from a tensor of the same shape and dtype (either may be
   // strided: any view on the CPU, 2-d views with a contiguous last dim across
-  // devices), from any device to any device. Changing dtype rounds, so it is
-  // arithmetic: ops::convert.
+  // devices), from any device to any device. Changing dtype rounds:
+  // convert_from.
   void copy_from(const Tensor& src);
   // Every element = value (rounded to nearest even in a bf16 tensor).
   void fill(float value);
