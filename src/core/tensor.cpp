@@ -134,7 +134,7 @@ Tensor Tensor::wrap(float* data, const Shape& shape) {
 void Tensor::wrong_dtype(DType wanted) const {
   throw InternalError(std::string("[tensor] a ") + dtype_name(dtype_) + " tensor " +
                       shape_to_string(shape_) + " read as " + dtype_name(wanted) +
-                      ": convert it with ops::convert first");
+                      ": convert it with to(DType) first");
 }
 
 int Tensor::normalize_dim(int dim) const {
@@ -199,14 +199,18 @@ Tensor Tensor::to(Device device) const {
   return t;
 }
 
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == dtype_) return *this;
+  Tensor t = empty(shape_, device_, dtype);
+  t.convert_from(is_contiguous() ? *this : clone());
+  return t;
+}
+
 std::vector<float> Tensor::to_vector() const {
-  // One copy at most: to() of a GPU tensor is already a contiguous host copy.
-  const Tensor c = !device_.is_cpu() ? to(Device::cpu()) : is_contiguous() ? *this : clone();
-  if (dtype_ == DType::kF32) return std::vector<float>(c.data(), c.data() + c.numel());
-  std::vector<float> out(static_cast<size_t>(c.numel()));
-  const uint16_t* h = c.bf16_data();
-  for (size_t i = 0; i < out.size(); ++i) out[i] = bf16_to_float(h[i]);
-  return out;
+  // to() of a GPU tensor is already a contiguous host copy, and widening one.
+  Tensor c = to(Device::cpu()).to(DType::kF32);
+  if (!c.is_contiguous()) c = c.clone();
+  return std::vector<float>(c.data(), c.data() + c.numel());
 }
 
 void Tensor::copy_from(const Tensor& src) {
@@ -217,7 +221,7 @@ void Tensor::copy_from(const Tensor& src) {
   if (src.dtype_ != dtype_) {
     throw InternalError(std::string("[tensor] copy from ") + dtype_name(src.dtype_) + " into " +
                         dtype_name(dtype_) + " " + shape_to_string(shape_) +
-                        ": a copy keeps the dtype; ops::convert changes it");
+                        ": a copy keeps the dtype; convert_from changes it");
   }
   if (!device_.is_cpu() || !src.device_.is_cpu()) {
     device_runtime::copy(src, *this);

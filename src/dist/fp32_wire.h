@@ -12,15 +12,11 @@
 
 namespace colrow::dist {
 
-struct TensorConvert {
-  void operator()(const Tensor& src, Tensor& dst) const { dst.convert_from(src); }
-};
-
 // In place (all-reduce, broadcast): false, having done nothing, when x is fp32.
 template <typename Collective>
 bool on_fp32_wire(Tensor& x, Collective&& collective) {
   if (x.dtype() == DType::kF32) return false;
-  kernels::Fp32Operands<TensorConvert> f(TensorConvert{});
+  kernels::Fp32Operands f;
   collective(f.inout(x));
   f.store();
   return true;
@@ -30,7 +26,7 @@ bool on_fp32_wire(Tensor& x, Collective&& collective) {
 template <typename Collective>
 bool on_fp32_wire(const Tensor& in, Tensor& out, Collective&& collective) {
   if (in.dtype() == DType::kF32 && out.dtype() == DType::kF32) return false;
-  kernels::Fp32Operands<TensorConvert> f(TensorConvert{});
+  kernels::Fp32Operands f;
   collective(f.in(in), f.out(out));
   f.store();
   return true;

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "colrow/core/error.h"
-#include "kernels/ops.h"
 
 namespace colrow {
 namespace {
@@ -163,12 +162,8 @@ std::vector<int32_t> pick_next_tokens(const Tensor& logits_local, int64_t vocab_
     throw ConfigError("[generate] padded vocabulary (" + std::to_string(local * tp.size()) +
                       ") must stay below 2^24 for exact ids in the token exchange.");
   }
-  Tensor logits = logits_local.to(Device::cpu());  // the tensor itself on the CPU
-  if (logits.dtype() != DType::kF32) {  // mixed precision: sampled in fp32, widened exactly
-    Tensor wide = Tensor::empty(logits.shape());
-    ops::convert(logits.is_contiguous() ? logits : logits.clone(), wide);
-    logits = wide;
-  }
+  // The tensor itself on the CPU in fp32; mixed precision's bf16 logits widened exactly.
+  const Tensor logits = logits_local.to(Device::cpu()).to(DType::kF32);
   const VocabShard shard = vocab_shard(local, tp.rank(), vocab_size);
   if (o.sampling.temperature == 0.0f) return greedy_tokens(logits, shard, tp);
   return sampled_tokens(logits, shard, vocab_size, tp, o, steps);

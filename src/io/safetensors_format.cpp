@@ -113,20 +113,6 @@ void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst) {
   throw InternalError("[safetensors] decode_to_f32 called for a dtype colrow cannot read");
 }
 
-void encode_from_f32(DType dtype, const float* src, int64_t n, void* dst) {
-  if (dtype == DType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));  // little-endian host
-    return;
-  }
-  unsigned char* bytes = static_cast<unsigned char*>(dst);
-#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = float_to_bf16(src[i]);
-    bytes[2 * i] = static_cast<unsigned char>(h & 0xff);
-    bytes[2 * i + 1] = static_cast<unsigned char>(h >> 8);
-  }
-}
-
 WriterLayout writer_layout(const std::string& path,
                            const std::vector<std::pair<std::string, Shape>>& entries,
                            const std::map<std::string, std::string>& metadata, DType dtype) {

@@ -41,10 +41,6 @@ float f16_to_f32(uint16_t bits);
 // n little-endian elements at `src` -> dst: [n] fp32. encoding != kUnreadable.
 void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst);
 
-// n fp32 values -> n little-endian elements of `dtype` at dst (F32: the same
-// bytes; BF16: rounded to nearest even, core/bfloat16.h).
-void encode_from_f32(DType dtype, const float* src, int64_t n, void* dst);
-
 // What colrow's writer puts in a file: every tensor in one dtype.
 struct WriterLayout {
   std::string head;                 // the file's first bytes: length field, JSON, space padding

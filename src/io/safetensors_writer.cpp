@@ -306,14 +306,8 @@ void SafetensorsWriter::write_region(Entry& e, const Region& region, const Tenso
   const int64_t count = merged ? std::min<int64_t>(region.count, 1) : region.count;
   const int64_t length = merged ? region.numel() : region.length;
   const int64_t element = dtype_bytes(dtype_);
-  std::vector<unsigned char> encoded;  // the runs in the file's dtype, when not fp32
-  if (dtype_ != DType::kF32) {
-    encoded.resize(static_cast<size_t>(runs.numel() * element));
-    safetensors::encode_from_f32(dtype_, runs.data(), runs.numel(), encoded.data());
-  }
-  const unsigned char* bytes = dtype_ == DType::kF32
-                                   ? static_cast<const unsigned char*>(runs.raw_data())
-                                   : encoded.data();
+  const Tensor stored = runs.to(dtype_);  // the file's dtype (little-endian host: its bytes)
+  const auto* bytes = static_cast<const unsigned char*>(stored.raw_data());
   for (int64_t r = 0; r < count && io_failure_.stage == kNone; ++r) {
     const uint64_t offset =
         data_start_ + e.info.begin + (region.first + r * region.stride) * element;

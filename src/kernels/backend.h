@@ -183,9 +183,6 @@ class Backend {
   virtual double sum_of_squares(const std::vector<Tensor>& parts) = 0;
   virtual void divide(Tensor& x, float divisor) = 0;
 
-  // --- element types (kernels/cpu/convert.h): dst = src, rounding to bf16
-  virtual void convert(const Tensor& src, Tensor& dst) = 0;
-
   // --- initialization (kernels/cpu/init.h): local = the shard of the full
   // random tensor, drawn by full index, identical for any tp
   virtual void fill_random(Tensor& local, const RandomFill& fill) = 0;

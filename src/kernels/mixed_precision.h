@@ -6,7 +6,8 @@
 // the GEMMs and linear layers take them natively (tensor cores), with the same
 // numbers up to the order of their fp32 sums. Native bf16 kernels of other
 // operations must give what this pattern gives, within their summation order.
-// `Convert` is a device's conversion: convert(src, dst), both contiguous.
+// The conversions are core's (Tensor::to(DType), Tensor::convert_from), the
+// same on every device, so this header is all there is to it.
 #pragma once
 
 #include <list>
@@ -17,67 +18,51 @@
 
 namespace colrow::kernels {
 
-// t itself when fp32; else a contiguous fp32 copy of any view of it.
-template <typename Convert>
-Tensor widened(const Tensor& t, Convert&& convert) {
-  if (t.dtype() == DType::kF32) return t;
-  Tensor wide = Tensor::empty(t.shape(), t.device());
-  convert(t.is_contiguous() ? t : t.clone(), wide);
-  return wide;
-}
-
 // dst (any dtype; contiguous, or a view copy_from can write) = src (fp32),
 // rounded once.
-template <typename Convert>
-void store_rounded(const Tensor& src, Tensor& dst, Convert&& convert) {
-  if (dst.dtype() == DType::kF32) {
-    dst.copy_from(src);
-    return;
-  }
-  const Tensor flat = src.is_contiguous() ? src : src.clone();
+inline void store_rounded(const Tensor& src, Tensor& dst) {
   if (dst.is_contiguous()) {
-    convert(flat, dst);
-    return;
+    dst.convert_from(src.is_contiguous() ? src : src.clone());
+  } else {
+    dst.copy_from(src.to(dst.dtype()));
   }
-  Tensor narrow = Tensor::empty(dst.shape(), dst.device(), dst.dtype());
-  convert(flat, narrow);
-  dst.copy_from(narrow);
 }
 
 // The fp32 operands of one kernel call: fp32 tensors pass through untouched
 // (no copy, no allocation); bf16 ones are widened copies, and store() rounds
 // the outputs' results back into them.
-//   Fp32Operands f(convert);
+//   Fp32Operands f;
 //   kernel(f.in(x), f.out(y), f.inout(accumulator));
 //   f.store();
-template <typename Convert>
 class Fp32Operands {
  public:
-  explicit Fp32Operands(Convert convert) : convert_(std::move(convert)) {}
-
   const Tensor& in(const Tensor& t) {
     if (t.dtype() == DType::kF32) return t;
-    return temporaries_.emplace_back(widened(t, convert_));
+    return temporaries_.emplace_back(t.to(DType::kF32));
   }
   // An output the kernel overwrites.
   Tensor& out(Tensor& t) {
     if (t.dtype() == DType::kF32) return t;
-    outputs_.emplace_back(&temporaries_.emplace_back(Tensor::empty(t.shape(), t.device())), &t);
-    return temporaries_.back();
+    return keep_result(Tensor::empty(t.shape(), t.device()), t);
   }
   // An output the kernel reads and updates (accumulates into).
   Tensor& inout(Tensor& t) {
     if (t.dtype() == DType::kF32) return t;
-    outputs_.emplace_back(&temporaries_.emplace_back(widened(t, convert_)), &t);
-    return temporaries_.back();
+    return keep_result(t.to(DType::kF32), t);
   }
   void store() {
-    for (auto& [result, target] : outputs_) store_rounded(*result, *target, convert_);
+    for (auto& [result, target] : outputs_) store_rounded(*result, *target);
     outputs_.clear();
   }
 
  private:
-  Convert convert_;
+  // The fp32 buffer the kernel writes for `target`, stored into it by store().
+  Tensor& keep_result(Tensor wide, Tensor& target) {
+    Tensor& result = temporaries_.emplace_back(std::move(wide));
+    outputs_.emplace_back(&result, &target);
+    return result;
+  }
+
   std::list<Tensor> temporaries_;  // stable references; empty (no allocation) when all are fp32
   std::vector<std::pair<Tensor*, Tensor*>> outputs_;
 };

@@ -1,7 +1,7 @@
 // Device checks and dispatch for kernels/ops.h; every operation is timed
 // under `--profile` (kernels/op_profile.h). bf16 operands reach the backends'
 // fp32 kernels through kernels/mixed_precision.h, except where a backend takes
-// them natively (the GEMMs, the linear layers, convert).
+// them natively (the GEMMs, the linear layers).
 #include "kernels/ops.h"
 
 #include "kernels/mixed_precision.h"
@@ -32,19 +32,12 @@ TimedBackend on(const char* what, Device device, std::initializer_list<const Ten
   return {{what, device}, kernels::backend_for(device)};
 }
 
-// The backend's conversion, for kernels::Fp32Operands.
-struct BackendConvert {
-  kernels::Backend* backend;
-  void operator()(const Tensor& src, Tensor& dst) const { backend->convert(src, dst); }
-};
-using Fp32Operands = kernels::Fp32Operands<BackendConvert>;
-
 // An operation's timed backend and the fp32 operands of its kernel.
 struct Call {
   Call(const char* what, Device device, std::initializer_list<const Tensor*> tensors)
-      : backend(on(what, device, tensors)), f(BackendConvert{&backend.backend}) {}
+      : backend(on(what, device, tensors)) {}
   TimedBackend backend;
-  Fp32Operands f;
+  kernels::Fp32Operands f;
   kernels::Backend* operator->() { return &backend.backend; }
 };
 
@@ -282,7 +275,10 @@ void divide(Tensor& x, float divisor) {
 }
 
 void convert(const Tensor& src, Tensor& dst) {
-  on("convert", dst.device(), {&src, &dst})->convert(src, dst);
+  // The rounding is core's (Tensor::convert_from), the same on every device.
+  const kernels::OpScope scope("convert", dst.device());
+  require_device("convert", dst.device(), {&src, &dst});
+  dst.convert_from(src);
 }
 
 void fill_random(Tensor& local, const RandomFill& fill) {

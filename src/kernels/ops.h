@@ -3,7 +3,7 @@
 // (kernels/backend.h). Shapes and formulas: the kernels/cpu header of the same
 // name (gemm.h, linear.h, bias.h, activation.h, norm.h, residual.h, rope.h,
 // attention.h, kv_cache.h, embedding.h, cross_entropy.h, adamw.h, reduce.h,
-// convert.h, init.h).
+// init.h); convert is Tensor::convert_from, timed as an op.
 #pragma once
 
 #include "kernels/backend.h"

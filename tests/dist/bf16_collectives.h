@@ -15,15 +15,12 @@
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/dist/communicator.h"
-#include "kernels/ops.h"
 
 namespace colrow::testing {
 
 inline Tensor bf16_of(const std::vector<float>& values, const Shape& shape,
                       Device device = Device::cpu()) {
-  Tensor h = Tensor::empty(shape, device, DType::kBF16);
-  ops::convert(Tensor::from_vector(shape, values).to(device), h);
-  return h;
+  return Tensor::from_vector(shape, values).to(device).to(DType::kBF16);
 }
 
 inline void check_bf16_collectives(Communicator& c, const std::string& what,

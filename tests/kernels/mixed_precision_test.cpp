@@ -14,22 +14,11 @@
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/ops.h"
 
 namespace colrow {
 namespace {
-
-struct CpuConvert {
-  void operator()(const Tensor& src, Tensor& dst) const { kernels::cpu::convert(src, dst); }
-};
-
-Tensor to_bf16(const Tensor& t) {
-  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
-  kernels::cpu::convert(t, h);
-  return h;
-}
 
 Tensor random_tensor(const Shape& shape, uint32_t seed) {
   std::mt19937 gen(seed);
@@ -47,7 +36,7 @@ std::vector<float> rounded(const Tensor& t) {
 }
 
 TEST(MixedPrecisionTest, Fp32OperandsPassThrough) {
-  kernels::Fp32Operands<CpuConvert> f(CpuConvert{});
+  kernels::Fp32Operands f;
   Tensor x = Tensor::zeros({3, 4});
   EXPECT_EQ(&f.in(x), &x);
   EXPECT_EQ(&f.out(x), &x);
@@ -59,12 +48,12 @@ TEST(MixedPrecisionTest, AccumulationRoundsTheSumOnce) {
   // db = 1 (bf16), dy = four rows of 2^-9, a quarter of bf16's ulp at 1: the
   // exact sum 1 + 2^-7 is a bf16 value. Rounding after each term would leave 1.
   Tensor db = Tensor::full({1}, 1.0f, Device::cpu(), DType::kBF16);
-  const Tensor dy = to_bf16(Tensor::full({4, 1}, 0x1p-9f));
+  const Tensor dy = Tensor::full({4, 1}, 0x1p-9f).to(DType::kBF16);
   ops::accumulate_bias_grad(dy, db);
   EXPECT_EQ(db.to_vector()[0], 1.0f + 0x1p-7f);
   // The same through inout() directly.
   Tensor acc = Tensor::full({1}, 1.0f, Device::cpu(), DType::kBF16);
-  kernels::Fp32Operands<CpuConvert> f(CpuConvert{});
+  kernels::Fp32Operands f;
   Tensor& wide = f.inout(acc);
   for (int i = 0; i < 4; ++i) wide.data()[0] += 0x1p-9f;
   f.store();
@@ -73,34 +62,35 @@ TEST(MixedPrecisionTest, AccumulationRoundsTheSumOnce) {
 
 TEST(MixedPrecisionTest, LayerNormOnBf16ActivationsRoundsTheFp32ResultOnce) {
   const int64_t tokens = 9, d = 70;
-  const Tensor x = to_bf16(random_tensor({tokens, d}, 1));
-  const Tensor gamma = to_bf16(random_tensor({d}, 2)), beta = to_bf16(random_tensor({d}, 3));
+  const Tensor x = random_tensor({tokens, d}, 1).to(DType::kBF16);
+  const Tensor gamma = random_tensor({d}, 2).to(DType::kBF16),
+               beta = random_tensor({d}, 3).to(DType::kBF16);
   Tensor y = Tensor::empty({tokens, d}, Device::cpu(), DType::kBF16);
   Tensor mean = Tensor::empty({tokens}), rstd = Tensor::empty({tokens});
   ops::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
   // The fp32 kernel on the same (bf16-exact) values.
   Tensor y32 = Tensor::empty({tokens, d}), mean32 = Tensor::empty({tokens});
   Tensor rstd32 = Tensor::empty({tokens});
-  kernels::cpu::layer_norm_forward(kernels::cpu::as_f32(x), kernels::cpu::as_f32(gamma),
-                                   kernels::cpu::as_f32(beta), 1e-5f, y32, mean32, rstd32);
+  kernels::cpu::layer_norm_forward(x.to(DType::kF32), gamma.to(DType::kF32), beta.to(DType::kF32),
+                                   1e-5f, y32, mean32, rstd32);
   EXPECT_EQ(y.to_vector(), rounded(y32));
   EXPECT_EQ(mean.to_vector(), mean32.to_vector());  // statistics stay fp32
   EXPECT_EQ(rstd.to_vector(), rstd32.to_vector());
   // Backward: bf16 dy and dx, fp32 parameter gradients accumulated.
-  const Tensor dy = to_bf16(random_tensor({tokens, d}, 4));
+  const Tensor dy = random_tensor({tokens, d}, 4).to(DType::kBF16);
   Tensor dx = Tensor::empty({tokens, d}, Device::cpu(), DType::kBF16);
   Tensor dgamma = random_tensor({d}, 5), dbeta = random_tensor({d}, 6);
   Tensor dgamma32 = dgamma.clone(), dbeta32 = dbeta.clone(), dx32 = Tensor::empty({tokens, d});
   ops::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
-  kernels::cpu::layer_norm_backward(kernels::cpu::as_f32(x), kernels::cpu::as_f32(gamma), mean32,
-                                    rstd32, kernels::cpu::as_f32(dy), dx32, dgamma32, dbeta32);
+  kernels::cpu::layer_norm_backward(x.to(DType::kF32), gamma.to(DType::kF32), mean32, rstd32,
+                                    dy.to(DType::kF32), dx32, dgamma32, dbeta32);
   EXPECT_EQ(dx.to_vector(), rounded(dx32));
   EXPECT_EQ(dgamma.to_vector(), dgamma32.to_vector());
   EXPECT_EQ(dbeta.to_vector(), dbeta32.to_vector());
 }
 
 TEST(MixedPrecisionTest, GeluIntoABf16ColumnBlock) {
-  const Tensor x = to_bf16(random_tensor({5, 8}, 7));
+  const Tensor x = random_tensor({5, 8}, 7).to(DType::kBF16);
   Tensor wide = Tensor::full({5, 24}, 3.0f, Device::cpu(), DType::kBF16);
   Tensor block = wide.slice(1, 8, 8);
   Tensor block_copy = Tensor::empty({5, 8}, Device::cpu(), DType::kBF16);
@@ -108,7 +98,7 @@ TEST(MixedPrecisionTest, GeluIntoABf16ColumnBlock) {
   // gelu_forward wants contiguous operands; the block is written through a copy.
   block.copy_from(block_copy);
   Tensor y32 = Tensor::empty({5, 8});
-  ops::gelu_forward(ops::GeluForm::kTanh, kernels::cpu::as_f32(x), y32);
+  ops::gelu_forward(ops::GeluForm::kTanh, x.to(DType::kF32), y32);
   EXPECT_EQ(block_copy.to_vector(), rounded(y32));
   const std::vector<float> all = wide.to_vector();
   for (int64_t i = 0; i < 5; ++i) {
@@ -119,13 +109,13 @@ TEST(MixedPrecisionTest, GeluIntoABf16ColumnBlock) {
     }
   }
   // store_rounded writes a strided view directly.
-  kernels::store_rounded(y32, block, CpuConvert{});
+  kernels::store_rounded(y32, block);
   EXPECT_EQ(block.clone().to_vector(), rounded(y32));
 }
 
 TEST(MixedPrecisionTest, CrossEntropyGradientOfBf16Logits) {
   const int64_t tokens = 6, vocab = 11;
-  const Tensor logits = to_bf16(random_tensor({tokens, vocab}, 8));
+  const Tensor logits = random_tensor({tokens, vocab}, 8).to(DType::kBF16);
   const std::vector<int32_t> targets = {0, 3, 10, -100, 5, 7};
   ops::CrossEntropyRows rows;
   rows.targets = &targets;
@@ -136,11 +126,11 @@ TEST(MixedPrecisionTest, CrossEntropyGradientOfBf16Logits) {
   ops::cross_entropy_local_max(logits, rows, max);
   ops::cross_entropy_sums(logits, rows, max, sum_exp, target_logit);
   const double loss = ops::cross_entropy_loss(sum_exp, target_logit, rows, losses);
-  const Tensor dloss = to_bf16(Tensor::full({tokens}, 0.5f));
+  const Tensor dloss = Tensor::full({tokens}, 0.5f).to(DType::kBF16);
   Tensor dlogits = Tensor::empty({tokens, vocab}, Device::cpu(), DType::kBF16);
   ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss, 1.0f, dlogits);
 
-  const Tensor wide = kernels::cpu::as_f32(logits);
+  const Tensor wide = logits.to(DType::kF32);
   Tensor max32 = Tensor::empty({tokens}), sum32 = Tensor::empty({tokens});
   Tensor target32 = Tensor::empty({tokens}), losses32 = Tensor::empty({tokens});
   ops::cross_entropy_local_max(wide, rows, max32);

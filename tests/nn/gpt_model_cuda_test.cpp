@@ -104,10 +104,7 @@ TEST(GptModelCuda, LossAndEveryGradientShardMatchTheCpu) {
       // Gradients that are zero in exact arithmetic (key biases: softmax ignores
       // a shift of every score) are pure rounding: they are measured against
       // 1e-3 of the model's largest gradient entry.
-      double largest = 0.0;
-      for (Parameter* p : on_cpu) {
-        for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
-      }
+      const double largest = testing::largest_gradient(on_cpu);
       for (size_t i = 0; i < on_gpu.size(); ++i) {
         ASSERT_EQ(on_gpu[i]->name, on_cpu[i]->name);
         EXPECT_EQ(on_gpu[i]->value.device(), testing::test_gpu()) << on_gpu[i]->name;
@@ -148,10 +145,7 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
     EXPECT_EQ(gpu.logits_local().dtype(), DType::kBF16);
     const std::vector<Parameter*> on_gpu = gpu.parameters(), on_cpu = cpu.parameters();
     const std::vector<Parameter*> reference = fp32.parameters();
-    double largest = 0.0;
-    for (Parameter* p : reference) {
-      for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
-    }
+    const double largest = testing::largest_gradient(reference);
     double gpu_from_cpu = 0.0, bf16_from_fp32 = 0.0;
     for (size_t i = 0; i < on_gpu.size(); ++i) {
       EXPECT_TRUE(bitwise_equal(on_gpu[i]->compute(), on_cpu[i]->compute())) << on_gpu[i]->name;

@@ -106,10 +106,7 @@ TEST(GptModelTest, ShardedMatchesUnshardedLossParametersAndGradients) {
     // score of a query equally, which softmax ignores): their fp32 values are
     // pure rounding, so errors are measured against at least 1e-3 of the
     // largest gradient entry of the model.
-    double largest = 0.0;
-    for (Parameter* p : full) {
-      for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
-    }
+    const double largest = testing::largest_gradient(full);
     for (size_t i = 0; i < mine.size(); ++i) {
       ASSERT_EQ(mine[i]->name, full[i]->name);
       const Comparison value = compare_shard(mine[i]->value, mine[i]->shard, full[i]->value);
@@ -151,10 +148,7 @@ TEST(GptModelTest, Bf16ComputeFollowsTheFp32ModelWithinBf16Rounding) {
     EXPECT_NE(out.mean, ref.mean);
     EXPECT_NEAR(out.mean, ref.mean, kBf16Loss * std::fabs(ref.mean));
     const std::vector<Parameter*> mine = mixed.parameters(), full = reference.parameters();
-    double largest = 0.0;
-    for (Parameter* p : full) {
-      for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
-    }
+    const double largest = testing::largest_gradient(full);
     double worst = 0.0;
     for (size_t i = 0; i < mine.size(); ++i) {
       const Parameter& p = *mine[i];

@@ -4,12 +4,15 @@
 // the helpers those tests all need.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
 #include "colrow/core/error.h"
 #include "colrow/nn/model_config.h"
+#include "colrow/nn/parameter.h"
 
 namespace colrow::testing {
 
@@ -105,6 +108,16 @@ inline std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t voc
   std::vector<int32_t> ids(count);
   for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
   return ids;
+}
+
+// The largest |gradient entry| over a model's parameters: the scale the
+// model tests measure gradient errors against.
+inline double largest_gradient(const std::vector<Parameter*>& parameters) {
+  double largest = 0.0;
+  for (const Parameter* p : parameters) {
+    for (float g : p->grad.to_vector()) largest = std::max(largest, std::fabs(double{g}));
+  }
+  return largest;
 }
 
 }  // namespace colrow::testing

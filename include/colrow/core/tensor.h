@@ -31,8 +31,8 @@ class Tensor {
   Tensor() = default;
 
   // Owning, from the device's allocator, uninitialized. bf16 tensors are made
-  // by ops::convert and read by the kernels that take them; data() is for
-  // fp32 tensors only (InternalError otherwise).
+  // by to(DType) or convert_from and read by the kernels that take them;
+  // data() is for fp32 tensors only (InternalError otherwise).
   static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor full(const Shape& shape, float value, Device device = Device::cpu(),
@@ -97,6 +97,9 @@ class Tensor {
   // A contiguous owning copy on `device`; this tensor itself when it already
   // lives there (shallow, like torch's .to()).
   Tensor to(Device device) const;
+  // A contiguous copy in `dtype` on the same device (convert_from's rounding);
+  // this tensor itself when it already has that dtype (shallow, like torch).
+  Tensor to(DType dtype) const;
   // The elements in row-major order, copied to the host from any device
   // (bf16 widened to fp32, exactly).
   std::vector<float> to_vector() const;

@@ -116,23 +116,15 @@ __global__ void fill_rows(T* data, int64_t rows, int64_t cols, int64_t ld, T val
   if (i < rows * cols) data[(i / cols) * ld + i % cols] = value;
 }
 
-// core/bfloat16.h's rounding on the GPU, bit for bit: cuda_bf16.h's
-// __float2bfloat16_rn differs on NaN payloads (it returns the canonical NaN).
-__device__ uint16_t round_to_bf16(float f) {
-  uint32_t bits = __float_as_uint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>(bits >> 16);
-}
-
+// core/bfloat16.h's own rounding, so that both devices give the same bits.
 __global__ void to_bf16_kernel(const float* x, uint16_t* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = round_to_bf16(x[i]);
+  if (i < n) y[i] = float_to_bf16(x[i]);
 }
 
 __global__ void to_f32_kernel(const uint16_t* x, float* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = __uint_as_float(static_cast<uint32_t>(x[i]) << 16);
+  if (i < n) y[i] = bf16_to_float(x[i]);
 }
 
 // rows, cols and the row stride of a tensor seen as a 2-d matrix whose rows

@@ -8,7 +8,6 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/bias.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/cross_entropy.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/gemm.h"
@@ -167,7 +166,6 @@ class CpuBackend final : public Backend {
     return cpu::sum_of_squares(parts);
   }
   void divide(Tensor& x, float divisor) override { cpu::divide(x, divisor); }
-  void convert(const Tensor& src, Tensor& dst) override { cpu::convert(src, dst); }
   void fill_random(Tensor& local, const RandomFill& fill) override {
     cpu::fill_random(local, fill);
   }

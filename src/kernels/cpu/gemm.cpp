@@ -10,7 +10,7 @@
 #include <atomic>
 
 #include "kernels/checks/gemm.h"
-#include "kernels/cpu/convert.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -56,14 +56,14 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // bf16 operands: their products are exact in fp32, so widening them and
     // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
     // c is widened (when beta reads it) and rounded back once.
-    const Tensor a32 = as_f32(a), b32 = as_f32(b);
+    const Tensor a32 = a.to(DType::kF32), b32 = b.to(DType::kF32);
     if (c.dtype() == DType::kF32) {
       gemm(trans_a, trans_b, alpha, a32, b32, beta, c);
       return;
     }
-    Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : as_f32(c);
+    Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : c.to(DType::kF32);
     gemm(trans_a, trans_b, alpha, a32, b32, beta, c32);
-    store_converted(c32, c);
+    store_rounded(c32, c);
     return;
   }
   if (k == 0) {  // c = beta c: an empty sum (BLAS would want lda >= 1)

@@ -3,8 +3,8 @@
 
 #include "kernels/checks/gemm.h"
 #include "kernels/cpu/bias.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cpu {
 
@@ -17,14 +17,14 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   }
   Tensor y32 = Tensor::empty(y.shape());  // fp32 sums, the bias, one rounding
   gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y32);
-  add_bias(y32, as_f32(b));
-  store_converted(y32, y);
+  add_bias(y32, b.to(DType::kF32));
+  store_rounded(y32, y);
 }
 
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
   check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(as_f32(dy), db);
+  accumulate_bias_grad(dy.to(DType::kF32), db);
 }
 
 }  // namespace colrow::kernels::cpu

@@ -8,7 +8,6 @@
 #include "kernels/cuda/adamw.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/bias.h"
-#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cross_entropy.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/device_peak.h"
@@ -179,7 +178,6 @@ class CudaBackend final : public Backend {
     return cuda::sum_of_squares(parts);
   }
   void divide(Tensor& x, float divisor) override { cuda::divide(x, divisor); }
-  void convert(const Tensor& src, Tensor& dst) override { cuda::convert(src, dst); }
   void fill_random(Tensor& local, const RandomFill& fill) override {
     cuda::fill_random(local, fill);
   }

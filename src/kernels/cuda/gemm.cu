@@ -12,9 +12,9 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/gemm.h"
-#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -50,13 +50,14 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
   const int device = cuda_device_of("gemm", {&a, &b, &c});
   if (a.dtype() == DType::kBF16) {
     if (k == 0) {  // c = beta c: in fp32 (rounded back into a bf16 c)
+      const Tensor a32 = a.to(DType::kF32), b32 = b.to(DType::kF32);
       if (c.dtype() == DType::kF32) {
-        gemm(trans_a, trans_b, alpha, as_f32(a), as_f32(b), beta, c);
+        gemm(trans_a, trans_b, alpha, a32, b32, beta, c);
         return;
       }
-      Tensor c32 = as_f32(c);
-      gemm(trans_a, trans_b, alpha, as_f32(a), as_f32(b), beta, c32);
-      store_converted(c32, c);
+      Tensor c32 = c.to(DType::kF32);
+      gemm(trans_a, trans_b, alpha, a32, b32, beta, c32);
+      store_rounded(c32, c);
       return;
     }
     // bf16 operands on the tensor cores, fp32 accumulation, c rounded once

@@ -24,11 +24,11 @@
 #include "kernels/checks/bias.h"
 #include "kernels/checks/gemm.h"
 #include "kernels/cuda/bias.h"
-#include "kernels/cuda/convert.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/residual.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -174,8 +174,8 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   }
   Tensor y32 = Tensor::empty(y.shape(), y.device());  // fp32 sums, the bias, one rounding
   gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y32);
-  add_bias(y32, as_f32(b));
-  store_converted(y32, y);
+  add_bias(y32, b.to(DType::kF32));
+  store_rounded(y32, y);
 }
 
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
@@ -194,7 +194,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
     note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads");
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(as_f32(dy), db);
+  accumulate_bias_grad(dy.to(DType::kF32), db);
 }
 
 }  // namespace colrow::kernels::cuda

@@ -17,7 +17,6 @@
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
-#include "kernels/cpu/convert.h"
 
 namespace colrow {
 namespace {
@@ -260,12 +259,6 @@ TEST(GemmTest, SmallIntegersAreBitwiseExact) {
   }
 }
 
-Tensor to_bf16(const Tensor& t) {
-  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
-  kernels::cpu::convert(t.is_contiguous() ? t : t.clone(), h);
-  return h;
-}
-
 TEST(GemmTest, Bf16OperandsSumInFp32AndRoundOnce) {
   // Integers in [-4, 4] are bf16-exact and their sums are exact in fp32 (see
   // above), but not all of them fit bf16's 8 significant bits: the rounding
@@ -282,9 +275,9 @@ TEST(GemmTest, Bf16OperandsSumInFp32AndRoundOnce) {
         fill_small_integers(c0, "hc");
         for (const Scaling& s : {Scaling{1.0f, 0.0f}, Scaling{2.0f, 1.0f}, Scaling{-1.0f, -2.0f}}) {
           const Reference r = reference_gemm(ta, tb, s.alpha, a, b, s.beta, c0);
-          Tensor c_half = to_bf16(c0), c_full = c0.clone();
-          gemm(ta, tb, s.alpha, to_bf16(a), to_bf16(b), s.beta, c_half);
-          gemm(ta, tb, s.alpha, to_bf16(a), to_bf16(b), s.beta, c_full);
+          Tensor c_half = c0.to(DType::kBF16), c_full = c0.clone();
+          gemm(ta, tb, s.alpha, a.to(DType::kBF16), b.to(DType::kBF16), s.beta, c_half);
+          gemm(ta, tb, s.alpha, a.to(DType::kBF16), b.to(DType::kBF16), s.beta, c_full);
           for (int64_t i = 0; i < d.m; ++i) {
             for (int64_t j = 0; j < d.n; ++j) {
               const double exact = r.value[i * d.n + j];
@@ -306,7 +299,7 @@ TEST(GemmTest, Bf16ColumnBlockOfCAndDtypeRules) {
   fill_small_integers(b, "bb");
   Tensor wide = Tensor::full({m, 3 * n}, 0.5f, Device::cpu(), DType::kBF16);
   Tensor block = wide.slice(1, n, n);  // strided
-  gemm(Trans::kNo, Trans::kNo, 1.0f, to_bf16(a), to_bf16(b), 0.0f, block);
+  gemm(Trans::kNo, Trans::kNo, 1.0f, a.to(DType::kBF16), b.to(DType::kBF16), 0.0f, block);
   const Reference r = reference_gemm(Trans::kNo, Trans::kNo, 1.0, a, b, 0.0, Tensor::zeros({m, n}));
   const std::vector<float> out = wide.to_vector();
   for (int64_t i = 0; i < m; ++i) {
@@ -319,8 +312,8 @@ TEST(GemmTest, Bf16ColumnBlockOfCAndDtypeRules) {
     }
   }
   // a and b share a dtype; c is bf16 only with bf16 operands.
-  Tensor c = Tensor::zeros({m, n}), c_half = to_bf16(c);
-  EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, to_bf16(a), b, 0.0f, c), InternalError);
+  Tensor c = Tensor::zeros({m, n}), c_half = c.to(DType::kBF16);
+  EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a.to(DType::kBF16), b, 0.0f, c), InternalError);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_half), InternalError);
 }
 

@@ -16,7 +16,6 @@
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
-#include "kernels/cpu/convert.h"
 
 namespace colrow {
 namespace {
@@ -53,20 +52,25 @@ TEST(CpuLinearTest, ForwardIsTheExactAffineMap) {
   }
 }
 
+// fp32 operands, and bf16 ones (small integers are bf16-exact): both
+// accumulate exactly into the fp32 gradients.
 TEST(CpuLinearTest, WeightGradsAccumulate) {
-  for (const Dims& d : kDims) {
-    const Tensor dy = small_integers({d.tokens, d.out}, 4), x = small_integers({d.tokens, d.in}, 5);
-    const Tensor dw0 = small_integers({d.out, d.in}, 6), db0 = small_integers({d.out}, 7);
-    Tensor dw = dw0.clone(), db = db0.clone();
-    kernels::cpu::linear_weight_grads(dy, x, dw, db);
-    for (int64_t o = 0; o < d.out; ++o) {
-      double want_b = db0.data()[o];
-      for (int64_t t = 0; t < d.tokens; ++t) want_b += dy(t, o);
-      ASSERT_EQ(db.data()[o], want_b) << "output " << o;
-      for (int64_t i = 0; i < d.in; ++i) {
-        double want = dw0(o, i);
-        for (int64_t t = 0; t < d.tokens; ++t) want += double{dy(t, o)} * x(t, i);
-        ASSERT_EQ(dw(o, i), want) << "output " << o << ", input " << i;
+  for (DType operands : {DType::kF32, DType::kBF16}) {
+    for (const Dims& d : kDims) {
+      const Tensor dy = small_integers({d.tokens, d.out}, 4),
+                   x = small_integers({d.tokens, d.in}, 5);
+      const Tensor dw0 = small_integers({d.out, d.in}, 6), db0 = small_integers({d.out}, 7);
+      Tensor dw = dw0.clone(), db = db0.clone();
+      kernels::cpu::linear_weight_grads(dy.to(operands), x.to(operands), dw, db);
+      for (int64_t o = 0; o < d.out; ++o) {
+        double want_b = db0.data()[o];
+        for (int64_t t = 0; t < d.tokens; ++t) want_b += dy(t, o);
+        ASSERT_EQ(db.data()[o], want_b) << dtype_name(operands) << ", output " << o;
+        for (int64_t i = 0; i < d.in; ++i) {
+          double want = dw0(o, i);
+          for (int64_t t = 0; t < d.tokens; ++t) want += double{dy(t, o)} * x(t, i);
+          ASSERT_EQ(dw(o, i), want) << dtype_name(operands) << ", output " << o << ", input " << i;
+        }
       }
     }
   }
@@ -101,12 +105,6 @@ TEST(CpuLinearTest, ShapeErrorsAreInternalErrors) {
   EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw, short_b), InternalError);
 }
 
-Tensor to_bf16(const Tensor& t) {
-  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
-  kernels::cpu::convert(t, h);
-  return h;
-}
-
 TEST(CpuLinearTest, Bf16ForwardRoundsTheExactAffineMapOnce) {
   for (const Dims& d : kDims) {
     const Tensor x = small_integers({d.tokens, d.in}, 11), w = small_integers({d.out, d.in}, 12);
@@ -115,7 +113,7 @@ TEST(CpuLinearTest, Bf16ForwardRoundsTheExactAffineMapOnce) {
     Tensor b = small_integers({d.out}, 13);
     for (int64_t o = 0; o < d.out; ++o) b.data()[o] += 0.25f;
     Tensor y = Tensor::full({d.tokens, d.out}, 99.0f, Device::cpu(), DType::kBF16);
-    kernels::cpu::linear_forward(to_bf16(x), to_bf16(w), to_bf16(b), y);
+    kernels::cpu::linear_forward(x.to(DType::kBF16), w.to(DType::kBF16), b.to(DType::kBF16), y);
     for (int64_t t = 0; t < d.tokens; ++t) {
       for (int64_t o = 0; o < d.out; ++o) {
         double want = b.data()[o];
@@ -127,34 +125,15 @@ TEST(CpuLinearTest, Bf16ForwardRoundsTheExactAffineMapOnce) {
   }
 }
 
-TEST(CpuLinearTest, Bf16WeightGradsAccumulateExactlyInFp32) {
-  for (const Dims& d : kDims) {
-    const Tensor dy = small_integers({d.tokens, d.out}, 14),
-                 x = small_integers({d.tokens, d.in}, 15);
-    const Tensor dw0 = small_integers({d.out, d.in}, 16), db0 = small_integers({d.out}, 17);
-    Tensor dw = dw0.clone(), db = db0.clone();
-    kernels::cpu::linear_weight_grads(to_bf16(dy), to_bf16(x), dw, db);
-    for (int64_t o = 0; o < d.out; ++o) {
-      double want_b = db0.data()[o];
-      for (int64_t t = 0; t < d.tokens; ++t) want_b += dy(t, o);
-      ASSERT_EQ(db.data()[o], want_b) << "output " << o;
-      for (int64_t i = 0; i < d.in; ++i) {
-        double want = dw0(o, i);
-        for (int64_t t = 0; t < d.tokens; ++t) want += double{dy(t, o)} * x(t, i);
-        ASSERT_EQ(dw(o, i), want) << "output " << o << ", input " << i;
-      }
-    }
-  }
-}
-
 TEST(CpuLinearTest, DtypeRules) {
-  const Tensor x = to_bf16(Tensor::zeros({4, 6})), w = to_bf16(Tensor::zeros({5, 6}));
+  const Tensor x = Tensor::zeros({4, 6}).to(DType::kBF16),
+               w = Tensor::zeros({5, 6}).to(DType::kBF16);
   const Tensor b = Tensor::zeros({5});  // fp32 bias with bf16 operands
   Tensor y = Tensor::empty({4, 5}, Device::cpu(), DType::kBF16), y32 = Tensor::empty({4, 5});
   EXPECT_THROW(kernels::cpu::linear_forward(x, w, b, y), InternalError);
-  EXPECT_THROW(kernels::cpu::linear_forward(x, w, to_bf16(b), y32), InternalError);
+  EXPECT_THROW(kernels::cpu::linear_forward(x, w, b.to(DType::kBF16), y32), InternalError);
   Tensor dw = Tensor::zeros({5, 6}), db = Tensor::zeros({5});
-  Tensor dw_half = to_bf16(dw), db_half = to_bf16(db);
+  Tensor dw_half = dw.to(DType::kBF16), db_half = db.to(DType::kBF16);
   EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw_half, db), InternalError);
   EXPECT_THROW(kernels::cpu::linear_weight_grads(y, x, dw, db_half), InternalError);
   EXPECT_NO_THROW(kernels::cpu::linear_weight_grads(y, x, dw, db));

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
@@ -147,24 +146,18 @@ TEST(CudaGemmTest, SmallIntegersAreBitwiseEqualToCpu) {
   }
 }
 
-Tensor to_bf16(const Tensor& t) {
-  Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
-  kernels::cpu::convert(t, h);
-  return h;
-}
-
 TEST(CudaGemmTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (const Dims& d : kDims) {
     for (Trans ta : kBoth) {
       for (Trans tb : kBoth) {
-        const Tensor a = to_bf16(random_integers(a_shape(ta, d.m, d.k), 31, 4));
-        const Tensor b = to_bf16(random_integers(b_shape(tb, d.k, d.n), 32, 4));
+        const Tensor a = random_integers(a_shape(ta, d.m, d.k), 31, 4).to(DType::kBF16);
+        const Tensor b = random_integers(b_shape(tb, d.k, d.n), 32, 4).to(DType::kBF16);
         const Tensor c0 = random_integers({d.m, d.n}, 33, 4);
         for (const Scaling& s : {Scaling{1.0f, 0.0f}, Scaling{2.0f, 1.0f}, Scaling{-1.0f, -2.0f}}) {
           for (DType c_dtype : {DType::kBF16, DType::kF32}) {
-            Tensor c_cpu = c_dtype == DType::kBF16 ? to_bf16(c0) : c0.clone();
+            Tensor c_cpu = c_dtype == DType::kBF16 ? c0.to(DType::kBF16) : c0.clone();
             Tensor c_gpu = c_cpu.to(gpu);
             kernels::cpu::gemm(ta, tb, s.alpha, a, b, s.beta, c_cpu);
             kernels::cuda::gemm(ta, tb, s.alpha, a.to(gpu), b.to(gpu), s.beta, c_gpu);
@@ -177,14 +170,15 @@ TEST(CudaGemmTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
     }
   }
   // A bf16 column block of a wider c, and k = 0 (c = beta c, rounded).
-  const Tensor a = to_bf16(random_integers({37, 29}, 34, 4));
-  const Tensor b = to_bf16(random_integers({29, 65}, 35, 4));
-  Tensor wide_cpu = to_bf16(random_integers({37, 200}, 36, 4)), wide_gpu = wide_cpu.to(gpu);
+  const Tensor a = random_integers({37, 29}, 34, 4).to(DType::kBF16);
+  const Tensor b = random_integers({29, 65}, 35, 4).to(DType::kBF16);
+  Tensor wide_cpu = random_integers({37, 200}, 36, 4).to(DType::kBF16), wide_gpu = wide_cpu.to(gpu);
   Tensor block_cpu = wide_cpu.slice(1, 70, 65), block_gpu = wide_gpu.slice(1, 70, 65);
   kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 1.0f, block_cpu);
   kernels::cuda::gemm(Trans::kNo, Trans::kNo, 1.0f, a.to(gpu), b.to(gpu), 1.0f, block_gpu);
   ASSERT_EQ(wide_gpu.to_vector(), wide_cpu.to_vector());
-  const Tensor a0 = to_bf16(Tensor::zeros({37, 0})), b0 = to_bf16(Tensor::zeros({0, 65}));
+  const Tensor a0 = Tensor::zeros({37, 0}).to(DType::kBF16),
+               b0 = Tensor::zeros({0, 65}).to(DType::kBF16);
   kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, a0, b0, 0.75f, block_cpu);
   kernels::cuda::gemm(Trans::kNo, Trans::kNo, 1.0f, a0.to(gpu), b0.to(gpu), 0.75f, block_gpu);
   ASSERT_EQ(wide_gpu.to_vector(), wide_cpu.to_vector());

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
@@ -194,21 +193,16 @@ TEST(CudaLinearTest, ShapeErrorsAreInternalErrors) {
 TEST(CudaLinearTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  auto to_bf16 = [](const Tensor& t) {
-    Tensor h = Tensor::empty(t.shape(), Device::cpu(), DType::kBF16);
-    kernels::cpu::convert(t, h);
-    return h;
-  };
   for (const Dims& d : kDims) {
-    const Tensor x = to_bf16(testing::random_integers({d.tokens, d.in}, 41, 4));
-    const Tensor w = to_bf16(testing::random_integers({d.out, d.in}, 42, 4));
-    const Tensor b = to_bf16(testing::random_integers({d.out}, 43, 4));
+    const Tensor x = testing::random_integers({d.tokens, d.in}, 41, 4).to(DType::kBF16);
+    const Tensor w = testing::random_integers({d.out, d.in}, 42, 4).to(DType::kBF16);
+    const Tensor b = testing::random_integers({d.out}, 43, 4).to(DType::kBF16);
     Tensor y_cpu = Tensor::empty({d.tokens, d.out}, Device::cpu(), DType::kBF16);
     Tensor y_gpu = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16);
     kernels::cpu::linear_forward(x, w, b, y_cpu);
     kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu);
     ASSERT_TRUE(same_bits(y_gpu, y_cpu)) << d.name();
-    const Tensor dy = to_bf16(testing::random_integers({d.tokens, d.out}, 44, 4));
+    const Tensor dy = testing::random_integers({d.tokens, d.out}, 44, 4).to(DType::kBF16);
     Tensor dw_cpu = testing::random_integers({d.out, d.in}, 45, 4);
     Tensor db_cpu = testing::random_integers({d.out}, 46, 4);
     Tensor dw_gpu = dw_cpu.to(gpu), db_gpu = db_cpu.to(gpu);

@@ -1,8 +1,8 @@
-// kernels::cuda::convert against kernels::cpu::convert: the same bits for
-// every element both ways, on odd sizes and on inputs that exercise ties,
-// NaN payloads, infinities, overflow and subnormals; the same dtype copies;
-// errors as on the CPU.
-#include "kernels/cuda/convert.h"
+// Tensor::convert_from on a GPU (core/cuda/device_runtime.cu's kernels)
+// against the CPU's: the same bits for every element both ways, on odd sizes
+// and on inputs that exercise ties, NaN payloads, infinities, overflow and
+// subnormals; the same dtype copies; errors as on the CPU.
+#include "colrow/core/tensor.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "colrow/core/error.h"
-#include "kernels/cpu/convert.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/gpu.h"
 
@@ -35,34 +34,34 @@ std::vector<uint16_t> bits_of(const Tensor& bf16) {
   return std::vector<uint16_t>(host.bf16_data(), host.bf16_data() + host.numel());
 }
 
-TEST(CudaConvertTest, BothWaysBitwiseEqualToCpu) {
+TEST(CudaTensorConvertTest, BothWaysBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   for (int64_t n : {1, 255, 257, 100003}) {
     const Tensor src = random_bits(n, static_cast<uint32_t>(n));
     Tensor half = Tensor::empty({n}, Device::cpu(), DType::kBF16);
-    kernels::cpu::convert(src, half);
+    half.convert_from(src);
     Tensor half_gpu = Tensor::empty({n}, gpu, DType::kBF16);
-    kernels::cuda::convert(src.to(gpu), half_gpu);
+    half_gpu.convert_from(src.to(gpu));
     ASSERT_EQ(bits_of(half_gpu), bits_of(half)) << n;
     Tensor back = Tensor::empty({n}), back_gpu = Tensor::empty({n}, gpu);
-    kernels::cpu::convert(half, back);
-    kernels::cuda::convert(half_gpu, back_gpu);
+    back.convert_from(half);
+    back_gpu.convert_from(half_gpu);
     ASSERT_TRUE(testing::same_bits(back_gpu, back)) << n;
   }
 }
 
-TEST(CudaConvertTest, SameDtypeCopiesAndErrors) {
+TEST(CudaTensorConvertTest, SameDtypeCopiesAndErrors) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   const Tensor src = random_bits(64, 3).view({8, 8}).to(gpu);
   Tensor dst = Tensor::empty({8, 8}, gpu);
-  kernels::cuda::convert(src, dst);
+  dst.convert_from(src);
   EXPECT_TRUE(testing::same_bits(dst, src));
   Tensor wrong = Tensor::empty({4, 16}, gpu, DType::kBF16);
-  EXPECT_THROW(kernels::cuda::convert(src, wrong), InternalError);
+  EXPECT_THROW(wrong.convert_from(src), InternalError);
   Tensor host = Tensor::empty({8, 8}, Device::cpu(), DType::kBF16);
-  EXPECT_THROW(kernels::cuda::convert(src, host), InternalError);
+  EXPECT_THROW(host.convert_from(src), InternalError);
 }
 
 }  // namespace
