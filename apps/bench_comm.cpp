@@ -3,6 +3,8 @@
 // input. Timed runs start from the same integers and go on summing their own
 // results (in place): the values grow but stay finite or become inf, which
 // costs no time, and never NaN. The check is a separate run on fresh inputs.
+// In bf16 the sums are the bf16 wire's, on integers small enough that bf16
+// holds every partial sum.
 #include "bench_comm.h"
 
 #include <algorithm>
@@ -39,7 +41,12 @@ const char* op_name(Op op) {
   return "unknown";
 }
 
-std::vector<Op> parse_ops(const std::string& text) {
+// --ops, "" meaning every collective of the dtype; bf16 has the two sums.
+std::vector<Op> parse_ops(std::string text, DType dtype) {
+  if (text.empty()) {
+    text = dtype == DType::kBF16 ? "all_reduce,reduce_scatter"
+                                 : "all_reduce,all_gather,reduce_scatter";
+  }
   std::vector<Op> ops;
   std::stringstream list(text);
   for (std::string item; std::getline(list, item, ',');) {
@@ -56,6 +63,13 @@ std::vector<Op> parse_ops(const std::string& text) {
     }
   }
   if (ops.empty()) throw ConfigError("[bench] ops is empty: name at least one collective.");
+  for (Op op : ops) {
+    if (dtype == DType::kBF16 && op == Op::kAllGather) {
+      throw ConfigError("[bench] ops (" + text +
+                        ") with --dtype bf16: the bf16 wire carries sums only (all_reduce, "
+                        "reduce_scatter); all_gather of bf16 moves fp32. Drop all_gather.");
+    }
+  }
   return ops;
 }
 
@@ -63,69 +77,92 @@ std::vector<Op> parse_ops(const std::string& text) {
 struct Operands {
   Tensor in, out;
   int64_t bytes;  // the nccl-tests size
+  int64_t count;  // its elements
 };
 
-// The operands for a size of `bytes`: whole floats, and for the gathers and
-// scatters a whole number of floats per rank (at least one).
-Operands operands_for(Op op, int64_t bytes, int ranks) {
-  const int64_t count = std::max<int64_t>(1, bytes / 4);
+// The operands for a size of `bytes`: whole elements, and for the gathers and
+// scatters a whole number of elements per rank (at least one).
+Operands operands_for(Op op, int64_t bytes, int ranks, DType dtype) {
+  const int64_t element = dtype_bytes(dtype);
+  const int64_t count = std::max<int64_t>(1, bytes / element);
   const int64_t per_rank = std::max<int64_t>(1, count / ranks);
+  auto make = [&](int64_t n) { return Tensor::empty({n}, Device::cpu(), dtype); };
   switch (op) {
     case Op::kAllReduce:
-      return {Tensor::empty({count}), Tensor(), count * 4};
+      return {make(count), Tensor(), count * element, count};
     case Op::kAllGather:
-      return {Tensor::empty({per_rank}), Tensor::empty({ranks * per_rank}), ranks * per_rank * 4};
+      return {make(per_rank), make(ranks * per_rank), ranks * per_rank * element, ranks * per_rank};
     case Op::kReduceScatter:
-      return {Tensor::empty({ranks * per_rank}), Tensor::empty({per_rank}), ranks * per_rank * 4};
+      return {make(ranks * per_rank), make(per_rank), ranks * per_rank * element, ranks * per_rank};
   }
   return {};
 }
 
 void run(Op op, Communicator& c, Operands& x) {
+  const bool bf16 = x.in.dtype() == DType::kBF16;
   switch (op) {
     case Op::kAllReduce:
-      c.all_reduce_sum(x.in);
+      if (bf16) {
+        c.all_reduce_sum_bf16_wire(x.in);
+      } else {
+        c.all_reduce_sum(x.in);
+      }
       return;
     case Op::kAllGather:
       c.all_gather(x.in, x.out);
       return;
     case Op::kReduceScatter:
-      c.reduce_scatter_sum(x.in, x.out);
+      if (bf16) {
+        c.reduce_scatter_sum_bf16_wire(x.in, x.out);
+      } else {
+        c.reduce_scatter_sum(x.in, x.out);
+      }
       return;
   }
 }
 
-// Rank q's k-th input: small integers, so every sum is exact in any order.
-float input(int q, int64_t k) {
+// Rank q's k-th input: small integers, so every sum is exact in any order:
+// in [-50, 50] in fp32; in [-4, 4] in bf16, whose 8 significant bits then
+// hold any sum over up to 16 ranks.
+float input(int q, int64_t k, DType dtype) {
+  if (dtype == DType::kBF16) return static_cast<float>((k * 7 + q * 13) % 9 - 4);
   return static_cast<float>((k * 7 + q * 13) % 101 - 50);
 }
 
 void fill_inputs(Operands& x, int rank) {
-  for (int64_t k = 0; k < x.in.numel(); ++k) x.in.data()[k] = input(rank, k);
+  const DType dtype = x.in.dtype();
+  std::vector<float> values(x.in.numel());
+  for (int64_t k = 0; k < x.in.numel(); ++k) values[k] = input(rank, k, dtype);
+  x.in.convert_from(Tensor::from_vector({x.in.numel()}, values));
 }
 
 // Elements of this rank's result that differ from the exact answer.
 int64_t wrong_elements(Op op, const Operands& x, int rank, int ranks) {
+  const DType dtype = x.in.dtype();
   auto sum_at = [&](int64_t k) {
     float s = 0.0f;
-    for (int q = 0; q < ranks; ++q) s += input(q, k);
+    for (int q = 0; q < ranks; ++q) s += input(q, k, dtype);
     return s;
   };
   int64_t wrong = 0;
   switch (op) {
-    case Op::kAllReduce:
-      for (int64_t k = 0; k < x.in.numel(); ++k) wrong += x.in.data()[k] != sum_at(k);
+    case Op::kAllReduce: {
+      const std::vector<float> got = x.in.to_vector();
+      for (int64_t k = 0; k < x.in.numel(); ++k) wrong += got[k] != sum_at(k);
       break;
+    }
     case Op::kAllGather: {
+      const std::vector<float> got = x.out.to_vector();
       const int64_t n = x.in.numel();
       for (int64_t k = 0; k < x.out.numel(); ++k) {
-        wrong += x.out.data()[k] != input(static_cast<int>(k / n), k % n);
+        wrong += got[k] != input(static_cast<int>(k / n), k % n, dtype);
       }
       break;
     }
     case Op::kReduceScatter: {
+      const std::vector<float> got = x.out.to_vector();
       const int64_t n = x.out.numel();
-      for (int64_t k = 0; k < n; ++k) wrong += x.out.data()[k] != sum_at(rank * n + k);
+      for (int64_t k = 0; k < n; ++k) wrong += got[k] != sum_at(rank * n + k);
       break;
     }
   }
@@ -200,7 +237,8 @@ std::string fixed(double v, int decimals) {
 
 int run_comm_bench(const CommBenchOptions& o, const Launch& launch) {
   validate(o);
-  const std::vector<Op> ops = parse_ops(o.ops);
+  const DType dtype = parse_dtype("--dtype", o.dtype);
+  const std::vector<Op> ops = parse_ops(o.ops, dtype);
   auto* world = dynamic_cast<MpiCommunicator*>(&launch.world);
   COLROW_CHECK(world != nullptr, "bench comm runs over the MPI world");
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
@@ -211,10 +249,11 @@ int run_comm_bench(const CommBenchOptions& o, const Launch& launch) {
 
   if (print && !o.json) {
     std::printf(
-        "# colrow bench comm: %d ranks, %d thread(s) per rank, fp32 sum. time: the\n"
+        "# colrow bench comm: %d ranks, %d thread(s) per rank, %s. time: the\n"
         "# slowest rank's mean over %d calls; algbw = size / time; busbw = algbw x "
         "%s;\n# #wrong: elements off the exact answer, all ranks.\n#\n",
-        ranks, threads, o.iterations, "2(R-1)/R (all_reduce) or (R-1)/R");
+        ranks, threads, dtype == DType::kBF16 ? "bf16 sums on the bf16 wire" : "fp32 sum",
+        o.iterations, "2(R-1)/R (all_reduce) or (R-1)/R");
     std::printf("# %-14s %11s %11s", "", "", "");
     for (const Transport& t : list) std::printf("   %-36s", t.title.c_str());
     std::printf("\n# %-14s %11s %11s", "collective", "size (B)", "count");
@@ -230,20 +269,20 @@ int run_comm_bench(const CommBenchOptions& o, const Launch& launch) {
   for (Op op : ops) {
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor) {
       std::vector<Measurement> row;
-      Operands x = operands_for(op, bytes, ranks);
+      Operands x = operands_for(op, bytes, ranks, dtype);
       for (Transport& t : list) row.push_back(measure(op, *t.comm, x, *world, o));
       for (const Measurement& m : row) total_wrong += m.wrong;  // summed over ranks already
       if (!print) continue;
       if (!o.json)
         std::printf("  %-14s %11lld %11lld", op_name(op), static_cast<long long>(x.bytes),
-                    static_cast<long long>(x.bytes / 4));
+                    static_cast<long long>(x.count));
       for (size_t i = 0; i < row.size(); ++i) {
         const double algbw = x.bytes / row[i].seconds / 1e9;
         const double busbw = algbw * bus_factor(op, ranks);
         results.push_back({{"op", op_name(op)},
                            {"comm", list[i].name},
                            {"bytes", x.bytes},
-                           {"count", x.bytes / 4},
+                           {"count", x.count},
                            {"time_us", row[i].seconds * 1e6},
                            {"algbw_gbs", algbw},
                            {"busbw_gbs", busbw},
@@ -262,9 +301,13 @@ int run_comm_bench(const CommBenchOptions& o, const Launch& launch) {
   }
   if (print) {
     if (o.json) {
-      std::cout << nlohmann::json{{"benchmark", "comm"},         {"ranks", ranks},
-                                  {"threads_per_rank", threads}, {"iterations", o.iterations},
-                                  {"results", results},          {"wrong", total_wrong}}
+      std::cout << nlohmann::json{{"benchmark", "comm"},
+                                  {"dtype", dtype_name(dtype)},
+                                  {"ranks", ranks},
+                                  {"threads_per_rank", threads},
+                                  {"iterations", o.iterations},
+                                  {"results", results},
+                                  {"wrong", total_wrong}}
                        .dump()
                 << "\n";
     } else {

@@ -5,7 +5,9 @@
 // all_reduce and (R-1)/R for the others, comparable across rank counts), and
 // #wrong, the elements that differ from the exact answer of a checking run on
 // small-integer data. Shared memory and Open MPI run side by side in the same
-// job, with the speedup of the first over the second.
+// job, with the speedup of the first over the second. --dtype bf16 times the
+// bf16 wire's sums (all_reduce, reduce_scatter: Communicator's *_bf16_wire,
+// what --grad-reduce-dtype bf16 runs), 2-byte elements.
 #pragma once
 
 #include <cstdint>
@@ -19,8 +21,9 @@ struct CommBenchOptions {
   int64_t min_bytes = 1024;
   int64_t max_bytes = int64_t{64} << 20;
   int step_factor = 2;
-  std::string ops = "all_reduce,all_gather,reduce_scatter";
-  std::string comm = "auto";  // auto: shm and mpi side by side; shm or mpi: that one only
+  std::string ops;             // comma-separated; "" = every collective of the dtype
+  std::string dtype = "fp32";  // fp32, or bf16: the bf16 wire's sums
+  std::string comm = "auto";   // auto: shm and mpi side by side; shm or mpi: that one only
   int iterations = 20;
   int warmup = 5;
   int threads = 0;  // per rank; 0: cores / ranks on the node

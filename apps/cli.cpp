@@ -63,6 +63,10 @@ void add_train(CLI::App& app, TrainOptions& o) {
   t->add_option("--zero", o.zero,
                 "1: shard AdamW state over dp (ZeRO-1; default when dp > 1), 0: not")
       ->check(CLI::IsMember({0, 1}));
+  t->add_option("--grad-reduce-dtype", o.grad_reduce_dtype,
+                "What gradients cross the dp ranks as: fp32, or bf16 for half the bytes (each "
+                "rank's gradients and their sum rounded to bf16; docs/architecture.md)")
+      ->capture_default_str();
   t->add_option("--out", o.out, "Run directory for checkpoints (step-N/ and latest)");
   t->add_option("--save-every", o.save_every, "Save every N steps (0 = only at the end)")
       ->capture_default_str();
@@ -128,7 +132,12 @@ void add_bench_comm(CLI::App& bench, CommBenchOptions& o) {
   comm->add_option("--max-bytes", o.max_bytes, "Largest size in bytes")->capture_default_str();
   comm->add_option("--step-factor", o.step_factor, "Size multiplier between rows")
       ->capture_default_str();
-  comm->add_option("--ops", o.ops, "Collectives, comma-separated")->capture_default_str();
+  comm->add_option("--ops", o.ops,
+                   "Collectives, comma-separated (default: all_reduce,all_gather,reduce_scatter; "
+                   "all_reduce,reduce_scatter in bf16)");
+  comm->add_option("--dtype", o.dtype,
+                   "fp32, or bf16: the sums with bf16 on the wire (--grad-reduce-dtype bf16's)")
+      ->capture_default_str();
   comm->add_option("--comm", o.comm, "auto (shm and mpi side by side), shm or mpi")
       ->capture_default_str();
   comm->add_option("--iterations", o.iterations, "Timed calls per size")->capture_default_str();

@@ -99,6 +99,37 @@ void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) 
   device_reduce_scatter_sum(in, out);
 }
 
+void DeviceGroupCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  const char* what = "all_reduce_sum_bf16_wire";
+  if (all_on_host(what, {&x})) {
+    host_->all_reduce_sum_bf16_wire(x);
+    return;
+  }
+  require_contiguous(x, what, name());
+  collective_checks::require_bf16(x, what, name());
+  if (size() == 1 || x.numel() == 0) return;
+  device_all_reduce(x, Reduction::kSum);
+}
+
+void DeviceGroupCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
+  const char* what = "reduce_scatter_sum_bf16_wire";
+  if (all_on_host(what, {&in, &out})) {
+    host_->reduce_scatter_sum_bf16_wire(in, out);
+    return;
+  }
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out}) {
+    require_contiguous(*t, what, name());
+    collective_checks::require_bf16(*t, what, name());
+  }
+  collective_checks::require_scatter_sizes(in, out, size(), name());
+  if (size() == 1) {
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));  // queued, on the GPU
+    return;
+  }
+  if (out.numel() == 0) return;
+  device_reduce_scatter_sum(in, out);
+}
+
 void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   if (all_on_host("broadcast", {&x})) {
     host_->broadcast(x, root);

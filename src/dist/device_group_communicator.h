@@ -30,6 +30,10 @@ class DeviceGroupCommunicator : public Communicator {
   void broadcast(Tensor& x, int root) override;
   // The MPI group's barrier: it orders the ranks' host code, not queued GPU work.
   void barrier() override;
+  // The backend's device_all_reduce (kSum) and device_reduce_scatter_sum on
+  // the bf16 operands themselves, which it carries as bf16.
+  void all_reduce_sum_bf16_wire(Tensor& x) override;
+  void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   // Host tensors go to the MPI group; device ones, checked (contiguous, on
   // device(), peer and tag), to the backend.
   std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
@@ -47,7 +51,10 @@ class DeviceGroupCommunicator : public Communicator {
   Communicator& host() { return *host_; }
 
   // GPU work only, with checked operands on device(), a group of two or more
-  // and at least one element.
+  // and at least one element. Operands are fp32 (bf16 ones were widened,
+  // dist/fp32_wire.h), except in the bf16 wire's sums: device_all_reduce
+  // (kSum) and device_reduce_scatter_sum then get bf16 tensors, to carry as
+  // bf16.
   virtual void device_all_reduce(Tensor& x, Reduction reduction) = 0;
   virtual void device_all_gather(const Tensor& in, Tensor& out) = 0;
   virtual void device_reduce_scatter_sum(const Tensor& in, Tensor& out) = 0;

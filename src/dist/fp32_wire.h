@@ -2,9 +2,10 @@
 // their fp32 widenings (exact) and each bf16 result is rounded once from its
 // fp32 value (kernels/mixed_precision.h), so a sum over ranks rounds once, not
 // at every hop, and gathers and broadcasts move the values unchanged. The wire
-// carries twice the bytes a bf16 collective would; NCCL's native bf16 is the
-// way to halve them (--grad-reduce-dtype bf16, issue 8). The host and device
-// backends call these first in every collective.
+// carries twice the bytes a bf16 collective would; the *_bf16_wire sums of
+// Communicator halve them where that is worth a rounding (gradients under
+// --grad-reduce-dtype bf16). The host and device backends call these first in
+// every collective.
 #pragma once
 
 #include "colrow/core/tensor.h"

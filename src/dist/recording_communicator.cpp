@@ -108,6 +108,15 @@ void RecordingCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   record("reduce_scatter_sum", in.numel(), [&] { inner_.reduce_scatter_sum(in, out); });
 }
 
+void RecordingCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  record("all_reduce_sum_bf16_wire", x.numel(), [&] { inner_.all_reduce_sum_bf16_wire(x); });
+}
+
+void RecordingCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
+  record("reduce_scatter_sum_bf16_wire", in.numel(),
+         [&] { inner_.reduce_scatter_sum_bf16_wire(in, out); });
+}
+
 void RecordingCommunicator::broadcast(Tensor& x, int root) {
   record("broadcast", x.numel(), [&] { inner_.broadcast(x, root); });
 }

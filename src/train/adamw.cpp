@@ -46,6 +46,10 @@ AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params,
   }
   flat_ = Tensor::zeros({padded_size_}, device);
   if (config_.zero == 0) grad_slice_ = flat_;  // every rank owns everything
+  if (config_.grad_reduce_dtype == DType::kBF16 && dp_.size() > 1) {
+    wire_ = Tensor::zeros({padded_size_}, device, DType::kBF16);
+    if (config_.zero == 1) wire_slice_ = Tensor::zeros({slice_size_}, device, DType::kBF16);
+  }
   exp_avg_ = Tensor::zeros({slice_size_}, device);
   exp_avg_sq_ = Tensor::zeros({slice_size_}, device);
 }
@@ -73,6 +77,27 @@ std::pair<int64_t, int64_t> AdamW::in_slice(size_t i) const {
           std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_)};
 }
 
+void AdamW::reduce_grads() {
+  if (wire_.owns_storage()) {
+    wire_.convert_from(flat_);  // each rank's gradients, rounded to bf16
+    if (config_.zero == 0) {
+      // [dp grads] all-reduce the flat grads over dp, as bf16; grad_slice_ is flat_
+      dp_.all_reduce_sum_bf16_wire(wire_);
+      flat_.convert_from(wire_);
+    } else {
+      // [dp grads] reduce-scatter the flat grads over dp, as bf16: [padded] -> [padded/dp]
+      dp_.reduce_scatter_sum_bf16_wire(wire_, wire_slice_);
+      grad_slice_.convert_from(wire_slice_);
+    }
+  } else if (config_.zero == 0) {
+    // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
+    dp_.all_reduce_sum(flat_);
+  } else {
+    // [dp grads] reduce-scatter the flat grads over dp: [padded] -> [padded/dp]
+    dp_.reduce_scatter_sum(flat_, grad_slice_);
+  }
+}
+
 // grads -> grad_slice_ (dp-averaged); returns the global norm of the averaged grads.
 double AdamW::reduce_and_norm() {
   // flat_: [padded_size] = every local grad in order, then zero padding
@@ -82,13 +107,7 @@ double AdamW::reduce_and_norm() {
         .copy_from(params_[i]->grad);
   }
   flat_.slice(0, total_size_, padded_size_ - total_size_).zero();
-  if (config_.zero == 0) {
-    // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
-    dp_.all_reduce_sum(flat_);
-  } else {
-    // [dp grads] reduce-scatter the flat grads over dp: [padded] -> [padded/dp]
-    dp_.reduce_scatter_sum(flat_, grad_slice_);
-  }
+  reduce_grads();
   // The same float division in both modes, so equal sums give equal averages.
   ops::divide(grad_slice_, static_cast<float>(dp_.size()));
 

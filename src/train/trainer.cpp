@@ -153,6 +153,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << config.d_model << ", " << config.n_head << " heads (" << config.n_kv_head
         << " kv), vocab " << config.vocab_size << " (padded " << model.padded_vocab_size() << ")\n"
         << "  mesh tp " << tp_size << " x pp " << o.pp << " x dp " << o.dp << ", ZeRO-" << zero
+        << (plan.adam.grad_reduce_dtype == DType::kBF16 && o.dp > 1 ? ", grads reduced in bf16"
+                                                                    : "")
         << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)

@@ -59,6 +59,7 @@ TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int
   adam.weight_decay = static_cast<float>(o.weight_decay);
   adam.grad_clip = static_cast<float>(o.grad_clip);
   adam.zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
+  adam.grad_reduce_dtype = parse_dtype("--grad-reduce-dtype", o.grad_reduce_dtype);
   validate(adam);
   return plan;
 }

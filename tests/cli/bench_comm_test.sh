@@ -4,7 +4,8 @@
 # side when there are ranks to share with, Open MPI alone at one rank), every result checked (wrong = 0),
 # nccl-tests' algbw and busbw consistent with the size and time, sizes that
 # do not divide by the rank count rounded to whole floats per rank; bad flags
-# fail with one clear line on every rank; --comm shm runs shared memory alone.
+# fail with one clear line on every rank; --comm shm runs shared memory alone;
+# --dtype bf16 times and checks the bf16 wire's two sums, 2-byte elements.
 #   bench_comm_test.sh COLROW MPIEXEC
 set -eu
 colrow=$1; mpiexec=$2
@@ -17,6 +18,7 @@ for np in 1 2 3; do
 import json, sys
 r, np, shared = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "yes"
 assert r["benchmark"] == "comm" and r["ranks"] == np and r["wrong"] == 0, r
+assert r["dtype"] == "fp32", r
 # One rank has nothing to share, and ranks on several nodes cannot.
 comms = ["shm", "mpi"] if np > 1 and shared else ["mpi"]
 sizes = [4 * 9**i for i in range(6) if 4 * 9**i <= 300000]
@@ -40,6 +42,25 @@ for row in rows:
 print("ok bench comm at", np, "ranks")
 PY
 done
+for np in 1 3; do
+  out=$(run "$np" bench comm --dtype bf16 --min-bytes 4 --max-bytes 300000 --step-factor 9 --iterations 3 --warmup 1 --json)
+  python3 - "$out" "$np" <<'PY'
+import json, sys
+r, np = json.loads(sys.argv[1]), int(sys.argv[2])
+assert r["dtype"] == "bf16" and r["wrong"] == 0, r
+assert sorted({row["op"] for row in r["results"]}) == ["all_reduce", "reduce_scatter"], r
+sizes = [4 * 9**i for i in range(6) if 4 * 9**i <= 300000]
+for row in r["results"]:
+    assert row["wrong"] == 0 and row["bytes"] == 2 * row["count"], row
+for op in ["all_reduce", "reduce_scatter"]:
+    counts = sorted({row["count"] for row in r["results"] if row["op"] == op})
+    want = sorted({s // 2 if op == "all_reduce" else np * max(1, (s // 2) // np) for s in sizes})
+    assert counts == want, (op, counts, want)
+print("ok bench comm --dtype bf16 at", np, "ranks")
+PY
+done
+err=$(run 2 bench comm --dtype bf16 --ops all_gather 2>&1 >/dev/null) && { echo "FAIL: bf16 all_gather accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'the bf16 wire carries sums only')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 if on_one_node "$mpiexec" 3; then
   out=$(run 3 bench comm --comm shm --max-bytes 4096 --ops all_reduce --iterations 2)
   echo "$out" | grep -q "shm (shared memory)" || { echo "FAIL: no shm column: $out"; exit 1; }

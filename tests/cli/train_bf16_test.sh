@@ -5,12 +5,16 @@
 #    every step of 30 (bf16 rounds each activation to 2^-9; a wrong dtype or
 #    a stale weight copy shows as an O(1) difference within a few steps) and
 #    learns (the last loss far below the first);
+#  - --grad-reduce-dtype bf16 at dp 2 (in bf16 and in fp32 compute) does too,
+#    says so in its header, and differs from the fp32 reduction (its grads
+#    are rounded);
 #  - stop at 15 and resume to 30 in bf16 = 30 uninterrupted bf16 steps, bit
 #    for bit (the copies are a function of the fp32 masters, which the
 #    checkpoint holds);
 #  - eval, generate and bench decode run in bf16; eval's loss is within 1%
 #    of fp32's;
-#  - refused with one line on every rank: a dtype colrow does not know, bf16
+#  - refused with one line on every rank: a dtype colrow does not know (for
+#    --dtype and --grad-reduce-dtype), bf16
 #    with pipeline stages, bf16 in bench mlp.
 #   train_bf16_test.sh COLROW MPIEXEC
 set -eu
@@ -26,6 +30,11 @@ run 1 train $common --dtype bf16 --metrics "$dir/bf16.jsonl" > /dev/null
 run 2 train $common --dtype bf16 --tp 2 --metrics "$dir/bf16-tp2.jsonl" > /dev/null
 run 2 train $common --dtype bf16 --tp 2 --sequence-parallel --metrics "$dir/bf16-sp2.jsonl" > /dev/null
 run 2 train $common --dtype bf16 --tp 1 --dp 2 --batch 2 --metrics "$dir/bf16-dp2.jsonl" > /dev/null
+run 2 train $common --dtype bf16 --tp 1 --dp 2 --batch 2 --grad-reduce-dtype bf16 \
+  --metrics "$dir/bf16-dp2-wire.jsonl" > "$dir/wire.out"
+grep -q "grads reduced in bf16" "$dir/wire.out" || { echo "FAIL: no bf16 reduction in the header"; cat "$dir/wire.out"; exit 1; }
+run 2 train $common --tp 1 --dp 2 --batch 2 --metrics "$dir/f32-dp2.jsonl" > /dev/null
+run 2 train $common --tp 1 --dp 2 --batch 2 --grad-reduce-dtype bf16 --metrics "$dir/f32-dp2-wire.jsonl" > /dev/null
 run 1 train $common --dtype bf16 --stop-after 15 --out "$dir/resumed" > /dev/null
 run 1 train $common --dtype bf16 --resume "$dir/resumed" --metrics "$dir/resumed.jsonl" > /dev/null
 python3 - "$dir" <<'PY'
@@ -33,13 +42,15 @@ import json, sys
 d = sys.argv[1]
 curve = lambda name: [json.loads(l) for l in open(f"{d}/{name}.jsonl")]
 f32 = curve("f32")
-for name in ["bf16", "bf16-tp2", "bf16-sp2", "bf16-dp2"]:
+for name in ["bf16", "bf16-tp2", "bf16-sp2", "bf16-dp2", "bf16-dp2-wire", "f32-dp2-wire"]:
     c = curve(name)
     assert len(c) == 30, name
     for a, b in zip(f32, c):
         assert abs(a["loss"] - b["loss"]) <= 1e-2 * a["loss"], (name, a["step"], a["loss"], b["loss"])
     assert c[-1]["loss"] < c[0]["loss"] - 1.0, (name, "does not learn", c[0]["loss"], c[-1]["loss"])
     assert c != f32, (name, "the same numbers as fp32: bf16 did not run")
+for plain, wire in [("bf16-dp2", "bf16-dp2-wire"), ("f32-dp2", "f32-dp2-wire")]:
+    assert [s["loss"] for s in curve(plain)] != [s["loss"] for s in curve(wire)], (wire, "no rounding: the wire is fp32")
 resumed = curve("resumed")
 assert [r["step"] for r in resumed] == list(range(16, 31))
 for a, b in zip(curve("bf16")[15:], resumed):
@@ -62,6 +73,8 @@ run 1 bench decode --model gpt2-tiny --prompt-len 16 --new-tokens 4 --dtype bf16
 
 err=$(run 2 train $common --dtype fp16 2>&1 >/dev/null) && { echo "FAIL: --dtype fp16 accepted"; exit 1; }
 [ "$(echo "$err" | grep -c -- '--dtype fp16 is not a dtype colrow knows: use fp32 or bf16')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 train $common --dp 2 --grad-reduce-dtype int8 2>&1 >/dev/null) && { echo "FAIL: --grad-reduce-dtype int8 accepted"; exit 1; }
+[ "$(echo "$err" | grep -c -- '--grad-reduce-dtype int8 is not a dtype colrow knows: use fp32 or bf16')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 train $common --dtype bf16 --pp 2 --tp 1 2>&1 >/dev/null) && { echo "FAIL: bf16 with pp accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'pipeline stages exchange fp32 activations only so far')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 bench mlp --d-model 64 --tokens 64 --dtype bf16 2>&1 >/dev/null) && { echo "FAIL: bench mlp bf16 accepted"; exit 1; }

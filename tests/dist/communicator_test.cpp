@@ -3,7 +3,7 @@
 // all_ranks_failing) over MPI (the world, a dup, split groups), over
 // LocalCommunicator, and through RecordingCommunicator, whose events are checked
 // too. Inputs are small rank-dependent integers, so results must match exactly.
-// bf16 tensors over MPI: tests/dist/bf16_collectives.h.
+// bf16 tensors over MPI, and the bf16 wire's sums: tests/dist/bf16_collectives.h.
 #include "colrow/dist/communicator.h"
 
 #include <gtest/gtest.h>
@@ -172,6 +172,12 @@ TEST(MpiCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
   testing::check_bf16_collectives(testing::world(), "mpi");
 }
 
+TEST(MpiCommunicatorTest, Bf16WireSumsAddInFp32AndStayWithinTheirRoundings) {
+  for (int64_t n : {2, 17, 1001}) {
+    testing::check_bf16_wire_sums(testing::world(), "mpi", n, /*rounds_once=*/false);
+  }
+}
+
 TEST(MpiCommunicatorTest, AllReduceSum) {
   check_all_reduce_sum(testing::world());
 }
@@ -334,6 +340,11 @@ TEST(LocalCommunicatorTest, IsAGroupOfOne) {
   EXPECT_TRUE(alone.all_ranks_failing(0.0));
 }
 
+TEST(LocalCommunicatorTest, Bf16WireSumsOfOneRankAreItsValues) {
+  LocalCommunicator alone;
+  testing::check_bf16_wire_sums(alone, "local", 17, /*rounds_once=*/true);
+}
+
 TEST(LocalCommunicatorTest, BroadcastFromAnotherRootIsABug) {
   LocalCommunicator alone;
   Tensor x = Tensor::zeros({3});
@@ -384,6 +395,23 @@ TEST(RecordingCommunicatorTest, ForwardsAndRecordsEveryCollective) {
   recording.clear();
   EXPECT_TRUE(recording.events().empty());
   EXPECT_EQ(recording.total_seconds(), 0.0);
+}
+
+TEST(RecordingCommunicatorTest, RecordsTheBf16WireSumsUnderTheirNames) {
+  Communicator& world = testing::world();
+  const int size = world.size();
+  RecordingCommunicator recording(world);
+  testing::check_bf16_wire_sums(recording, "recording", 4, /*rounds_once=*/false);
+  // Each sum twice (the second must give the same bits); the two refused
+  // fp32 calls threw inside the inner communicator, so they left no event.
+  std::vector<std::string> sums;
+  for (const CollectiveEvent& e : recording.events()) {
+    if (e.op.find("bf16_wire") != std::string::npos)
+      sums.push_back(e.op + ":" + std::to_string(e.count));
+  }
+  const std::string reduce = "all_reduce_sum_bf16_wire:4";
+  const std::string scatter = "reduce_scatter_sum_bf16_wire:" + std::to_string(4 * size);
+  EXPECT_EQ(sums, (std::vector<std::string>{reduce, reduce, scatter, scatter}));
 }
 
 TEST(RecordingCommunicatorTest, EventIdentityIgnoresTime) {

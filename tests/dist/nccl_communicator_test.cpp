@@ -68,6 +68,15 @@ TEST(NcclCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
   testing::check_bf16_collectives(*c, "nccl", gpu());
 }
 
+TEST(NcclCommunicatorTest, Bf16WireSumsAreNcclsBf16) {
+  COLROW_REQUIRE_GPU();
+  COLROW_REQUIRE_GPU_PER_RANK();
+  auto c = make_nccl();
+  for (int64_t n : {2, 1001}) {
+    testing::check_bf16_wire_sums(*c, "nccl", n, /*rounds_once=*/false, gpu());
+  }
+}
+
 TEST(NcclCommunicatorTest, AllReduceMaxMatchesMpi) {
   COLROW_REQUIRE_GPU();
   COLROW_REQUIRE_GPU_PER_RANK();

@@ -92,6 +92,18 @@ TEST_F(ShmCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
   testing::check_bf16_collectives(*shm, "shm");
 }
 
+// Half the bytes in the slots, the fp32 wire's result: one rounding of the
+// fp32 sum in rank order, across chunks and both reduction paths.
+TEST_F(ShmCommunicatorTest, Bf16WireSumsRoundOnce) {
+  for (bool large : {false, true}) {
+    auto shm = shm_group(large ? kLargeSlot : kSmallSlot);
+    for (int64_t n : large ? kLargeSizes : kSizes) {
+      if (n < 2) continue;
+      testing::check_bf16_wire_sums(*shm, "shm", n, /*rounds_once=*/true);
+    }
+  }
+}
+
 TEST_F(ShmCommunicatorTest, AllReduceSumMatchesMpiBitwiseOnIntegers) {
   auto mpi = mpi_group();
   for (bool large : {false, true}) {

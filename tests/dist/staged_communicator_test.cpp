@@ -47,6 +47,14 @@ TEST(StagedCommunicatorTest, Bf16TensorsTravelAsFp32AndRoundOnce) {
   testing::check_bf16_collectives(*c, "staged", gpu());
 }
 
+TEST(StagedCommunicatorTest, Bf16WireSumsGoToTheHostsBf16Wire) {
+  COLROW_REQUIRE_GPU();
+  auto c = make_staged();
+  for (int64_t n : {2, 1001}) {
+    testing::check_bf16_wire_sums(*c, "staged", n, /*rounds_once=*/false, gpu());
+  }
+}
+
 TEST(StagedCommunicatorTest, AllReduceMaxMatchesMpi) {
   COLROW_REQUIRE_GPU();
   auto c = make_staged();

@@ -3,7 +3,8 @@
 // replicated, KV-style blocks shared by two tp ranks) with different gradients
 // on every dp rank: against an independent double-precision AdamW with
 // clipping; ZeRO-1 against zero 0; the global norm across meshes; weight decay
-// on matrices only; the exact collectives of one step; configuration errors.
+// on matrices only; the exact collectives of one step; configuration errors;
+// gradients reduced over dp as bf16 (--grad-reduce-dtype bf16).
 #include "colrow/train/adamw.h"
 
 #include <gtest/gtest.h>
@@ -92,8 +93,9 @@ Tensor to_tensor(const Shape& shape, const Values& v) {
   return Tensor::from_vector(shape, std::vector<float>(v.begin(), v.end()));
 }
 
-AdamWConfig config_with(int zero) {
+AdamWConfig config_with(int zero, DType grad_reduce_dtype = DType::kF32) {
   AdamWConfig c;
+  c.grad_reduce_dtype = grad_reduce_dtype;
   c.beta1 = 0.9f;
   c.beta2 = 0.95f;
   c.eps = 1e-8f;
@@ -138,11 +140,28 @@ void set_grads(const std::vector<std::unique_ptr<Parameter>>& params, int dp_ran
   }
 }
 
-TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps) {
+// Step s's gradients of dp rank d, in place of full_grad's: k/16 times
+// kScale[s], |k| <= 16. Sums over up to 4 ranks need 7 significant bits, so
+// bf16 holds every gradient and every partial sum exactly.
+Values coarse_grad(size_t i, int d, int s) {
+  Values v = full_grad(i, d, s);
+  for (double& x : v) x = std::round(x / kScale[s] * 16) / 16 * kScale[s];
+  return v;
+}
+
+using GradFn = Values (*)(size_t, int, int);
+
+TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps,
+               DType grad_reduce_dtype = DType::kF32, GradFn grad_of = full_grad) {
   TrainRun run;
-  AdamW adamw(tp, dp, initial_params(tp.rank(), tp.size(), run.params), config_with(zero));
+  AdamW adamw(tp, dp, initial_params(tp.rank(), tp.size(), run.params),
+              config_with(zero, grad_reduce_dtype));
   for (int s = 0; s < steps; ++s) {
-    set_grads(run.params, dp.rank(), s);
+    for (size_t i = 0; i < run.params.size(); ++i) {
+      Parameter& p = *run.params[i];
+      p.grad.copy_from(
+          to_tensor(p.shard.local_shape(), block_of(grad_of(i, dp.rank(), s), p.shard)));
+    }
     run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
   }
   EXPECT_EQ(adamw.step_count(), steps);
@@ -369,6 +388,72 @@ TEST(AdamW, OneStepIssuesExactlyTheseCollectives) {
       EXPECT_EQ(tp.events(), (std::vector<E>{{"all_gather", 2, 0}}));
       EXPECT_EQ(adamw.exp_avg().numel(), adamw.slice_size());
       EXPECT_EQ(adamw.exp_avg_sq().numel(), adamw.slice_size());
+    }
+  }
+}
+
+// Where bf16 holds every gradient and every partial sum, the bf16 wire's sum
+// is the fp32 one: the same parameters and norms, bit for bit, in both modes
+// and on every mesh (whatever order the backend adds in).
+TEST(AdamW, Bf16GradReduceIsExactWhereBf16HoldsEverySum) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                   std::to_string(zero));
+      TrainRun fp32 = train(mesh.tp(), mesh.dp(), zero, kSteps, DType::kF32, coarse_grad);
+      TrainRun bf16 = train(mesh.tp(), mesh.dp(), zero, kSteps, DType::kBF16, coarse_grad);
+      for (size_t i = 0; i < kCount; ++i) {
+        EXPECT_EQ(bf16.params[i]->value.to_vector(), fp32.params[i]->value.to_vector())
+            << kTensors[i].name;
+      }
+      EXPECT_EQ(bf16.norms, fp32.norms);
+    }
+  }
+}
+
+// Each rank's gradients are rounded to bf16 before they cross: every element
+// 1 + 2^-10 (below half of bf16's ulp at 1) arrives as 1, so the norm of the
+// average is sqrt(N) for N elements instead of fp32's sqrt(N) (1 + 2^-10).
+// At dp 1 nothing crosses and nothing is rounded.
+TEST(AdamW, Bf16GradReduceRoundsEachRanksGradients) {
+  int64_t elements = 0;
+  for (const ToyTensor& t : kTensors) elements += shape_numel(t.full);
+  const double fp32_norm = std::sqrt(static_cast<double>(elements)) * (1.0 + 0x1p-10);
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                   std::to_string(zero));
+      std::vector<std::unique_ptr<Parameter>> params;
+      AdamWConfig config = config_with(zero, DType::kBF16);
+      config.grad_clip = 0.0f;
+      AdamW adamw(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, params), config);
+      for (auto& p : params) p->grad.fill(1.0f + 0x1p-10f);
+      const double norm = adamw.step(0.01f);
+      const double expected = dp_size > 1 ? std::sqrt(static_cast<double>(elements)) : fp32_norm;
+      EXPECT_NEAR(norm, expected, 1e-12 * expected);
+    }
+  }
+}
+
+TEST(AdamW, Bf16GradReduceIssuesTheBf16WireSums) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " zero " + std::to_string(zero));
+      RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());
+      std::vector<std::unique_ptr<Parameter>> params;
+      AdamW adamw(tp, dp, initial_params(mesh.tp_rank(), tp_size, params),
+                  config_with(zero, DType::kBF16));
+      adamw.step(0.01f);
+      const std::string expected = dp_size == 1
+                                       ? (zero == 0 ? "all_reduce_sum" : "reduce_scatter_sum")
+                                   : zero == 0 ? "all_reduce_sum_bf16_wire"
+                                               : "reduce_scatter_sum_bf16_wire";
+      ASSERT_FALSE(dp.events().empty());
+      EXPECT_EQ(dp.events().front().op, expected);
+      EXPECT_EQ(dp.events().front().count, adamw.padded_size());
     }
   }
 }

@@ -43,6 +43,17 @@ class Communicator {
   virtual void broadcast(Tensor& x, int root) = 0;
   virtual void barrier() = 0;
 
+  // The two sums with bf16 on the wire: half the bytes of the fp32 wire that
+  // the collectives above use for bf16 operands (dist/fp32_wire.h). For
+  // gradients reduced over dp under --grad-reduce-dtype bf16, as Megatron and
+  // NCCL do it. Tensors: bf16, contiguous (InternalError otherwise). Each
+  // addition is in fp32; a partial sum that one rank forwards to another
+  // (Open MPI's reduction trees, NCCL's rings) is rounded to bf16 on the way,
+  // so a sum over R ranks may round up to R - 1 times (shared memory: once).
+  // Every backend's order is fixed: the same inputs give the same bits.
+  virtual void all_reduce_sum_bf16_wire(Tensor& x) = 0;
+  virtual void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) = 0;
+
   // The same collectives, started so that the caller can compute meanwhile
   // (Megatron's asynchronous input-gradient all-reduce and sequence-parallel
   // all-gather overlap the weight-gradient GEMM). Every rank starts the same

@@ -31,6 +31,10 @@ class MpiCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  // MPI_Allreduce and MPI_Reduce_scatter_block on 16-bit elements with an
+  // operation of this communicator's (widen, add, round once).
+  void all_reduce_sum_bf16_wire(Tensor& x) override;
+  void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   // MPI's non-blocking collectives (MPI_Iallreduce, ...). Open MPI moves them
   // on inside MPI calls, so they overlap little; correct either way.
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
@@ -54,6 +58,7 @@ class MpiCommunicator final : public Communicator {
 
   MPI_Comm comm_;
   MPI_Comm control_;  // private duplicate for all_ranks_failing: never matches user collectives
+  MPI_Op bf16_sum_;   // the bf16 wire's addition (MPI has no bf16 type)
   std::string name_;
   int rank_ = 0;
   int size_ = 1;

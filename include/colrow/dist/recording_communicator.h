@@ -13,7 +13,7 @@
 namespace colrow {
 
 struct CollectiveEvent {
-  std::string op;  // "all_reduce_sum", "all_gather", ..., "send", "recv"
+  std::string op;  // "all_reduce_sum", "all_gather", ..., "send", "recv" (the method's name)
   int64_t count;   // elements this rank contributes (sends or receives)
   double seconds;  // wall time inside the call, waiting for other ranks included
   int peer = -1;   // send's dst, recv's src (group ranks); -1 for collectives
@@ -38,6 +38,8 @@ class RecordingCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  void all_reduce_sum_bf16_wire(Tensor& x) override;
+  void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   // Recorded when started, under the blocking op's name; the event's seconds
   // are those spent starting and waiting (the communication not hidden).
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;

@@ -2,7 +2,9 @@
 // optional ZeRO-1 (Megatron's DistributedOptimizer): the moments and the update
 // are split over the dp ranks. One step, in this order:
 //   average grads over dp -> global grad norm -> clip -> AdamW update.
-// Collectives per step: zero 0: one all_reduce_sum over dp of the flat grads,
+// Collectives per step: zero 0: one all_reduce_sum over dp of the flat grads
+// (all_reduce_sum_bf16_wire, and reduce_scatter_sum_bf16_wire below, when
+// config.grad_reduce_dtype is bf16),
 // one all_gather over tp (and one over pp, pipelined) for the norm. zero 1: one reduce_scatter_sum
 // over dp, one all_gather over dp and one over tp for the norm, one all_gather over dp of the
 // updated parameters.
@@ -58,6 +60,8 @@ class AdamW {
 
  private:
   std::pair<int64_t, int64_t> in_slice(size_t i) const;
+  // flat_ (this rank's grads) -> grad_slice_, summed over dp.
+  void reduce_grads();
   double reduce_and_norm();
   void update(float lr, float grad_scale);
   void gather_parameters();
@@ -78,6 +82,10 @@ class AdamW {
   Tensor flat_;         // [padded_size]: grads in, then (zero 1) gathered parameters
   Tensor grad_slice_;   // [slice_size]: dp-averaged grads this rank updates with
   Tensor param_slice_;  // [slice_size] (zero 1): this rank's updated parameters
+  // The bf16 wire (grad_reduce_dtype bf16, dp > 1): flat_ rounded [padded_size],
+  // and (zero 1) this rank's block of the sum [slice_size].
+  Tensor wire_;
+  Tensor wire_slice_;
   Tensor exp_avg_;
   Tensor exp_avg_sq_;
 };

@@ -4,6 +4,7 @@
 
 #include <functional>
 
+#include "colrow/core/dtype.h"
 #include "colrow/nn/parameter.h"
 
 namespace colrow {
@@ -19,6 +20,10 @@ struct AdamWConfig {
   float weight_decay = 0.1f;
   float grad_clip = 1.0f;  // max global norm; <= 0 disables clipping
   int zero = 0;            // 0: every dp rank updates everything; 1: ZeRO-1
+  // What the gradients cross dp ranks as (--grad-reduce-dtype): fp32, or bf16
+  // for half the bytes, each rank's gradients rounded to bf16 and their sum
+  // rounded again (Communicator's bf16 wire). Nothing is rounded at dp 1.
+  DType grad_reduce_dtype = DType::kF32;
   // Which parameters weight decay applies to.
   std::function<bool(const Parameter&)> decays = decays_matrices;
 };

@@ -30,17 +30,18 @@ struct TrainOptions {
   int pp = 1;                  // pipeline stages (1F1B over grad_accum micro-batches)
   std::vector<int> pp_layers;  // layers per stage ({} = as even as it goes)
   int dp = 1;
-  int zero = -1;                   // -1: 1 when dp > 1
-  bool sequence_parallel = false;  // Megatron's: norms and residuals on tokens / tp rows
-  std::string out;                 // run directory for checkpoints ("" = none)
-  int64_t save_every = 0;          // 0: only at the end
+  int zero = -1;                           // -1: 1 when dp > 1
+  std::string grad_reduce_dtype = "fp32";  // what gradients cross dp ranks as: fp32 or bf16
+  bool sequence_parallel = false;          // Megatron's: norms and residuals on tokens / tp rows
+  std::string out;                         // run directory for checkpoints ("" = none)
+  int64_t save_every = 0;                  // 0: only at the end
   std::string save_dtype = "fp32";  // model.safetensors' dtype; bf16 keeps fp32 masters beside
-  int64_t eval_every = 0;          // 0: only at the end
-  int64_t eval_windows = 64;       // validation windows per evaluation (0 = all)
-  std::string metrics;             // JSONL file ("" = none)
-  std::string resume;              // run or step directory to continue
-  std::string init;                // Hugging Face checkpoint to start from
-  bool skip_nonfinite = false;     // a NaN/Inf gradient skips the step (counted), not the run
+  int64_t eval_every = 0;           // 0: only at the end
+  int64_t eval_windows = 64;        // validation windows per evaluation (0 = all)
+  std::string metrics;              // JSONL file ("" = none)
+  std::string resume;               // run or step directory to continue
+  std::string init;                 // Hugging Face checkpoint to start from
+  bool skip_nonfinite = false;      // a NaN/Inf gradient skips the step (counted), not the run
   int threads = 0;
   int64_t profile = 0;   // > 0: time each kernel operation over this many steps after the first
   DeviceOptions device;  // --device, --comm, --tf32

@@ -20,7 +20,7 @@ struct TrainingPlan {
   std::vector<int> stage_layers;  // layers of each pipeline stage
   int64_t tokens_per_step = 0;    // batch x seq_len x grad_accum x dp
   LrSchedule schedule;
-  AdamWConfig adam;  // zero resolved: 1 when dp > 1 unless asked
+  AdamWConfig adam;                // zero resolved: 1 when dp > 1 unless asked
   DType save_dtype = DType::kF32;  // of the checkpoints' model.safetensors
 };
 

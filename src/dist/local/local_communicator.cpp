@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "colrow/core/error.h"
+#include "dist/collective_checks.h"
 
 namespace colrow {
 
@@ -42,6 +43,16 @@ void LocalCommunicator::all_gather(const Tensor& in, Tensor& out) {
 
 void LocalCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   copy_whole(in, out, "reduce_scatter_sum");
+}
+
+void LocalCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name_);
+}
+
+void LocalCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
+  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name_);
+  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name_);
+  copy_whole(in, out, "reduce_scatter_sum_bf16_wire");
 }
 
 void LocalCommunicator::broadcast(Tensor&, int root) {

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <initializer_list>
 #include <thread>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
 #include "dist/fp32_wire.h"
@@ -29,6 +31,14 @@ int world_rank() {
   return r;
 }
 
+// MPI_User_function for the bf16 wire: inout = bf16(in + inout), the
+// addition in fp32. Commutative (fp32 addition is), so MPI may pick its order.
+void add_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
 }  // namespace
 
 void throw_mpi_error(int code, const char* statement, const char* file, int line) {
@@ -46,12 +56,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name)
   COLROW_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   COLROW_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   COLROW_MPI_CHECK(MPI_Comm_dup(comm_, &control_));
+  COLROW_MPI_CHECK(MPI_Op_create(add_bf16, /*commute=*/1, &bf16_sum_));
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return;
+  MPI_Op_free(&bf16_sum_);
   MPI_Comm_free(&control_);
   if (comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
 }
@@ -123,6 +135,37 @@ void MpiCommunicator::broadcast(Tensor& x, int root) {
     const int count = static_cast<int>(std::min(kMaxChunk, n - done));
     COLROW_MPI_CHECK(MPI_Bcast(p + done, count, MPI_FLOAT, root, comm_));
   }
+}
+
+void MpiCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  require_host_contiguous(x, "all_reduce_sum_bf16_wire", name_);
+  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name_);
+  if (size_ == 1) return;
+  uint16_t* p = x.bf16_data();
+  for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
+    const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+    COLROW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done, count, MPI_UINT16_T, bf16_sum_, comm_));
+  }
+}
+
+void MpiCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
+  const char* what = "reduce_scatter_sum_bf16_wire";
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out}) {
+    require_host_contiguous(*t, what, name_);
+    collective_checks::require_bf16(*t, what, name_);
+  }
+  collective_checks::require_scatter_sizes(in, out, size_, name_);
+  if (size_ == 1) {
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  if (out.numel() > kMaxChunk) {
+    throw InternalError("[dist] " + std::string(what) + " over " + name_ + " of " +
+                        std::to_string(out.numel()) + " elements per rank exceeds one MPI call");
+  }
+  COLROW_MPI_CHECK(MPI_Reduce_scatter_block(in.bf16_data(), out.bf16_data(),
+                                            static_cast<int>(out.numel()), MPI_UINT16_T, bf16_sum_,
+                                            comm_));
 }
 
 namespace {

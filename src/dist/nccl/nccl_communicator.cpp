@@ -67,6 +67,12 @@ cudaStream_t stream_of(Device device) {
   return cuda::compute_stream(device.index);  // also makes the device current
 }
 
+// NCCL's element type for a tensor: bf16 ones are the bf16 wire's (NCCL adds
+// them in fp32 and rounds each partial sum it forwards).
+ncclDataType_t nccl_type(const Tensor& t) {
+  return t.dtype() == DType::kBF16 ? ncclBfloat16 : ncclFloat;
+}
+
 }  // namespace
 
 // Sends started on one NcclCommunicator and not yet handed to NCCL, in the
@@ -207,8 +213,8 @@ NcclCommunicator::~NcclCommunicator() {
 void NcclCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
   sends_->issue();  // held sends go first: every rank's NCCL calls keep program order
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
-  COLROW_NCCL_CHECK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat, op,
-                                  comm_, stream_of(device())));
+  COLROW_NCCL_CHECK(ncclAllReduce(x.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()),
+                                  nccl_type(x), op, comm_, stream_of(device())));
 }
 
 void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
@@ -221,8 +227,9 @@ void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
 void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
   sends_->issue();
   // in: [size*n, ...] -> out: [n, ...], this rank's block of the sum
-  COLROW_NCCL_CHECK(ncclReduceScatter(in.data(), out.data(), static_cast<size_t>(out.numel()),
-                                      ncclFloat, ncclSum, comm_, stream_of(device())));
+  COLROW_NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(),
+                                      static_cast<size_t>(out.numel()), nccl_type(in), ncclSum,
+                                      comm_, stream_of(device())));
 }
 
 void NcclCommunicator::device_broadcast(Tensor& x, int root) {

@@ -11,9 +11,11 @@
 #include <future>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "dist/collective_checks.h"
 #include "dist/fp32_wire.h"
@@ -23,12 +25,12 @@ namespace colrow {
 namespace {
 
 constexpr size_t kPage = SharedSegment::kPage;
-constexpr size_t kFlagBytes = 128;   // one flag per rank, two cache lines apart (no false sharing)
-constexpr int64_t kLineFloats = 16;  // slices start on cache lines
-// Up to this many floats read per rank (chunk x ranks), an all-reduce sums the
+constexpr size_t kFlagBytes = 128;  // one flag per rank, two cache lines apart (no false sharing)
+constexpr int64_t kLineBytes = 64;  // slices start on cache lines
+// Up to this many bytes read per rank (chunk x ranks), an all-reduce sums the
 // whole chunk on every rank: one barrier instead of two, which is what small
 // messages (decoding's [batch, d_model]) pay for.
-constexpr int64_t kWholeReduceFloats = int64_t{1} << 15;
+constexpr int64_t kWholeReduceBytes = int64_t{128} << 10;
 constexpr int kSpinsBeforeYield = 200;  // a few microseconds of pause, then yield
 // A chunk's R copies take about this much in all (at least kMinChunkBytes per
 // rank, where barriers would start to cost more than memory saves). Measured
@@ -49,11 +51,28 @@ uint64_t* flag_of(std::byte* segment, int rank) {
 using kernels::cpu::for_each_element_block;
 using kernels::cpu::kElementBlock;
 
-// dst = src, n floats, in parallel blocks when large.
-void copy_floats(float* dst, const float* src, int64_t n) {
-  for_each_element_block(n, [&](int64_t lo, int64_t hi) {
-    std::memcpy(dst + lo, src + lo, sizeof(float) * (hi - lo));
-  });
+// The slots hold fp32 elements, or bf16 bits (uint16_t) for the bf16 wire,
+// whose sums add in fp32 and round once.
+inline float widen(float v) {
+  return v;
+}
+inline float widen(uint16_t v) {
+  return bf16_to_float(v);
+}
+template <typename E>
+E narrow(float v) {
+  if constexpr (std::is_same_v<E, float>) {
+    return v;
+  } else {
+    return float_to_bf16(v);
+  }
+}
+
+// dst = src, n elements, in parallel blocks when large.
+template <typename E>
+void copy_elements(E* dst, const E* src, int64_t n) {
+  for_each_element_block(
+      n, [&](int64_t lo, int64_t hi) { std::memcpy(dst + lo, src + lo, sizeof(E) * (hi - lo)); });
 }
 
 // max that keeps a NaN from either side, as a sum would.
@@ -62,35 +81,35 @@ inline float max_keeping_nan(float a, float b) {
 }
 
 // out[i] = sources[0][i] (+ or max) sources[1][i] ... in rank order, for
-// i < n. `out` may be one of the sources: each block is combined in a local
-// accumulator and written once.
-template <bool kMax>
-void combine(float* out, const std::vector<const float*>& sources, int64_t n) {
+// i < n, in fp32 (rounded once into a bf16 out). `out` may be one of the
+// sources: each block is combined in a local accumulator and written once.
+template <typename E, bool kMax>
+void combine(E* out, const std::vector<const E*>& sources, int64_t n) {
   for_each_element_block(n, [&](int64_t lo, int64_t hi) {
     const int64_t len = hi - lo;
     alignas(64) float acc[kElementBlock];
-    std::memcpy(acc, sources[0] + lo, sizeof(float) * len);
+    for (int64_t i = 0; i < len; ++i) acc[i] = widen(sources[0][lo + i]);
     for (size_t q = 1; q < sources.size(); ++q) {
-      const float* s = sources[q] + lo;
+      const E* s = sources[q] + lo;
       if constexpr (kMax) {
-        for (int64_t i = 0; i < len; ++i) acc[i] = max_keeping_nan(acc[i], s[i]);
+        for (int64_t i = 0; i < len; ++i) acc[i] = max_keeping_nan(acc[i], widen(s[i]));
       } else {
 #pragma omp simd
-        for (int64_t i = 0; i < len; ++i) acc[i] += s[i];
+        for (int64_t i = 0; i < len; ++i) acc[i] += widen(s[i]);
       }
     }
-    std::memcpy(out + lo, acc, sizeof(float) * len);
+    for (int64_t i = 0; i < len; ++i) out[lo + i] = narrow<E>(acc[i]);
   });
 }
 
-// Rank r's slice [begin, end) of a chunk of n floats: equal parts of whole
-// cache lines, so no two ranks write one line.
+// Rank r's slice [begin, end) of a chunk of n elements of `bytes` each: equal
+// parts of whole cache lines, so no two ranks write one line.
 struct Slice {
   int64_t begin, end;
 };
-Slice slice_of(int rank, int ranks, int64_t n) {
-  const int64_t per = static_cast<int64_t>(
-      SharedSegment::round_up(static_cast<size_t>((n + ranks - 1) / ranks), kLineFloats));
+Slice slice_of(int rank, int ranks, int64_t n, size_t bytes) {
+  const int64_t per = static_cast<int64_t>(SharedSegment::round_up(
+      static_cast<size_t>((n + ranks - 1) / ranks), static_cast<size_t>(kLineBytes) / bytes));
   const int64_t begin = std::min(n, rank * per);
   return {begin, std::min(n, begin + per)};
 }
@@ -113,7 +132,6 @@ bool group_on_one_node(MPI_Comm comm) {
 ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t slot_bytes,
                                  int mailbox_slots)
     : slot_bytes_(SharedSegment::round_up(std::max<size_t>(slot_bytes, kPage), kPage)),
-      slot_floats_(static_cast<int64_t>(slot_bytes_ / sizeof(float))),
       segment_(host->handle(), flag_region_bytes(host->size()) + 2 * slot_bytes_ * host->size(),
                host->name()),
       mailbox_slots_(mailbox_slots),
@@ -123,14 +141,15 @@ ShmCommunicator::ShmCommunicator(std::unique_ptr<MpiCommunicator>&& host, size_t
                      : nullptr),
       host_(std::move(host)) {}
 
-float* ShmCommunicator::slot(int rank, int set) const {
+template <typename E>
+E* ShmCommunicator::slot(int rank, int set) const {
   std::byte* slots = segment_.data() + flag_region_bytes(size());
-  return reinterpret_cast<float*>(slots + (static_cast<size_t>(rank) * 2 + set) * slot_bytes_);
+  return reinterpret_cast<E*>(slots + (static_cast<size_t>(rank) * 2 + set) * slot_bytes_);
 }
 
-int64_t ShmCommunicator::chunk_floats() const {
-  const size_t bytes = std::max(kMinChunkBytes, kChunkBytesAllRanks / size());
-  return std::min(slot_floats_, static_cast<int64_t>(bytes / sizeof(float)));
+int64_t ShmCommunicator::chunk_bytes() const {
+  return static_cast<int64_t>(
+      std::min(slot_bytes_, std::max(kMinChunkBytes, kChunkBytesAllRanks / size())));
 }
 
 void ShmCommunicator::arrive_and_wait() {
@@ -151,41 +170,40 @@ void ShmCommunicator::arrive_and_wait() {
   }
 }
 
-void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* what) {
-  require_host_contiguous(x, what, name());
+template <typename E>
+void ShmCommunicator::all_reduce(E* data, int64_t n, Reduction reduction) {
   const int ranks = size(), me = rank();
   if (ranks == 1) return;
-  float* data = x.data();
-  std::vector<const float*> sources(ranks);
-  const int64_t chunk = chunk_floats();
-  for (int64_t offset = 0, n = x.numel(); offset < n; offset += chunk) {
+  std::vector<const E*> sources(ranks);
+  const int64_t chunk = chunk_bytes() / static_cast<int64_t>(sizeof(E));
+  for (int64_t offset = 0; offset < n; offset += chunk) {
     const int64_t count = std::min(chunk, n - offset);
     const int set = next_set();
-    copy_floats(slot(me, set), data + offset, count);
+    copy_elements(slot<E>(me, set), data + offset, count);
     arrive_and_wait();
-    if (count * ranks <= kWholeReduceFloats) {
+    if (count * ranks * static_cast<int64_t>(sizeof(E)) <= kWholeReduceBytes) {
       // Small: every rank sums the whole chunk itself, in the same rank
       // order (so the same bits everywhere), and needs no second barrier.
-      for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set);
+      for (int q = 0; q < ranks; ++q) sources[q] = slot<E>(q, set);
       if (reduction == Reduction::kMax) {
-        combine<true>(data + offset, sources, count);
+        combine<E, true>(data + offset, sources, count);
       } else {
-        combine<false>(data + offset, sources, count);
+        combine<E, false>(data + offset, sources, count);
       }
       continue;
     }
-    const Slice mine = slice_of(me, ranks, count);
-    for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set) + mine.begin;
-    float* reduced = slot(me, set) + mine.begin;
+    const Slice mine = slice_of(me, ranks, count, sizeof(E));
+    for (int q = 0; q < ranks; ++q) sources[q] = slot<E>(q, set) + mine.begin;
+    E* reduced = slot<E>(me, set) + mine.begin;
     if (reduction == Reduction::kMax) {
-      combine<true>(reduced, sources, mine.end - mine.begin);
+      combine<E, true>(reduced, sources, mine.end - mine.begin);
     } else {
-      combine<false>(reduced, sources, mine.end - mine.begin);
+      combine<E, false>(reduced, sources, mine.end - mine.begin);
     }
     arrive_and_wait();
     for (int q = 0; q < ranks; ++q) {
-      const Slice s = slice_of(q, ranks, count);
-      copy_floats(data + offset + s.begin, slot(q, set) + s.begin, s.end - s.begin);
+      const Slice s = slice_of(q, ranks, count, sizeof(E));
+      copy_elements(data + offset + s.begin, slot<E>(q, set) + s.begin, s.end - s.begin);
     }
   }
 }
@@ -193,13 +211,34 @@ void ShmCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* wha
 void ShmCommunicator::all_reduce_sum(Tensor& x) {
   require_idle("all_reduce_sum");
   if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_sum(w); })) return;
-  all_reduce(x, Reduction::kSum, "all_reduce_sum");
+  require_host_contiguous(x, "all_reduce_sum", name());
+  all_reduce(x.data(), x.numel(), Reduction::kSum);
 }
 
 void ShmCommunicator::all_reduce_max(Tensor& x) {
   require_idle("all_reduce_max");
   if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_max(w); })) return;
-  all_reduce(x, Reduction::kMax, "all_reduce_max");
+  require_host_contiguous(x, "all_reduce_max", name());
+  all_reduce(x.data(), x.numel(), Reduction::kMax);
+}
+
+void ShmCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  require_idle("all_reduce_sum_bf16_wire");
+  require_host_contiguous(x, "all_reduce_sum_bf16_wire", name());
+  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name());
+  all_reduce(x.bf16_data(), x.numel(), Reduction::kSum);
+}
+
+void ShmCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
+  require_idle("reduce_scatter_sum_bf16_wire");
+  check_scatter(in, out);
+  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name());
+  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name());
+  if (size() == 1) {
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  scatter(in.bf16_data(), out.bf16_data(), out.numel());
 }
 
 void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
@@ -216,7 +255,11 @@ void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
     return;
   }
   check_scatter(in, out);
-  scatter(in, out);
+  if (size() == 1) {
+    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  scatter(in.data(), out.data(), out.numel());
 }
 
 void ShmCommunicator::check_gather(const Tensor& in, const Tensor& out) const {
@@ -238,35 +281,34 @@ void ShmCommunicator::gather(const Tensor& in, Tensor& out) {
     if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
     return;
   }
-  const int64_t chunk = chunk_floats();
+  const int64_t chunk = chunk_bytes() / static_cast<int64_t>(sizeof(float));
   for (int64_t offset = 0; offset < n; offset += chunk) {
     const int64_t count = std::min(chunk, n - offset);
     const int set = next_set();
-    copy_floats(slot(me, set), in.data() + offset, count);
+    copy_elements(slot<float>(me, set), in.data() + offset, count);
     arrive_and_wait();
-    for (int q = 0; q < ranks; ++q) copy_floats(out.data() + q * n + offset, slot(q, set), count);
+    for (int q = 0; q < ranks; ++q) {
+      copy_elements(out.data() + q * n + offset, slot<float>(q, set), count);
+    }
   }
 }
 
-void ShmCommunicator::scatter(const Tensor& in, Tensor& out) {
+template <typename E>
+void ShmCommunicator::scatter(const E* in, E* out, int64_t n) {
   const int ranks = size(), me = rank();
-  const int64_t n = out.numel();
-  if (ranks == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
-    return;
-  }
-  // A chunk holds `per_rank` floats of each rank's block: ranks x per_rank fit a chunk.
-  const int64_t per_rank = std::max<int64_t>(1, chunk_floats() / ranks);
-  std::vector<const float*> sources(ranks);
+  // A chunk holds `per_rank` elements of each rank's block: ranks x per_rank fit a chunk.
+  const int64_t per_rank =
+      std::max<int64_t>(1, chunk_bytes() / static_cast<int64_t>(sizeof(E)) / ranks);
+  std::vector<const E*> sources(ranks);
   for (int64_t offset = 0; offset < n; offset += per_rank) {
     const int64_t count = std::min(per_rank, n - offset);
     const int set = next_set();
     for (int q = 0; q < ranks; ++q) {
-      copy_floats(slot(me, set) + q * count, in.data() + q * n + offset, count);
+      copy_elements(slot<E>(me, set) + q * count, in + q * n + offset, count);
     }
     arrive_and_wait();
-    for (int q = 0; q < ranks; ++q) sources[q] = slot(q, set) + me * count;
-    combine<false>(out.data() + offset, sources, count);
+    for (int q = 0; q < ranks; ++q) sources[q] = slot<E>(q, set) + me * count;
+    combine<E, false>(out + offset, sources, count);
   }
 }
 
@@ -388,7 +430,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum(Tensor&
   require_host_contiguous(x, "all_reduce_sum", name());
   // At once for one rank, and for bf16, whose widened copy must outlive the wait.
   if (size() == 1 || x.dtype() != DType::kF32) return Communicator::start_all_reduce_sum(x);
-  return start([this, &x] { all_reduce(x, Reduction::kSum, "all_reduce_sum"); });
+  return start([this, &x] { all_reduce(x.data(), x.numel(), Reduction::kSum); });
 }
 
 std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tensor& in,
@@ -408,7 +450,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(con
   if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
     return Communicator::start_reduce_scatter_sum(in, out);
   }
-  return start([this, &in, &out] { scatter(in, out); });
+  return start([this, &in, &out] { scatter(in.data(), out.data(), out.numel()); });
 }
 
 std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {

@@ -10,11 +10,12 @@
 //   all_gather: copy in; barrier; copy every rank's slot out.
 //   reduce_scatter: copy in; barrier; rank r sums block r of every slot.
 // Each element's sum runs over ranks 0, 1, ..., R-1 whatever the threads or
-// the timing, so results are the same bits on every run and every rank.
+// the timing, so results are the same bits on every run and every rank. The
+// bf16 wire's sums put bf16 in the slots and add in fp32, rounding once.
 // Messages go in chunks sized for the caches, not the slot: the R copies of a
 // chunk (one per rank) take about 1 MiB in all, at least 128 KiB per rank,
 // so the sums and the copies out read what the copies in just wrote from
-// cache rather than from memory (chunk_floats). The barrier is a flag
+// cache rather than from memory (chunk_bytes). The barrier is a flag
 // per rank in the segment; waiting ranks spin briefly, then yield their core.
 // Broadcast, barrier, split, failure agreement and abort go to the group's
 // MPI communicator, which stays the channel for control messages. Point to
@@ -65,6 +66,10 @@ class ShmCommunicator final : public Communicator {
   void reduce_scatter_sum(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& x, int root) override;
   void barrier() override;
+  // bf16 in the slots, each element summed in fp32 over ranks 0..R-1 and
+  // rounded once: half the bytes, and the fp32 wire's result.
+  void all_reduce_sum_bf16_wire(Tensor& x) override;
+  void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
@@ -87,20 +92,24 @@ class ShmCommunicator final : public Communicator {
   void check_gather(const Tensor& in, const Tensor& out) const;
   void check_scatter(const Tensor& in, const Tensor& out) const;
   void gather(const Tensor& in, Tensor& out);
-  void scatter(const Tensor& in, Tensor& out);
+  // The reductions over E = float or bf16 bits (uint16_t), on checked
+  // operands of a group of two or more: n elements reduced, or per rank.
   enum class Reduction { kSum, kMax };
-  void all_reduce(Tensor& x, Reduction reduction, const char* what);
-  // Slot `set` of `rank`.
-  float* slot(int rank, int set) const;
+  template <typename E>
+  void all_reduce(E* data, int64_t n, Reduction reduction);
+  template <typename E>
+  void scatter(const E* in, E* out, int64_t n);
+  // Slot `set` of `rank`, as elements E.
+  template <typename E>
+  E* slot(int rank, int set) const;
   // Waits until every rank of the group has arrived here as often as this one.
   void arrive_and_wait();
   // The slot set the next chunk uses (alternating).
   int next_set() { return set_ ^= 1; }
-  // Floats of one rank's part of a chunk: see the top of this file.
-  int64_t chunk_floats() const;
+  // Bytes of one rank's part of a chunk: see the top of this file.
+  int64_t chunk_bytes() const;
 
   size_t slot_bytes_;
-  int64_t slot_floats_;    // floats one rank's slot holds: the largest chunk
   SharedSegment segment_;  // made before host_ is taken from the caller
   int mailbox_slots_;
   std::unique_ptr<ShmMailboxes> mailboxes_;  // point to point, when asked for; also before host_

@@ -16,28 +16,33 @@ namespace colrow {
 StagedCommunicator::StagedCommunicator(std::unique_ptr<Communicator> host, Device device)
     : DeviceGroupCommunicator(std::move(host), device, "StagedCommunicator") {}
 
-void StagedCommunicator::reserve(int64_t count) {
+void StagedCommunicator::reserve(int64_t count, DType dtype) {
+  Tensor& buffer = staging(dtype);
   // A default Tensor is a 0-d scalar (numel 1) with no storage: capacity 0.
-  const int64_t capacity = staging_.owns_storage() ? staging_.numel() : 0;
+  const int64_t capacity = buffer.owns_storage() ? buffer.numel() : 0;
   if (capacity >= count) return;
   // Grows to the largest collective so far; a step repeats the same sizes, so
   // this happens during the first step only.
-  staging_ = Tensor::empty({count});
+  buffer = Tensor::empty({count}, Device::cpu(), dtype);
   ++staging_allocations_;
 }
 
-Tensor StagedCommunicator::staged(const Shape& shape, int64_t offset) {
+Tensor StagedCommunicator::staged(const Shape& shape, int64_t offset, DType dtype) {
+  const Tensor& buffer = staging(dtype);
   const int64_t count = shape_numel(shape);
-  COLROW_CHECK(staging_.owns_storage() && offset + count <= staging_.numel(),
+  COLROW_CHECK(buffer.owns_storage() && offset + count <= buffer.numel(),
                "staging view past the reserved buffer");
-  return staging_.slice(0, offset, count).view(shape);
+  return buffer.slice(0, offset, count).view(shape);
 }
 
+// bf16 operands come from the bf16 wire's sums only, and go to the host's.
 void StagedCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
-  reserve(x.numel());
-  Tensor h = staged(x.shape());
+  reserve(x.numel(), x.dtype());
+  Tensor h = staged(x.shape(), 0, x.dtype());
   h.copy_from(x);  // waits for the kernels that wrote x
-  if (reduction == Reduction::kSum) {
+  if (x.dtype() == DType::kBF16) {
+    host().all_reduce_sum_bf16_wire(h);
+  } else if (reduction == Reduction::kSum) {
     host().all_reduce_sum(h);
   } else {
     host().all_reduce_max(h);
@@ -56,10 +61,15 @@ void StagedCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
 
 void StagedCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
   // in: [size*n, ...] at [0, size*n), out: [n, ...] after it
-  reserve(in.numel() + out.numel());
-  Tensor h_in = staged(in.shape()), h_out = staged(out.shape(), in.numel());
+  const DType dtype = in.dtype();
+  reserve(in.numel() + out.numel(), dtype);
+  Tensor h_in = staged(in.shape(), 0, dtype), h_out = staged(out.shape(), in.numel(), dtype);
   h_in.copy_from(in);
-  host().reduce_scatter_sum(h_in, h_out);
+  if (dtype == DType::kBF16) {
+    host().reduce_scatter_sum_bf16_wire(h_in, h_out);
+  } else {
+    host().reduce_scatter_sum(h_in, h_out);
+  }
   out.copy_from(h_out);
 }
 

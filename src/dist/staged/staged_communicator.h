@@ -37,12 +37,15 @@ class StagedCommunicator final : public DeviceGroupCommunicator {
   void device_recv(Tensor& x, int src, int tag) override;
   std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) override;
 
-  // Grows the staging buffer to hold `count` elements, if it does not.
-  void reserve(int64_t count);
-  // A contiguous host view of `shape` at element `offset` of the reserved buffer.
-  Tensor staged(const Shape& shape, int64_t offset = 0);
+  // Grows the staging buffer of `dtype` to hold `count` elements, if it does not.
+  void reserve(int64_t count, DType dtype = DType::kF32);
+  // A contiguous host view of `shape` at element `offset` of the reserved
+  // buffer of `dtype`.
+  Tensor staged(const Shape& shape, int64_t offset = 0, DType dtype = DType::kF32);
+  Tensor& staging(DType dtype) { return dtype == DType::kF32 ? staging_ : staging_bf16_; }
 
-  Tensor staging_;  // flat host buffer, [capacity]
+  Tensor staging_;       // flat host buffer, [capacity]
+  Tensor staging_bf16_;  // the same for the bf16 wire's sums
   int64_t staging_allocations_ = 0;
 };
 
