@@ -57,7 +57,6 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
                       std::to_string(config.max_position_embeddings) + ").");
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
-  require_pipeline_dtype(placement.dtype, o.pp);
   const TokenFile file(o.tokens);
   const int64_t windows = (file.size() - 1) / o.seq_len;
   if (windows < 1) {

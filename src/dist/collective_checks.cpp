@@ -88,14 +88,17 @@ void require_peer_and_tag(int peer, const char* role, int tag, int rank, int siz
   require_tag(tag, what, group);
 }
 
-void require_message_count(int64_t sent, const Tensor& x, int src, int tag,
+void require_message_bytes(int64_t sent_bytes, const Tensor& x, int src, int tag,
                            const std::string& group) {
-  if (sent == x.numel()) return;
+  const int64_t element = dtype_bytes(x.dtype());
+  if (sent_bytes == x.numel() * element) return;
+  const std::string sent = sent_bytes % element == 0 ? std::to_string(sent_bytes / element)
+                                                     : std::to_string(sent_bytes) + " bytes";
   throw InternalError("[dist] recv over " + group + " from src (" + std::to_string(src) +
-                      ") with tag (" + std::to_string(tag) + "): message count (" +
-                      std::to_string(sent) + ") must equal the receiving tensor's count (" +
-                      std::to_string(x.numel()) + ", shape " + shape_to_string(x.shape()) +
-                      "). Receive into the shape the sender sends.");
+                      ") with tag (" + std::to_string(tag) + "): message count (" + sent +
+                      ") must equal the receiving tensor's count (" + std::to_string(x.numel()) +
+                      ", shape " + shape_to_string(x.shape()) + ", " + dtype_name(x.dtype()) +
+                      "). Receive into the shape and dtype the sender sends.");
 }
 
 }  // namespace colrow::collective_checks

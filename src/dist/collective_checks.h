@@ -35,10 +35,11 @@ void require_tag(int tag, const char* what, const std::string& group);
 // Both, as every backend's start_send and recv check them.
 void require_peer_and_tag(int peer, const char* role, int tag, int rank, int size, const char* what,
                           const std::string& group);
-// recv: the matched message's `sent` elements must be x's count. The
-// InternalError names the source, the tag and both counts; the caller has
-// already taken the message off its channel, so its sender is free.
-void require_message_count(int64_t sent, const Tensor& x, int src, int tag,
+// recv: the matched message's `sent_bytes` must be x's bytes (its count of
+// its dtype). The InternalError names the source, the tag and both counts (in
+// x's elements; in bytes when the message is not a whole number of them); the
+// caller has already taken the message off its channel, so its sender is free.
+void require_message_bytes(int64_t sent_bytes, const Tensor& x, int src, int tag,
                            const std::string& group);
 
 }  // namespace colrow::collective_checks

@@ -184,7 +184,7 @@ const Tensor* forward_through_stages(GptModel& model, Communicator* pp, Tensor& 
   const PipelineStage& stage = model.stage();
   if (!stage.is_first()) {
     ensure_shape(received, {static_cast<int64_t>(slots.size()) * n_new, model.config().d_model},
-                 model.device());
+                 model.device(), model.compute_dtype());  // the hidden rows' dtype
     pp->recv(received, pp->rank() - 1, kDecodeActivations);
   }
   const Tensor& out = model.forward_cached_stage(ids, &received, slots, n_new, cache);

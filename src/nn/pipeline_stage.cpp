@@ -70,13 +70,4 @@ PipelineStage pipeline_stage(int n_layer, int stages, int index,
   return stage;
 }
 
-void require_pipeline_dtype(DType dtype, int pp) {
-  if (pp > 1 && dtype != DType::kF32) {
-    throw ConfigError("[dtype] dtype (" + std::string(dtype_name(dtype)) + ") with pp (" +
-                      std::to_string(pp) +
-                      "): pipeline stages exchange fp32 activations only so far. Use --dtype fp32 "
-                      "with --pp, or --pp 1.");
-  }
-}
-
 }  // namespace colrow

@@ -78,7 +78,10 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
     switch (action.op) {
       case PipelineOp::kRecvForward: {
         Tensor& input = slot_for(j).input;
-        ensure_shape(input, {rows, model_.config().d_model}, model_.device());
+        // Activations and their gradients cross in the compute dtype (the blocks
+        // keep their input's dtype, forward and backward); bf16 travels as bf16.
+        ensure_shape(input, {rows, model_.config().d_model}, model_.device(),
+                     model_.compute_dtype());
         pp_.recv(input, prev, kActivations);
         break;
       }
@@ -94,7 +97,8 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
         slots_[slot_of_[j]].sends.push_back(pp_.start_send(*sent[j], next, kActivations));
         break;
       case PipelineOp::kRecvBackward:
-        ensure_shape(grad_input_, {rows, model_.config().d_model}, model_.device());
+        ensure_shape(grad_input_, {rows, model_.config().d_model}, model_.device(),
+                     model_.compute_dtype());
         pp_.recv(grad_input_, next, kGradients);
         break;
       case PipelineOp::kBackward:
@@ -144,7 +148,7 @@ std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& bat
     slot.finish_sends();  // the output buffer is about to be overwritten
     if (!stage.is_first()) {
       ensure_shape(slot.input, {model_.boundary_rows(b.rows, b.seq_len), model_.config().d_model},
-                   model_.device());
+                   model_.device(), model_.compute_dtype());
       pp_.recv(slot.input, pp_.rank() - 1, kActivations);
     }
     const GptModel::StageForward out = slot.model->forward_stage(

@@ -48,7 +48,6 @@ TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int
               ") exclude each other: --resume "
               "continues a run, --init starts a new one from a model.");
   plan.save_dtype = parse_dtype("--save-dtype", o.save_dtype);
-  require_pipeline_dtype(parse_dtype("--dtype", o.device.dtype), o.pp);
   LrSchedule& schedule = plan.schedule;
   schedule.lr = o.lr;
   schedule.min_lr = o.min_lr >= 0.0 ? o.min_lr : o.lr / 10.0;

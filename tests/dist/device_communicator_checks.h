@@ -82,8 +82,8 @@ inline void expect_bitwise(const Tensor& actual, const Tensor& reference, const 
   EXPECT_EQ(mismatches, 0) << what << ": elements that differ from MPI";
 }
 
-inline std::string label(const char* op, Communicator& c, Device d, int64_t n) {
-  return std::string(op) + " of " + std::to_string(n) + " on " + d.str() + " over " + c.name();
+inline std::string label(const std::string& op, Communicator& c, Device d, int64_t n) {
+  return op + " of " + std::to_string(n) + " on " + d.str() + " over " + c.name();
 }
 
 // Each check runs the collective through `c` on tensors on `d`, and through the
@@ -175,15 +175,17 @@ inline void check_rejects_bad_operands(Communicator& c, Device d) {
 
 // Each rank sends to the next and receives from the previous one (a ring),
 // on tensors on `d`; the message must be the sender's input, bit for bit.
-inline void check_ring_exchange(Communicator& c, Device d, int64_t n) {
+inline void check_ring_exchange(Communicator& c, Device d, int64_t n, DType dtype = DType::kF32) {
   if (c.size() < 2) return;
   const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
-  const Tensor out = input({n}, c.rank(), 6).to(d);
-  Tensor in = Tensor::full({n}, -1.0f, d);
+  const Tensor out = input({n}, c.rank(), 6).to(d).to(dtype);
+  Tensor in = Tensor::full({n}, -1.0f, d).to(dtype);
   std::unique_ptr<PendingCollective> sent = c.start_send(out, next, /*tag=*/0);
   c.recv(in, prev, /*tag=*/0);
   sent->wait();
-  expect_bitwise(in, input({n}, prev, 6), label("ring exchange", c, d, n));
+  EXPECT_EQ(in.dtype(), dtype);
+  expect_bitwise(in, input({n}, prev, 6).to(dtype),
+                 label(std::string("ring exchange, ") + dtype_name(dtype), c, d, n));
 }
 
 // Ranks 2k and 2k + 1 swap messages on two tags, each sending first: 2k

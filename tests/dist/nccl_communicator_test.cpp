@@ -141,6 +141,7 @@ TEST(NcclCommunicatorTest, HeldSendsPairUpWithTheNextReceive) {
   // group, which the held send and the next receive form.
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1} << 22}) {
     check_ring_exchange(*c, gpu(), n);
+    check_ring_exchange(*c, gpu(), n, DType::kBF16);  // ncclBfloat16 (pipeline activations)
     check_pair_exchange(*c, gpu(), n);
   }
   check_rejects_bad_peers(*c, gpu());

@@ -10,7 +10,8 @@
 // LocalCommunicator (no peer) and RecordingCommunicator (records
 // "send"/"recv" with counts and peers). Every value is a small integer that
 // encodes its sender, tag, message and index, and the received copy must
-// equal it bit for bit.
+// equal it bit for bit. bf16 messages (a bf16 pipeline's activations) travel
+// as their own bits, and a dtype mismatch is a count mismatch.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -218,6 +219,39 @@ TEST_P(PointToPointTest, EmptyMessagesPairUp) {
   expect_message(got, prev(), kForward, 2, "after an empty message");
 }
 
+// Every bf16 bit pattern of the message (rounded from its fp32 values, which
+// need more than 8 bits), through slots and inline chunks alike.
+TEST_P(PointToPointTest, Bf16MessagesArriveAsTheirOwnBits) {
+  if (alone()) GTEST_SKIP() << "needs two ranks";
+  Communicator& c = group();
+  for (int64_t n : kSizes) {
+    SCOPED_TRACE(std::to_string(n) + " bf16 elements");
+    const Tensor out = message(c.rank(), kForward, 5, n).to(DType::kBF16);
+    Tensor in = Tensor::full({n}, -1.0f).to(DType::kBF16);
+    std::unique_ptr<PendingCollective> sent = c.start_send(out, next(), kForward);
+    c.recv(in, prev(), kForward);
+    sent->wait();
+    const Tensor want = message(prev(), kForward, 5, n).to(DType::kBF16);
+    ASSERT_EQ(in.dtype(), DType::kBF16);
+    EXPECT_EQ(std::memcmp(in.bf16_data(), want.bf16_data(), sizeof(uint16_t) * n), 0);
+  }
+}
+
+// 8 bf16 elements are the bytes of 4 fp32 ones: the receiver's count says so.
+TEST_P(PointToPointTest, DtypeMismatchIsACountMismatch) {
+  if (alone()) GTEST_SKIP() << "needs two ranks";
+  Communicator& c = group();
+  const Tensor out = message(c.rank(), kBackward, 0, 8).to(DType::kBF16);
+  std::unique_ptr<PendingCollective> sent = c.start_send(out, next(), kBackward);
+  Tensor in = Tensor::full({8}, -1.0f);
+  const std::string error = internal_error([&] { c.recv(in, prev(), kBackward); });
+  EXPECT_TRUE(contains(error,
+                       "message count (4) must equal the receiving tensor's count (8, "
+                       "shape [8], fp32)"))
+      << error;
+  sent->wait();
+}
+
 TEST_P(PointToPointTest, CountMismatchIsAnErrorNamingBothCounts) {
   if (alone()) GTEST_SKIP() << "needs two ranks";
   Communicator& c = group();
@@ -236,7 +270,7 @@ TEST_P(PointToPointTest, CountMismatchIsAnErrorNamingBothCounts) {
         << error;
     EXPECT_TRUE(contains(error, "message count (" + std::to_string(sent_count) + ")")) << error;
     EXPECT_TRUE(contains(error, "count (" + std::to_string(expected) + ", shape [" +
-                                    std::to_string(expected) + "])"))
+                                    std::to_string(expected) + "], fp32)"))
         << error;
     sent->wait();  // the mismatched message was still taken: its sender is free
   }

@@ -91,7 +91,8 @@ TEST(StagedCommunicatorTest, MessagesTravelThroughTheHost) {
   for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{100003}}) {
     check_ring_exchange(*c, gpu(), n);
     check_pair_exchange(*c, gpu(), n);
-    check_ring_exchange(*c, Device::cpu(), n);  // host tensors go straight to MPI
+    check_ring_exchange(*c, Device::cpu(), n);        // host tensors go straight to MPI
+    check_ring_exchange(*c, gpu(), n, DType::kBF16);  // bf16 as bf16 (pipeline activations)
   }
   check_rejects_bad_peers(*c, gpu());
 }

@@ -9,7 +9,6 @@
 
 #include <vector>
 
-#include "colrow/core/dtype.h"
 #include "colrow/nn/model_config.h"
 
 namespace colrow {
@@ -37,9 +36,5 @@ std::vector<int> pipeline_layer_counts(int n_layer, int stages,
 // Stage `index` of `stages` under pipeline_layer_counts.
 PipelineStage pipeline_stage(int n_layer, int stages, int index,
                              const std::vector<int>& requested = {});
-
-// ConfigError for a bf16 compute dtype with pipeline stages (pp > 1): the
-// messages between stages carry fp32 only so far. Before anything is built.
-void require_pipeline_dtype(DType dtype, int pp);
 
 }  // namespace colrow

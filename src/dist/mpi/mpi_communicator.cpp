@@ -31,6 +31,11 @@ int world_rank() {
   return r;
 }
 
+// A tensor's elements as MPI sees them: bf16 as 16-bit words.
+MPI_Datatype mpi_element(const Tensor& x) {
+  return x.dtype() == DType::kBF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
+
 // MPI_User_function for the bf16 wire: inout = bf16(in + inout), the
 // addition in fp32. Commutative (fp32 addition is), so MPI may pick its order.
 void add_bf16(void* in, void* inout, int* len, MPI_Datatype*) {
@@ -240,27 +245,30 @@ void MpiCommunicator::check_p2p(const Tensor& x, int peer, const char* role, int
 std::unique_ptr<PendingCollective> MpiCommunicator::start_send(const Tensor& x, int dst, int tag) {
   check_p2p(x, dst, "dst", tag, "send");
   MPI_Request request;
-  COLROW_MPI_CHECK(
-      MPI_Isend(x.data(), static_cast<int>(x.numel()), MPI_FLOAT, dst, tag, comm_, &request));
+  COLROW_MPI_CHECK(MPI_Isend(x.raw_data(), static_cast<int>(x.numel()), mpi_element(x), dst, tag,
+                             comm_, &request));
   return std::make_unique<MpiPending>(request);
 }
 
 void MpiCommunicator::recv(Tensor& x, int src, int tag) {
   check_p2p(x, src, "src", tag, "recv");
-  // Matched first, received second: the count is known before any byte lands
-  // in x, and a message of another count is still taken off the wire (so its
-  // sender's wait() returns) before the error.
+  // Matched first, received second: the size is known before any byte lands
+  // in x, and a message of another size (or dtype) is still taken off the
+  // wire (so its sender's wait() returns) before the error. Every message is
+  // a whole number of 16-bit words, at most INT_MAX of them (check_p2p).
   MPI_Message message;
   MPI_Status status;
   COLROW_MPI_CHECK(MPI_Mprobe(src, tag, comm_, &message, &status));
-  int count = 0;
-  COLROW_MPI_CHECK(MPI_Get_count(&status, MPI_FLOAT, &count));
-  if (count != x.numel()) {
-    std::vector<float> discard(static_cast<size_t>(std::max(count, 0)));
-    COLROW_MPI_CHECK(MPI_Mrecv(discard.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
-    collective_checks::require_message_count(count, x, src, tag, name_);
+  MPI_Count bytes = 0;
+  COLROW_MPI_CHECK(MPI_Get_elements_x(&status, MPI_BYTE, &bytes));
+  if (bytes != x.numel() * dtype_bytes(x.dtype())) {
+    std::vector<uint16_t> discard(static_cast<size_t>(bytes / 2));
+    COLROW_MPI_CHECK(MPI_Mrecv(discard.data(), static_cast<int>(bytes / 2), MPI_UINT16_T, &message,
+                               MPI_STATUS_IGNORE));
+    collective_checks::require_message_bytes(bytes, x, src, tag, name_);
   }
-  COLROW_MPI_CHECK(MPI_Mrecv(x.data(), count, MPI_FLOAT, &message, MPI_STATUS_IGNORE));
+  COLROW_MPI_CHECK(MPI_Mrecv(x.raw_data(), static_cast<int>(x.numel()), mpi_element(x), &message,
+                             MPI_STATUS_IGNORE));
 }
 
 void MpiCommunicator::barrier() {

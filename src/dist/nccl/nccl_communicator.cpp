@@ -98,12 +98,12 @@ class NcclCommunicator::SendQueue {
     cudaStream_t stream = stream_of(device_);
     COLROW_NCCL_CHECK(ncclGroupStart());
     for (const Held& s : sends) {
-      COLROW_NCCL_CHECK(
-          ncclSend(s.x.data(), static_cast<size_t>(s.x.numel()), ncclFloat, s.dst, comm_, stream));
+      COLROW_NCCL_CHECK(ncclSend(s.x.raw_data(), static_cast<size_t>(s.x.numel()), nccl_type(s.x),
+                                 s.dst, comm_, stream));
     }
     if (recv != nullptr) {
-      COLROW_NCCL_CHECK(ncclRecv(recv->data(), static_cast<size_t>(recv->numel()), ncclFloat, src,
-                                 comm_, stream));
+      COLROW_NCCL_CHECK(ncclRecv(recv->raw_data(), static_cast<size_t>(recv->numel()),
+                                 nccl_type(*recv), src, comm_, stream));
     }
     COLROW_NCCL_CHECK(ncclGroupEnd());
   }

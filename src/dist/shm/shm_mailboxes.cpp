@@ -16,10 +16,10 @@ namespace colrow {
 namespace {
 
 constexpr size_t kFlagBytes = 64;  // one busy flag per slot, each on its own cache line
-// Control message: {total floats of the message, offset and floats of this
+// Control message: {total bytes of the message, offset and bytes of this
 // chunk, where the chunk is}. Where: a slot index of the sender, or one of:
 constexpr int64_t kInline = -1;  // the chunk follows as an MPI message (no free slot)
-constexpr int64_t kEmpty = -2;   // a message of no floats
+constexpr int64_t kEmpty = -2;   // a message of no bytes
 using Control = std::array<int64_t, 4>;
 
 size_t flag_region_bytes(int ranks, int slots) {
@@ -69,10 +69,9 @@ uint64_t* ShmMailboxes::busy_flag(int rank, int index) const {
                                      (static_cast<size_t>(rank) * slots_ + index) * kFlagBytes);
 }
 
-float* ShmMailboxes::slot(int rank, int index) const {
+std::byte* ShmMailboxes::slot(int rank, int index) const {
   std::byte* slots = segment_.data() + flag_region_bytes(host_.size(), slots_);
-  return reinterpret_cast<float*>(slots +
-                                  (static_cast<size_t>(rank) * slots_ + index) * slot_bytes_);
+  return slots + (static_cast<size_t>(rank) * slots_ + index) * slot_bytes_;
 }
 
 int ShmMailboxes::free_slot() const {
@@ -87,8 +86,9 @@ std::unique_ptr<PendingCollective> ShmMailboxes::start_send(const Tensor& x, int
   collective_checks::require_host_contiguous(x, "send", host_.name());
   collective_checks::require_peer_and_tag(dst, "dst", tag, host_.rank(), host_.size(), "send",
                                           host_.name());
-  const int64_t total = x.numel();
-  const int64_t chunk = static_cast<int64_t>(slot_bytes_ / sizeof(float));
+  const auto* bytes = static_cast<const std::byte*>(x.raw_data());
+  const int64_t total = x.numel() * dtype_bytes(x.dtype());
+  const auto chunk = static_cast<int64_t>(slot_bytes_);
   const int64_t chunks = std::max<int64_t>(1, kernels::cpu::ceil_div(total, chunk));
   auto send = std::make_unique<MailboxSend>(chunks);
   for (int64_t c = 0; c < chunks; ++c) {  // one control (and an empty chunk) when total is 0
@@ -98,14 +98,14 @@ std::unique_ptr<PendingCollective> ShmMailboxes::start_send(const Tensor& x, int
     control = {total, offset, count, total == 0 ? kEmpty : (index >= 0 ? index : kInline)};
     if (index >= 0) {
       __atomic_store_n(busy_flag(host_.rank(), index), 1, __ATOMIC_RELAXED);
-      std::memcpy(slot(host_.rank(), index), x.data() + offset, sizeof(float) * count);
+      std::memcpy(slot(host_.rank(), index), bytes + offset, static_cast<size_t>(count));
       std::atomic_thread_fence(std::memory_order_release);  // the data before its control
     }
     MPI_Request request;
     COLROW_MPI_CHECK(MPI_Isend(control.data(), 4, MPI_INT64_T, dst, tag, host_.handle(), &request));
     send->add(request);
     if (control[3] == kInline) {
-      COLROW_MPI_CHECK(MPI_Isend(x.data() + offset, static_cast<int>(count), MPI_FLOAT, dst, tag,
+      COLROW_MPI_CHECK(MPI_Isend(bytes + offset, static_cast<int>(count), MPI_BYTE, dst, tag,
                                  host_.handle(), &request));
       send->add(request);
     }
@@ -119,8 +119,10 @@ void ShmMailboxes::recv(Tensor& x, int src, int tag) {
                                           host_.name());
   // Every chunk is taken, even of a message of another count, so that its
   // sender's slots come free; the error follows.
+  auto* bytes = static_cast<std::byte*>(x.raw_data());
+  const int64_t expected = x.numel() * dtype_bytes(x.dtype());
   int64_t total = -1, received = 0;
-  std::vector<float> discard;
+  std::vector<std::byte> discard;
   do {
     Control control;
     COLROW_MPI_CHECK(
@@ -129,19 +131,19 @@ void ShmMailboxes::recv(Tensor& x, int src, int tag) {
     total = control[0];
     const int64_t offset = control[1], count = control[2], where = control[3];
     if (where == kEmpty) break;
-    if (total != x.numel()) discard.resize(static_cast<size_t>(count));
-    float* out = total == x.numel() ? x.data() + offset : discard.data();
+    if (total != expected) discard.resize(static_cast<size_t>(count));
+    std::byte* out = total == expected ? bytes + offset : discard.data();
     if (where == kInline) {
-      COLROW_MPI_CHECK(MPI_Recv(out, static_cast<int>(count), MPI_FLOAT, src, tag, host_.handle(),
+      COLROW_MPI_CHECK(MPI_Recv(out, static_cast<int>(count), MPI_BYTE, src, tag, host_.handle(),
                                 MPI_STATUS_IGNORE));
     } else {
       const int index = static_cast<int>(where);
-      std::memcpy(out, slot(src, index), sizeof(float) * count);
+      std::memcpy(out, slot(src, index), static_cast<size_t>(count));
       __atomic_store_n(busy_flag(src, index), 0, __ATOMIC_RELEASE);  // the sender may reuse it
     }
     received += count;
   } while (received < total);
-  collective_checks::require_message_count(total, x, src, tag, host_.name());
+  collective_checks::require_message_bytes(total, x, src, tag, host_.name());
 }
 
 }  // namespace colrow

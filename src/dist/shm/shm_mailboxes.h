@@ -12,7 +12,8 @@
 // tag) in order, as MPI_Send/MPI_Recv do. A message larger than a slot goes
 // in slot-sized chunks; a chunk that finds every slot busy travels as a plain
 // MPI message behind its control message (correct, only not independent of
-// the sender). Messages are floats; the received count must equal the sent.
+// the sender). Messages are bytes (of fp32 or bf16 tensors); the receiver's
+// tensor must hold as many as were sent.
 #pragma once
 
 #include <mpi.h>
@@ -45,7 +46,7 @@ class ShmMailboxes {
  private:
   // My slot to copy a chunk into, or -1 when every one is still being read.
   int free_slot() const;
-  float* slot(int rank, int index) const;
+  std::byte* slot(int rank, int index) const;
   uint64_t* busy_flag(int rank, int index) const;
 
   const MpiCommunicator& host_;

@@ -100,15 +100,16 @@ class StagedSend final : public PendingCollective {
 
 std::unique_ptr<PendingCollective> StagedCommunicator::device_start_send(const Tensor& x, int dst,
                                                                          int tag) {
-  Tensor h = Tensor::empty(x.shape());
+  Tensor h = Tensor::empty(x.shape(), Device::cpu(), x.dtype());
   h.copy_from(x);  // waits for the kernels that wrote x
   std::unique_ptr<PendingCollective> send = host().start_send(h, dst, tag);
   return std::make_unique<StagedSend>(std::move(h), std::move(send));
 }
 
 void StagedCommunicator::device_recv(Tensor& x, int src, int tag) {
-  reserve(std::max<int64_t>(x.numel(), 1));  // an empty message still pairs with its send
-  Tensor h = staged(x.shape());
+  reserve(std::max<int64_t>(x.numel(), 1),
+          x.dtype());  // an empty message still pairs with its send
+  Tensor h = staged(x.shape(), 0, x.dtype());
   host().recv(h, src, tag);
   x.copy_from(h);
 }
