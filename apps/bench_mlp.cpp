@@ -2,6 +2,9 @@
 // group of one, built from the same TP-invariant initialization) on a few
 // tokens must give the same output, input gradient and weight-gradient shards.
 // Timing: per-iteration time is the slowest rank's; figures are medians.
+// --dtype bf16 runs the mixed-precision MLP (bf16 weight copies, activations
+// and activation gradients; fp32 weight gradients) against the same GEMMs on
+// bf16 operands, and verifies against the unsharded MLP in bf16.
 #include "bench_mlp.h"
 
 #include "bench_common.h"
@@ -68,17 +71,27 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
 // The largest relative error between the sharded MLP and the unsharded one on
 // the first `tokens` tokens of x and dy: output, input gradient, and every
 // parameter gradient's shard.
-// The sharded MLP on `device` against the unsharded one on the CPU (the reference path).
+// The weights on `device`, computing in `dtype` (bf16: rounded copies of the fp32 values).
+void place(ParallelMLP& mlp, Device device, DType dtype) {
+  for (Parameter* p : mlp.parameters()) {
+    p->to(device);
+    p->set_compute_dtype(dtype);
+  }
+}
+
+// The sharded MLP on `device` against the unsharded one on the CPU (the
+// reference path), both in `dtype`.
 double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy,
-              Device device) {
+              Device device, DType dtype) {
   ParallelMLP sharded(tp, config);
-  for (Parameter* p : sharded.parameters()) p->to(device);
+  place(sharded, device, dtype);
   LocalCommunicator alone("unsharded");
   ParallelMLP reference(alone, config);
-  const Tensor y = sharded.forward(x.to(device)).to(Device::cpu()).clone();
-  const Tensor dx = sharded.backward(dy.to(device)).to(Device::cpu()).clone();
-  const Tensor y_ref = reference.forward(x).clone();
-  const Tensor dx_ref = reference.backward(dy).clone();
+  place(reference, Device::cpu(), dtype);
+  const Tensor y = sharded.forward(x.to(device).to(dtype)).to(Device::cpu()).clone();
+  const Tensor dx = sharded.backward(dy.to(device).to(dtype)).to(Device::cpu()).clone();
+  const Tensor y_ref = reference.forward(x.to(dtype)).clone();
+  const Tensor dx_ref = reference.backward(dy.to(dtype)).clone();
   double err = std::max(relative_error(y, y_ref), relative_error(dx, dx_ref));
   std::vector<Parameter*> mine = sharded.parameters(), full = reference.parameters();
   for (size_t i = 0; i < mine.size(); ++i) {
@@ -108,23 +121,28 @@ struct PlainGemms {
   }
 };
 
-PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Device device) {
+// Operands in `dtype` as the MLP has them: activations, their gradients and
+// weight copies in dtype, weight gradients accumulated in fp32.
+PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Device device,
+                          DType dtype) {
   const int64_t d = config.d_model, h = config.ffn_hidden_size / tp;
-  const Tensor x = Tensor::full({tokens, d}, 0.5f, device),
-               w_up = Tensor::full({h, d}, 0.01f, device);
-  const Tensor w_down = Tensor::full({d, h}, 0.01f, device),
-               hid = Tensor::full({tokens, h}, 0.5f, device);
+  auto full = [&](const Shape& shape, float value) {
+    return Tensor::full(shape, value, device).to(dtype);
+  };
+  auto activation = [&](const Shape& shape) { return Tensor::zeros(shape, device, dtype); };
+  auto weight_grad = [&](const Shape& shape) { return Tensor::zeros(shape, device); };
+  const Tensor x = full({tokens, d}, 0.5f), w_up = full({h, d}, 0.01f);
+  const Tensor w_down = full({d, h}, 0.01f), hid = full({tokens, h}, 0.5f);
   PlainGemms g;
   const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
   for (int i = 0; i < up_projections; ++i) {
-    g.add(Trans::kNo, Trans::kYes, x, w_up, Tensor::empty({tokens, h}, device), 0.0f);  // y = x W^T
-    g.add(Trans::kYes, Trans::kNo, hid, x, Tensor::zeros({h, d}, device), 1.0f);  // dW += dy^T x
-    g.add(Trans::kNo, Trans::kNo, hid, w_up, Tensor::zeros({tokens, d}, device),
-          i ? 1.0f : 0.0f);  // dx
+    g.add(Trans::kNo, Trans::kYes, x, w_up, activation({tokens, h}), 0.0f);  // y = x W^T
+    g.add(Trans::kYes, Trans::kNo, hid, x, weight_grad({h, d}), 1.0f);       // dW += dy^T x
+    g.add(Trans::kNo, Trans::kNo, hid, w_up, activation({tokens, d}), i ? 1.0f : 0.0f);  // dx
   }
-  g.add(Trans::kNo, Trans::kYes, hid, w_down, Tensor::empty({tokens, d}, device), 0.0f);
-  g.add(Trans::kYes, Trans::kNo, x, hid, Tensor::zeros({d, h}, device), 1.0f);
-  g.add(Trans::kNo, Trans::kNo, x, w_down, Tensor::empty({tokens, h}, device), 0.0f);
+  g.add(Trans::kNo, Trans::kYes, hid, w_down, activation({tokens, d}), 0.0f);
+  g.add(Trans::kYes, Trans::kNo, x, hid, weight_grad({d, h}), 1.0f);
+  g.add(Trans::kNo, Trans::kNo, x, w_down, activation({tokens, h}), 0.0f);
   return g;
 }
 
@@ -137,12 +155,8 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const int tp_size = ProcessMesh::resolve_tp(o.tp, /*pp=*/1, o.dp, world.size());
   const MlpConfig config = mlp_config(o);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
-  if (placement.dtype != DType::kF32) {
-    throw ConfigError("[bench] dtype (" + std::string(dtype_name(placement.dtype)) +
-                      ") for bench mlp: it times the fp32 MLP against fp32 sgemm. Use --dtype "
-                      "fp32 here; train, eval, generate and bench decode take --dtype bf16.");
-  }
   const Device device = placement.device;
+  const DType dtype = placement.dtype;
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
@@ -152,11 +166,16 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
 
   const int64_t verify_tokens = std::min<int64_t>(o.tokens, o.verify_tokens);
   const double verify_error = verify(mesh.tp(), config, x_host.slice(0, 0, verify_tokens),
-                                     dy_host.slice(0, 0, verify_tokens), device);
-  const Tensor x = x_host.to(device), dy = dy_host.to(device);
-  // fp32 sums of up to a few thousand terms in different orders: ~1e-6
+                                     dy_host.slice(0, 0, verify_tokens), device, dtype);
+  const Tensor x = x_host.to(device).to(dtype), dy = dy_host.to(device).to(dtype);
+  // fp32: sums of up to a few thousand terms in different orders, ~1e-6
   // relative typically; 1e-4 would only be crossed by a wrong shard or sum.
-  constexpr double kVerifyTolerance = 1e-4;
+  // bf16: the fp32 sums' order can move a value across a rounding boundary,
+  // one ulp (2^-8 relative) of an output or hidden element, which the next
+  // GEMM carries into its sums. Measured 4.5e-3 (d 256) to 9.2e-3 (d 1024,
+  // gelu and swiglu), a few ulps of the largest element; 5e-2 leaves room for
+  // wider layers, while a wrong shard or sum is O(1).
+  const double kVerifyTolerance = dtype == DType::kBF16 ? 5e-2 : 1e-4;
   if (!(verify_error <= kVerifyTolerance)) {
     throw InternalError("[bench] the sharded MLP differs from the unsharded one: relative error " +
                         std::to_string(verify_error) + " > " + std::to_string(kVerifyTolerance));
@@ -170,13 +189,13 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   blocking_config.overlap_backward = false;
   ParallelMLP blocking(mesh.tp(), blocking_config);
   for (ParallelMLP* m : {&mlp, &blocking}) {
-    for (Parameter* p : m->parameters()) p->to(device);
+    place(*m, device, dtype);
     for (int warmup = 0; warmup < 2; ++warmup) {
       m->forward(x);
       m->backward(dy);
     }
   }
-  PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size, device);
+  PlainGemms plain = plain_gemms_of(config, o.tokens, tp_size, device, dtype);
   plain.run();
   std::vector<double> comm_share;
   const Timings timings =
@@ -228,6 +247,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
                         {"activation", to_string(config.activation)},
                         {"threads_per_rank", threads},
                         {"device", device.str()},
+                        {"dtype", dtype_name(dtype)},
                         {"blas_core", blas_core_name()},
                         {"blas_threading", to_string(blas_threading())},
                         {"verify_relative_error", verify_error},
@@ -245,18 +265,18 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
     return 0;
   }
   std::printf(
-      "colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, "
+      "colrow bench mlp: tp %d x dp %d, d_model %ld, ffn %ld (%s), tokens %ld, %s, "
       "%d thread(s)/rank, OpenBLAS %s kernels (%s build)\n",
       tp_size, o.dp, static_cast<long>(o.d_model), static_cast<long>(config.ffn_hidden_size),
-      to_string(config.activation), static_cast<long>(o.tokens), threads, blas_core_name().c_str(),
-      to_string(blas_threading()));
+      to_string(config.activation), static_cast<long>(o.tokens), dtype_name(dtype), threads,
+      blas_core_name().c_str(), to_string(blas_threading()));
   std::printf(
       "  verified against the unsharded MLP on %ld tokens: relative error %.2e (limit %.0e)\n",
       static_cast<long>(verify_tokens), verify_error, kVerifyTolerance);
   std::printf("  forward           %9.2f ms  %7.1f GFLOP/s per rank\n", fwd_ms, gflops_fwd);
   std::printf("  forward+backward  %9.2f ms  %7.1f GFLOP/s per rank  (%.1f%% in communication)\n",
               fwdbwd_ms, gflops, 100.0 * share.data()[0]);
-  std::printf("  plain sgemm, same shapes       %7.1f GFLOP/s per rank  -> efficiency %.2f\n",
+  std::printf("  plain GEMMs, same shapes and dtype %7.1f GFLOP/s per rank  -> efficiency %.2f\n",
               sgemm_gflops, gflops / sgemm_gflops);
   std::printf("  forward+backward, no overlap %9.2f ms  -> overlapping gains %.3fx\n", blocking_ms,
               blocking_ms / fwdbwd_ms);
