@@ -76,6 +76,9 @@ GptModel::GptModel(Communicator& tp, const ModelConfig& config, const PipelineSt
   for (Parameter* p : final_norm_->parameters()) p->sequence_parallel = sequence_parallel;
   head_input_.emplace(tp, sequence_parallel);
   loss_.emplace(tp, config.vocab_size, padded_vocab_size_);
+  // The logits are this model's (or its head's) buffer, read by nothing after
+  // the loss's backward: their gradient takes their place.
+  loss_->set_gradient_in_place(true);
   if (!config.tie_word_embeddings) {
     lm_head_.emplace(tp, lm_head_spec(config, padded_vocab_size_, seed));
     // Padded vocabulary rows hold zeros, as the embedding's do: they never

@@ -142,7 +142,12 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
   // [no communication] every rank holds the reduced max and sum, so its slice
   // of softmax - target distribution is local.
   const int64_t tokens = static_cast<int64_t>(targets_.size());
-  ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
+  if (in_place_ && logits_.is_contiguous()) {
+    dlogits_ = logits_;  // each element is read before it is overwritten, by the same thread
+  } else {
+    if (dlogits_.raw_data() == logits_.raw_data()) dlogits_ = Tensor();  // not the last logits
+    ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
+  }
   const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
                                                  vocab_size_, label_smoothing_);
   ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, dlogits_);

@@ -108,6 +108,40 @@ TEST(VocabParallelCrossEntropyTest, LiteratureCasesAtThisTp) {
 // (multiple 1) and padded (multiple 8). Loss, mean and dlogits against the
 // reference; padded columns and ignored rows exactly zero; the same bits on
 // every rank.
+// The gradient written over the logits is the separate one, bit for bit, in
+// fp32 and bf16, with ignored rows and smoothing; it is the logits' storage.
+TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
+  Communicator& tp = world();
+  constexpr int64_t kTokens = 9, kVocab = 37;
+  const std::vector<int32_t> targets = {0, 36, 7, -100, 25, 13, 13, -100, 1};
+  const int64_t padded = padded_vocab_size(kVocab, tp.size(), 8);
+  const Tensor full = testing::random_tensor({kTokens, padded}, 33);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (float smoothing : {0.0f, 0.1f}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", smoothing " + std::to_string(smoothing));
+      const Tensor mine = my_columns(tp, full).clone().to(dtype);
+      VocabParallelCrossEntropy separate(tp, kVocab, padded, smoothing);
+      const CrossEntropyOutput a = separate.forward(mine, targets);
+      const std::vector<float> want = separate.backward().to_vector();
+      EXPECT_EQ(mine.to_vector(), my_columns(tp, full).to(dtype).to_vector()) << "logits kept";
+
+      Tensor given = mine.clone();
+      VocabParallelCrossEntropy in_place(tp, kVocab, padded, smoothing);
+      in_place.set_gradient_in_place(true);
+      const CrossEntropyOutput b = in_place.forward(given, targets);
+      EXPECT_EQ(a.mean, b.mean);
+      const Tensor& got = in_place.backward();
+      EXPECT_EQ(got.raw_data(), given.raw_data()) << "not written over the logits";
+      EXPECT_EQ(got.dtype(), dtype);
+      EXPECT_EQ(got.to_vector(), want);
+      // A second step on fresh logits: the same again.
+      Tensor again = mine.clone();
+      in_place.forward(again, targets);
+      EXPECT_EQ(in_place.backward().to_vector(), want);
+    }
+  }
+}
+
 TEST(VocabParallelCrossEntropyTest, RandomLogitsMatchReference) {
   Communicator& tp = world();
   constexpr int64_t kTokens = 12, kVocab = 50;

@@ -57,6 +57,13 @@ class VocabParallelCrossEntropy {
   const Tensor& backward(float grad_scale);     // the same scale for every token
   const Tensor& backward(const Tensor& dloss);  // dloss: [tokens], per token
 
+  // With `in_place`, backward writes dlogits over the logits forward was
+  // given (when they are contiguous) and returns them, as llm.c's fused
+  // classifier does: no [tokens, V_pad/tp] buffer of the layer's own, the
+  // largest activation of a GPT. The caller gives up those logits: nothing
+  // may read them after backward. Off by default.
+  void set_gradient_in_place(bool in_place) { in_place_ = in_place; }
+
   int64_t vocab_size() const { return vocab_size_; }
   int64_t padded_vocab_size() const { return padded_vocab_size_; }
   int64_t vocab_start() const { return vocab_start_; }  // my first class
@@ -75,6 +82,7 @@ class VocabParallelCrossEntropy {
   int64_t vocab_size_local_;
   int64_t vocab_start_;
   int64_t real_local_;  // my classes below vocab_size: columns [0, real_local_) are real
+  bool in_place_ = false;
 
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
   std::vector<int32_t> targets_;  // [tokens]
