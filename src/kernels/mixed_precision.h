@@ -4,8 +4,10 @@
 // is widened first, so `out += x` rounds the sum once, not each term. Every
 // operation in kernels/ops.h accepts bf16 tensors this way on every backend;
 // the GEMMs and linear layers take them natively (tensor cores), with the same
-// numbers up to the order of their fp32 sums. Native bf16 kernels of other
-// operations must give what this pattern gives, within their summation order.
+// numbers up to the order of their fp32 sums, and so do the cross-entropy
+// pieces (reading bf16 logits element by element, bit for bit this pattern).
+// Native bf16 kernels of other operations must give what this pattern gives,
+// within their summation order.
 // The conversions are core's (Tensor::to(DType), Tensor::convert_from), the
 // same on every device, so this header is all there is to it.
 #pragma once

@@ -235,7 +235,8 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
   Call c("cross_entropy_local_max", max.device(), {&logits_local, &max});
-  c->cross_entropy_local_max(c.f.in(logits_local), rows, c.f.out(max));
+  // Logits of either dtype go to the kernels as they are (read natively).
+  c->cross_entropy_local_max(logits_local, rows, c.f.out(max));
   c.f.store();
 }
 
@@ -243,8 +244,7 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
                         Tensor& sum_exp, Tensor& target_logit) {
   Call c("cross_entropy_sums", target_logit.device(),
          {&logits_local, &max, &sum_exp, &target_logit});
-  c->cross_entropy_sums(c.f.in(logits_local), rows, c.f.in(max), c.f.out(sum_exp),
-                        c.f.out(target_logit));
+  c->cross_entropy_sums(logits_local, rows, c.f.in(max), c.f.out(sum_exp), c.f.out(target_logit));
   c.f.store();
 }
 
@@ -262,9 +262,9 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
                             float uniform_scale, Tensor& dlogits_local) {
   Call c("cross_entropy_backward", dlogits_local.device(),
          {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
-  c->cross_entropy_backward(c.f.in(logits_local), rows, c.f.in(max), c.f.in(sum_exp),
+  c->cross_entropy_backward(logits_local, rows, c.f.in(max), c.f.in(sum_exp),
                             dloss == nullptr ? nullptr : &c.f.in(*dloss), uniform_scale,
-                            c.f.out(dlogits_local));
+                            dlogits_local);  // the logits' dtype, written natively
   c.f.store();
 }
 

@@ -2,18 +2,20 @@
 // CPU: fp32 tensors pass through untouched; a bf16 output holds its fp32
 // result rounded once, so an accumulation of terms each below half a bf16 ulp
 // still moves it (rounding every term would not); through ops, LayerNorm,
-// GELU and the cross-entropy gradient with bf16 activations equal the fp32
-// kernel on the widened values, rounded once; a bf16 column block is written
-// in place, its neighbours untouched.
+// GELU and the cross-entropy (which reads bf16 logits natively) with bf16
+// activations equal the fp32 kernel on the widened values, rounded once; a
+// bf16 column block is written in place, its neighbours untouched.
 #include "kernels/mixed_precision.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
+#include "colrow/core/error.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/ops.h"
 
@@ -113,33 +115,68 @@ TEST(MixedPrecisionTest, GeluIntoABf16ColumnBlock) {
   EXPECT_EQ(block.clone().to_vector(), rounded(y32));
 }
 
-TEST(MixedPrecisionTest, CrossEntropyGradientOfBf16Logits) {
-  const int64_t tokens = 6, vocab = 11;
-  const Tensor logits = random_tensor({tokens, vocab}, 8).to(DType::kBF16);
-  const std::vector<int32_t> targets = {0, 3, 10, -100, 5, 7};
+// The cross-entropy pieces read bf16 logits natively; they must give the
+// fp32 kernels' numbers on the widened logits, the gradient rounded once: at
+// a small vocabulary, and at one of two 8192-column chunks and enough rows to
+// run in parallel; with and without label smoothing; and written over the
+// logits themselves (the model's in-place gradient).
+TEST(MixedPrecisionTest, CrossEntropyOfBf16LogitsIsTheFp32KernelsRoundedOnce) {
+  struct Shape2 {
+    int64_t tokens, vocab, real;
+  };
+  for (const Shape2 shape : {Shape2{6, 11, 11}, Shape2{5, 12000, 11500}}) {
+    for (float smoothing : {0.0f, 0.1f}) {
+      SCOPED_TRACE("vocab " + std::to_string(shape.vocab) + ", smoothing " +
+                   std::to_string(smoothing));
+      const int64_t tokens = shape.tokens, vocab = shape.vocab;
+      Tensor logits = random_tensor({tokens, vocab}, 8).to(DType::kBF16);
+      std::vector<int32_t> targets = {0, 3, 10, -100, 5, 7};
+      targets.resize(static_cast<size_t>(tokens));
+      ops::CrossEntropyRows rows;
+      rows.targets = &targets;
+      rows.real = shape.real;
+      rows.vocab_size = shape.real;
+      rows.label_smoothing = smoothing;
+      const Shape packed = smoothing > 0.0f ? Shape{tokens, 2} : Shape{tokens};
+      const Tensor wide = logits.to(DType::kF32);
+      Tensor max = Tensor::empty({tokens}), sum_exp = Tensor::empty({tokens});
+      Tensor target_logit = Tensor::empty(packed), losses = Tensor::empty({tokens});
+      ops::cross_entropy_local_max(logits, rows, max);
+      ops::cross_entropy_sums(logits, rows, max, sum_exp, target_logit);
+      const double loss = ops::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+
+      Tensor max32 = Tensor::empty({tokens}), sum32 = Tensor::empty({tokens});
+      Tensor target32 = Tensor::empty(packed), losses32 = Tensor::empty({tokens});
+      ops::cross_entropy_local_max(wide, rows, max32);
+      ops::cross_entropy_sums(wide, rows, max32, sum32, target32);
+      EXPECT_EQ(loss, ops::cross_entropy_loss(sum32, target32, rows, losses32));
+      EXPECT_EQ(max.to_vector(), max32.to_vector());
+      EXPECT_EQ(sum_exp.to_vector(), sum32.to_vector());
+      EXPECT_EQ(target_logit.to_vector(), target32.to_vector());
+
+      const Tensor dloss = Tensor::full({tokens}, 0.5f);
+      Tensor dlogits32 = Tensor::empty({tokens, vocab});
+      ops::cross_entropy_backward(wide, rows, max32, sum32, &dloss, 1.0f, dlogits32);
+      Tensor dlogits = Tensor::empty({tokens, vocab}, Device::cpu(), DType::kBF16);
+      ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss, 1.0f, dlogits);
+      EXPECT_EQ(dlogits.to_vector(), rounded(dlogits32));
+      ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss, 1.0f, logits);  // in place
+      EXPECT_EQ(logits.to_vector(), rounded(dlogits32));
+    }
+  }
+}
+
+TEST(MixedPrecisionTest, CrossEntropyGradientTakesTheLogitsDtype) {
+  const std::vector<int32_t> targets = {1, 2};
   ops::CrossEntropyRows rows;
   rows.targets = &targets;
-  rows.real = vocab;
-  rows.vocab_size = vocab;
-  Tensor max = Tensor::empty({tokens}), sum_exp = Tensor::empty({tokens});
-  Tensor target_logit = Tensor::empty({tokens}), losses = Tensor::empty({tokens});
-  ops::cross_entropy_local_max(logits, rows, max);
-  ops::cross_entropy_sums(logits, rows, max, sum_exp, target_logit);
-  const double loss = ops::cross_entropy_loss(sum_exp, target_logit, rows, losses);
-  const Tensor dloss = Tensor::full({tokens}, 0.5f).to(DType::kBF16);
-  Tensor dlogits = Tensor::empty({tokens, vocab}, Device::cpu(), DType::kBF16);
-  ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss, 1.0f, dlogits);
-
-  const Tensor wide = logits.to(DType::kF32);
-  Tensor max32 = Tensor::empty({tokens}), sum32 = Tensor::empty({tokens});
-  Tensor target32 = Tensor::empty({tokens}), losses32 = Tensor::empty({tokens});
-  ops::cross_entropy_local_max(wide, rows, max32);
-  ops::cross_entropy_sums(wide, rows, max32, sum32, target32);
-  EXPECT_EQ(loss, ops::cross_entropy_loss(sum32, target32, rows, losses32));
-  const Tensor dloss32 = Tensor::full({tokens}, 0.5f);
-  Tensor dlogits32 = Tensor::empty({tokens, vocab});
-  ops::cross_entropy_backward(wide, rows, max32, sum32, &dloss32, 1.0f, dlogits32);
-  EXPECT_EQ(dlogits.to_vector(), rounded(dlogits32));
+  rows.real = 4;
+  rows.vocab_size = 4;
+  const Tensor logits = Tensor::zeros({2, 4}, Device::cpu(), DType::kBF16);
+  const Tensor max = Tensor::zeros({2}), sum_exp = Tensor::full({2}, 1.0f);
+  Tensor dlogits32 = Tensor::empty({2, 4});
+  EXPECT_THROW(ops::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, dlogits32),
+               InternalError);
 }
 
 }  // namespace

@@ -47,4 +47,22 @@ COLROW_HOST_DEVICE inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
+// An element E of an fp32 tensor (float) or of a bf16 one (its bits,
+// uint16_t) as fp32, and an fp32 result back as E: what a kernel that takes
+// either dtype does at each access (exact widening, one rounding per output).
+COLROW_HOST_DEVICE inline float widen(float v) {
+  return v;
+}
+COLROW_HOST_DEVICE inline float widen(uint16_t v) {
+  return bf16_to_float(v);
+}
+template <typename E>
+COLROW_HOST_DEVICE inline E narrow(float v) {
+  if constexpr (sizeof(E) == sizeof(float)) {
+    return v;
+  } else {
+    return float_to_bf16(v);
+  }
+}
+
 }  // namespace colrow

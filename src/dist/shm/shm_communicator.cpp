@@ -11,7 +11,6 @@
 #include <future>
 #include <mutex>
 #include <thread>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,21 +51,7 @@ using kernels::cpu::for_each_element_block;
 using kernels::cpu::kElementBlock;
 
 // The slots hold fp32 elements, or bf16 bits (uint16_t) for the bf16 wire,
-// whose sums add in fp32 and round once.
-inline float widen(float v) {
-  return v;
-}
-inline float widen(uint16_t v) {
-  return bf16_to_float(v);
-}
-template <typename E>
-E narrow(float v) {
-  if constexpr (std::is_same_v<E, float>) {
-    return v;
-  } else {
-    return float_to_bf16(v);
-  }
-}
+// whose sums add in fp32 and round once (widen, narrow: core/bfloat16.h).
 
 // dst = src, n elements, in parallel blocks when large.
 template <typename E>

@@ -1,9 +1,10 @@
 // Operand checks of the vocabulary-parallel cross-entropy kernels, shared by
 // kernels/cpu/cross_entropy.cpp and kernels/cuda/cross_entropy.cu (shapes as
 // documented in kernels/cpu/cross_entropy.h):
-//   logits_local: [tokens, vocab_size_local >= real] with contiguous rows
+//   logits_local: [tokens, vocab_size_local >= real] with contiguous rows,
+//     fp32 or bf16 (read natively: each element widened, exactly)
 //   max, sum_exp, losses, dloss: [tokens]; target_logit: [tokens], or
-//   [tokens, 2] with label smoothing; all contiguous.
+//   [tokens, 2] with label smoothing; all contiguous and fp32.
 // dlogits_local's check stays with each kernel: the CPU writes contiguous
 // rows, the GPU writes through the row stride.
 #pragma once
@@ -38,12 +39,23 @@ inline void check_cross_entropy_logits(const char* what, const Tensor& logits,
   }
 }
 
-// t: [tokens], contiguous.
+// t: [tokens], contiguous, fp32.
 inline void check_cross_entropy_vector(const char* what, const char* name, const Tensor& t,
                                        int64_t tokens) {
-  if (t.ndim() != 1 || t.size(0) != tokens || !t.is_contiguous()) {
-    cross_entropy_fail(what, std::string(name) + " " + shape_to_string(t.shape()) +
-                                 " must be [tokens (" + std::to_string(tokens) + ")], contiguous");
+  if (t.ndim() != 1 || t.size(0) != tokens || !t.is_contiguous() || t.dtype() != DType::kF32) {
+    cross_entropy_fail(what, std::string(name) + " " + shape_to_string(t.shape()) + " " +
+                                 dtype_name(t.dtype()) + " must be [tokens (" +
+                                 std::to_string(tokens) + ")], contiguous, fp32");
+  }
+}
+
+// dlogits: the logits' dtype (the gradient of bf16 logits is bf16, rounded once).
+inline void check_cross_entropy_grad_dtype(const char* what, const Tensor& logits,
+                                           const Tensor& dlogits) {
+  if (dlogits.dtype() != logits.dtype()) {
+    cross_entropy_fail(what, std::string("dlogits_local is ") + dtype_name(dlogits.dtype()) +
+                                 ", the logits " + dtype_name(logits.dtype()) +
+                                 ": the gradient takes the logits' dtype");
   }
 }
 
@@ -53,10 +65,10 @@ inline void check_target_logit(const char* what, const Tensor& t, const CrossEnt
   const bool smoothing = rows.label_smoothing > 0.0f;
   const bool ok = smoothing ? t.ndim() == 2 && t.size(0) == tokens && t.size(1) == 2
                             : t.ndim() == 1 && t.size(0) == tokens;
-  if (!ok || !t.is_contiguous()) {
+  if (!ok || !t.is_contiguous() || t.dtype() != DType::kF32) {
     cross_entropy_fail(what, "target_logit " + shape_to_string(t.shape()) + " must be [tokens (" +
                                  std::to_string(tokens) + ")" + (smoothing ? ", 2]" : "]") +
-                                 ", contiguous (with label smoothing, [tokens, 2])");
+                                 ", contiguous, fp32 (with label smoothing, [tokens, 2])");
   }
 }
 

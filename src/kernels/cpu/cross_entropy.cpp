@@ -5,14 +5,20 @@
 // work is split over (token, chunk): a few tokens over a large vocabulary
 // still make many tasks. The max and the sums combine the chunks' partials in
 // chunk order, so the bits depend on the shape, never on the thread count.
+// Logits of either dtype are read natively (E: float or bf16 bits), each
+// element widened as it is read, so bf16 logits cost no fp32 copy; the
+// arithmetic is fp32 (the sums double) whatever E, and a bf16 gradient is
+// each fp32 gradient rounded once: the fp32 kernel's numbers, bit for bit.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cpu/parallel.h"
@@ -51,17 +57,22 @@ inline float exp_nonpositive(float z) {
   return z < -87.0f ? 0.0f : e;
 }
 
-}  // namespace
+// fn(x) with the logits' elements: const float* or the bf16 bits.
+template <typename Fn>
+void with_logits(const Tensor& logits, Fn&& fn) {
+  if (logits.dtype() == DType::kBF16) {
+    fn(logits.bf16_data());
+  } else {
+    fn(logits.data());
+  }
+}
 
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                             Tensor& max) {
-  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
+template <typename E>
+void local_max_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
+                    float* row_max) {
   const int64_t real = rows.real;
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
-  const int64_t ld = logits_local.row_stride();
-  const float* x = logits_local.data();
-  float* row_max = max.data();
   const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
   std::vector<float> partial(static_cast<size_t>(tokens * chunks));
 #pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
@@ -69,12 +80,15 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
     const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
     const int64_t j1 = std::min(real, j0 + kVocabChunk);
     if (targets[t] == ignore) continue;
-    const float* row = x + t * ld;
+    const E* row = x + t * ld;
     float m = -kInf;
     // The select, not std::max: GCC vectorizes only this form (same result,
     // NaN skipped here and propagated by the exp sum).
 #pragma omp simd reduction(max : m)
-    for (int64_t j = j0; j < j1; ++j) m = row[j] > m ? row[j] : m;
+    for (int64_t j = j0; j < j1; ++j) {
+      const float v = widen(row[j]);
+      m = v > m ? v : m;
+    }
     partial[task] = m;
   }
   for (int64_t t = 0; t < tokens; ++t) {
@@ -88,17 +102,15 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
   }
 }
 
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit) {
-  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+template <typename E>
+void sums_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
+               const float* row_max, float* sums, float* packed) {
   const int64_t real = rows.real;
   const bool smoothing = rows.label_smoothing > 0.0f;
   const int64_t width = smoothing ? 2 : 1;
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
-  const int64_t ld = logits_local.row_stride(), start = rows.vocab_start;
-  const float *x = logits_local.data(), *row_max = max.data();
-  float *sums = sum_exp.data(), *packed = target_logit.data();
+  const int64_t start = rows.vocab_start;
   const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
   std::vector<double> partial(static_cast<size_t>(2 * tokens * chunks));  // (s, sx) per task
 #pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
@@ -107,11 +119,11 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
     const int64_t j1 = std::min(real, j0 + kVocabChunk);
     const float m = row_max[t];
     if (targets[t] == ignore || m == -kInf) continue;
-    const float* row = x + t * ld;
+    const E* row = x + t * ld;
     double s = 0.0, sx = 0.0;
 #pragma omp simd reduction(+ : s, sx)
     for (int64_t j = j0; j < j1; ++j) {
-      const float z = row[j] - m;
+      const float z = widen(row[j]) - m;
       s += exp_nonpositive(z);
       sx += z;
     }
@@ -123,7 +135,7 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
     double s = 0.0, sx = 0.0;
     out[0] = 0.0f;
     if (targets[t] != ignore && real > 0) {
-      const float* row = x + t * ld;
+      const E* row = x + t * ld;
       const float m = row_max[t];
       if (m == -kInf) {
         sx = -std::numeric_limits<double>::infinity();  // every logit -inf: no mass
@@ -134,11 +146,67 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
         }
       }
       const int64_t mine = targets[t] - start;
-      if (mine >= 0 && mine < real) out[0] = row[mine] - m;
+      if (mine >= 0 && mine < real) out[0] = widen(row[mine]) - m;
     }
     sums[t] = static_cast<float>(s);
     if (smoothing) out[1] = static_cast<float>(sx);
   }
+}
+
+// dlogits may be the logits themselves (the gradient in place): each element
+// is read before it is written, by the same iteration.
+template <typename E>
+void backward_rows(const E* x, int64_t ld, int64_t tokens, int64_t v_local,
+                   const CrossEntropyRows& rows, const float* row_max, const float* sums,
+                   const float* dl, float uniform_scale, E* grad) {
+  const int64_t real = rows.real;
+  const std::vector<int32_t>& targets = *rows.targets;
+  const int32_t ignore = rows.ignore_index;
+  const int64_t start = rows.vocab_start;
+  const float a = rows.label_smoothing;
+  const float a_over_v = static_cast<float>(static_cast<double>(a) / rows.vocab_size);
+  const float one_minus_a = 1.0f - a;
+  const int64_t chunks = std::max<int64_t>(1, ceil_div(v_local, kVocabChunk));
+#pragma omp parallel for schedule(static) if (tokens * v_local > kParallelElements)
+  for (int64_t task = 0; task < tokens * chunks; ++task) {
+    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
+    const int64_t j1 = std::min(v_local, j0 + kVocabChunk), jr = std::min(real, j1);
+    E* out = grad + t * v_local;
+    if (targets[t] == ignore) {
+      std::fill(out + j0, out + j1, narrow<E>(0.0f));
+      continue;
+    }
+    const float scale = dl != nullptr ? dl[t] : uniform_scale;
+    const E* row = x + t * ld;
+    const float m = row_max[t], inv_sum = 1.0f / sums[t];
+    const float target_step = scale * one_minus_a;
+    const int64_t mine = targets[t] - start;
+#pragma omp simd
+    for (int64_t j = j0; j < jr; ++j) {
+      const float g = scale * (exp_nonpositive(widen(row[j]) - m) * inv_sum - a_over_v);
+      out[j] = narrow<E>(j == mine ? g - target_step : g);
+    }
+    std::fill(out + std::max(j0, jr), out + j1, narrow<E>(0.0f));  // padded classes: no gradient
+  }
+}
+
+}  // namespace
+
+void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
+                             Tensor& max) {
+  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
+  with_logits(logits_local, [&](const auto* x) {
+    local_max_rows(x, logits_local.row_stride(), tokens, rows, max.data());
+  });
+}
+
+void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
+                        Tensor& sum_exp, Tensor& target_logit) {
+  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
+  with_logits(logits_local, [&](const auto* x) {
+    sums_rows(x, logits_local.row_stride(), tokens, rows, max.data(), sum_exp.data(),
+              target_logit.data());
+  });
 }
 
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
@@ -169,45 +237,23 @@ double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local) {
+  const char* what = "cross_entropy_backward";
   const int64_t tokens = check_cross_entropy_backward(logits_local, rows, max, sum_exp, dloss);
-  const int64_t real = rows.real;
   const int64_t v_local = dlogits_local.size(-1);
   if (dlogits_local.ndim() != 2 || !dlogits_local.is_contiguous() ||
       dlogits_local.size(0) != tokens || v_local != logits_local.size(1)) {
-    throw InternalError("[cross_entropy] dlogits_local " + shape_to_string(dlogits_local.shape()) +
-                        " must be contiguous and shaped like logits_local " +
-                        shape_to_string(logits_local.shape()));
+    cross_entropy_fail(what, "dlogits_local " + shape_to_string(dlogits_local.shape()) +
+                                 " must be contiguous and shaped like logits_local " +
+                                 shape_to_string(logits_local.shape()));
   }
-  const std::vector<int32_t>& targets = *rows.targets;
-  const int32_t ignore = rows.ignore_index;
-  const int64_t ld = logits_local.row_stride(), start = rows.vocab_start;
-  const float a = rows.label_smoothing;
-  const float a_over_v = static_cast<float>(static_cast<double>(a) / rows.vocab_size);
-  const float one_minus_a = 1.0f - a;
-  const float *x = logits_local.data(), *row_max = max.data(), *sums = sum_exp.data();
+  check_cross_entropy_grad_dtype(what, logits_local, dlogits_local);
   const float* dl = dloss != nullptr ? dloss->data() : nullptr;
-  float* grad = dlogits_local.data();
-  const int64_t chunks = std::max<int64_t>(1, ceil_div(v_local, kVocabChunk));
-#pragma omp parallel for schedule(static) if (tokens * v_local > kParallelElements)
-  for (int64_t task = 0; task < tokens * chunks; ++task) {
-    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
-    const int64_t j1 = std::min(v_local, j0 + kVocabChunk), jr = std::min(real, j1);
-    float* out = grad + t * v_local;
-    if (targets[t] == ignore) {
-      std::fill(out + j0, out + j1, 0.0f);
-      continue;
-    }
-    const float scale = dl != nullptr ? dl[t] : uniform_scale;
-    const float* row = x + t * ld;
-    const float m = row_max[t], inv_sum = 1.0f / sums[t];
-#pragma omp simd
-    for (int64_t j = j0; j < jr; ++j) {
-      out[j] = scale * (exp_nonpositive(row[j] - m) * inv_sum - a_over_v);
-    }
-    const int64_t mine = targets[t] - start;
-    if (mine >= j0 && mine < jr) out[mine] -= scale * one_minus_a;
-    std::fill(out + std::max(j0, jr), out + j1, 0.0f);  // padded classes: no gradient
-  }
+  with_logits(logits_local, [&](const auto* x) {
+    using E = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    E* grad = static_cast<E*>(dlogits_local.raw_data());
+    backward_rows(x, logits_local.row_stride(), tokens, v_local, rows, max.data(), sum_exp.data(),
+                  dl, uniform_scale, grad);
+  });
 }
 
 }  // namespace colrow::kernels::cpu

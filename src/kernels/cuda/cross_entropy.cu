@@ -7,13 +7,17 @@
 // exactly as the CPU does it. exp is CUDA's expf (within 2 ulp; the CPU's
 // vectorized exp is within 1.5 ulp and flushes e^z to 0 below z = -87), so
 // sums and gradients agree with the CPU to a few ulp, not bit for bit.
+// Logits of either dtype are read natively (E: float or bf16 bits, widened
+// as read, core/bfloat16.h); a bf16 gradient is each fp32 one rounded once.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <string>
+#include <type_traits>
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/cross_entropy.h"
@@ -33,7 +37,8 @@ bool smoothing(const CrossEntropyRows& rows) {
 
 // One block per row t: max over the real columns (fmaxf skips NaN; -inf when
 // real == 0), 0 on ignored rows.
-__global__ void local_max_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+template <typename E>
+__global__ void local_max_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
                                int64_t real, float* max) {
   __shared__ float shared[kWarps];
   const int64_t t = blockIdx.x;
@@ -41,9 +46,9 @@ __global__ void local_max_rows(const float* x, int64_t ld, const int32_t* target
     if (threadIdx.x == 0) max[t] = 0.0f;
     return;
   }
-  const float* row = x + t * ld;
+  const E* row = x + t * ld;
   float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < real; j += kThreads) m = fmaxf(m, row[j]);
+  for (int64_t j = threadIdx.x; j < real; j += kThreads) m = fmaxf(m, widen(row[j]));
   m = block_max(m, shared);
   if (threadIdx.x == 0) max[t] = m;
 }
@@ -51,7 +56,8 @@ __global__ void local_max_rows(const float* x, int64_t ld, const int32_t* target
 // One block per row t: sum_exp = sum_j exp(x_j - m), target_logit[t, 0] =
 // x_target - m where this rank owns the target, [t, 1] = sum_j (x_j - m) with
 // smoothing (stride 2); zero on ignored rows.
-__global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+template <typename E>
+__global__ void sums_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
                           int64_t vocab_start, int64_t real, const float* max, bool smoothing,
                           float* sum_exp, float* target_logit) {
   __shared__ double shared[kWarps];
@@ -66,7 +72,7 @@ __global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, in
     }
     return;
   }
-  const float* row = x + t * ld;
+  const E* row = x + t * ld;
   const float m = max[t];
   double s = 0.0, sx = 0.0;
   if (m == -INFINITY) {
@@ -75,7 +81,7 @@ __global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, in
     if (real > 0) sx = -INFINITY;
   } else {
     for (int64_t j = threadIdx.x; j < real; j += kThreads) {
-      const float z = row[j] - m;
+      const float z = widen(row[j]) - m;
       s += static_cast<double>(expf(z));
       sx += static_cast<double>(z);
     }
@@ -85,7 +91,7 @@ __global__ void sums_rows(const float* x, int64_t ld, const int32_t* targets, in
   if (threadIdx.x == 0) {
     sum_exp[t] = static_cast<float>(s);
     const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
-    out[0] = mine >= 0 && mine < real ? row[mine] - m : 0.0f;
+    out[0] = mine >= 0 && mine < real ? widen(row[mine]) - m : 0.0f;
     if (smoothing) out[1] = static_cast<float>(sx);
   }
 }
@@ -107,29 +113,41 @@ __global__ void loss_rows(const float* sum_exp, const float* target_logit, const
 }
 
 // One block per row t: dx_j = scale (exp(x_j - m) / S - a/V) - scale (1 - a) [j = target]
-// for real columns, 0 on padded columns and ignored rows.
-__global__ void backward_rows(const float* x, int64_t ld, const int32_t* targets, int32_t ignore,
+// for real columns, 0 on padded columns and ignored rows. dx may be x (the
+// gradient in place): each element is read, then written, by one thread.
+template <typename E>
+__global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
                               int64_t vocab_start, int64_t real, int64_t vocab_local,
                               const float* max, const float* sum_exp, const float* dloss,
-                              float uniform_scale, float a_over_v, float one_minus_a, float* dx,
+                              float uniform_scale, float a_over_v, float one_minus_a, E* dx,
                               int64_t ld_dx) {
   const int64_t t = blockIdx.x;
-  float* out = dx + t * ld_dx;
+  E* out = dx + t * ld_dx;
   if (targets[t] == ignore) {
-    for (int64_t j = threadIdx.x; j < vocab_local; j += kThreads) out[j] = 0.0f;
+    for (int64_t j = threadIdx.x; j < vocab_local; j += kThreads) out[j] = narrow<E>(0.0f);
     return;
   }
-  const float* row = x + t * ld;
+  const E* row = x + t * ld;
   const float scale = dloss != nullptr ? dloss[t] : uniform_scale;
   const float m = max[t], inv_sum = 1.0f / sum_exp[t];  // one division per row, as the CPU
   const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
   for (int64_t j = threadIdx.x; j < vocab_local; j += kThreads) {
     float g = 0.0f;
     if (j < real) {
-      g = scale * (expf(row[j] - m) * inv_sum - a_over_v);
+      g = scale * (expf(widen(row[j]) - m) * inv_sum - a_over_v);
       if (j == mine) g -= scale * one_minus_a;
     }
-    out[j] = g;
+    out[j] = narrow<E>(g);
+  }
+}
+
+// launch(x) with the logits' elements: const float* or the bf16 bits.
+template <typename Launch>
+void with_logits(const Tensor& logits, Launch&& launch) {
+  if (logits.dtype() == DType::kBF16) {
+    launch(logits.bf16_data());
+  } else {
+    launch(logits.data());
   }
 }
 
@@ -141,10 +159,12 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
   const int device = cuda_device_of("cross_entropy_local_max", {&logits_local, &max});
   if (tokens == 0) return;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                   colrow::cuda::compute_stream(device)>>>(
-      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
-      rows.real, max.data());
+  with_logits(logits_local, [&](const auto* x) {
+    local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                     colrow::cuda::compute_stream(device)>>>(x, logits_local.row_stride(),
+                                                             int32_data(targets), rows.ignore_index,
+                                                             rows.real, max.data());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -155,11 +175,12 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
       cuda_device_of("cross_entropy_sums", {&logits_local, &max, &sum_exp, &target_logit});
   if (tokens == 0) return;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-              colrow::cuda::compute_stream(device)>>>(
-      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
-      rows.vocab_start, rows.real, max.data(), smoothing(rows), sum_exp.data(),
-      target_logit.data());
+  with_logits(logits_local, [&](const auto* x) {
+    sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                colrow::cuda::compute_stream(device)>>>(
+        x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,
+        rows.real, max.data(), smoothing(rows), sum_exp.data(), target_logit.data());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -202,6 +223,7 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
                                  " must be like logits " + shape_to_string(logits_local.shape()) +
                                  " with contiguous rows");
   }
+  check_cross_entropy_grad_dtype(what, logits_local, dlogits_local);
   const int device = cuda_device_of(what, {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
   if (tokens == 0 || vocab_local == 0) return;
   const bool smooth = smoothing(rows);
@@ -213,12 +235,15 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
       smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
              : 0.0f;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                  colrow::cuda::compute_stream(device)>>>(
-      logits_local.data(), logits_local.row_stride(), int32_data(targets), rows.ignore_index,
-      rows.vocab_start, rows.real, vocab_local, max.data(), sum_exp.data(),
-      dloss != nullptr ? dloss->data() : nullptr, uniform_scale, a_over_v, 1.0f - a,
-      dlogits_local.data(), dlogits_local.row_stride());
+  with_logits(logits_local, [&](const auto* x) {
+    using E = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                    colrow::cuda::compute_stream(device)>>>(
+        x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,
+        rows.real, vocab_local, max.data(), sum_exp.data(),
+        dloss != nullptr ? dloss->data() : nullptr, uniform_scale, a_over_v, 1.0f - a,
+        static_cast<E*>(dlogits_local.raw_data()), dlogits_local.row_stride());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -5,7 +5,8 @@
 // piece on the same inputs. Cases: vocab_size_local 1, 37, 504, 1000, a rank with
 // padded columns (filled with NaN, which must never be read), a rank with no
 // real class, ignored rows, label smoothing, -inf logits; repeated runs give
-// the same bits; a NaN logit makes its row's loss NaN; shape errors.
+// the same bits; a NaN logit makes its row's loss NaN; shape errors; bf16
+// logits read natively give the fp32 kernels' numbers, rounded once.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -275,7 +276,8 @@ GpuPieces run_gpu_pieces(const Case& c, const Problem& p, Device dev) {
   const CrossEntropyRows rows = rows_of(c, p.targets, 0);
   const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
   GpuPieces g{Tensor::empty({c.tokens}, dev), Tensor::empty({c.tokens}, dev),
-              Tensor::empty(target_shape(c), dev), Tensor::empty({c.tokens, c.vocab_local}, dev)};
+              Tensor::empty(target_shape(c), dev),
+              Tensor::empty({c.tokens, c.vocab_local}, dev, p.logits.dtype())};
   gpu::cross_entropy_local_max(x, rows, g.max);
   gpu::cross_entropy_sums(x, rows, g.max, g.sum_exp, g.target_logit);
   const Tensor dloss = p.dloss.to(dev);
@@ -300,6 +302,33 @@ TEST(CudaCrossEntropyTest, RepeatedRunsGiveTheSameBits) {
   const double t2 = gpu::cross_entropy_loss(a.sum_exp, a.target_logit, rows, l2);
   EXPECT_EQ(t1, t2);
   expect_same_bits("losses", l1, l2);
+}
+
+// bf16 logits are read natively: the same kernels on the widened logits give
+// the same max, sums and target logits bit for bit, and the bf16 gradient is
+// their fp32 gradient rounded once; also written over the logits (a strided
+// column block: the GPU writes through the row stride).
+TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{64, 1990, 1000, 2, 0.1f, true};
+  const Problem p = make_problem(c, 78);
+  Problem narrow = p, wide = p;
+  narrow.logits = p.logits.to(DType::kBF16);
+  wide.logits = narrow.logits.to(DType::kF32);
+  const GpuPieces b = run_gpu_pieces(c, narrow, dev), f = run_gpu_pieces(c, wide, dev);
+  expect_same_bits("max", b.max, f.max);
+  expect_same_bits("sum_exp", b.sum_exp, f.sum_exp);
+  expect_same_bits("target_logit", b.target_logit, f.target_logit);
+  EXPECT_EQ(b.dlogits.dtype(), DType::kBF16);
+  EXPECT_EQ(b.dlogits.to_vector(), f.dlogits.to(DType::kBF16).to_vector());
+
+  const CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  Tensor logits = narrow.logits.to(dev);
+  Tensor block = logits.slice(1, 0, c.vocab_local);
+  const Tensor dloss = p.dloss.to(dev);
+  gpu::cross_entropy_backward(block, rows, b.max, b.sum_exp, &dloss, 0.0f, block);
+  EXPECT_EQ(block.to_vector(), b.dlogits.to_vector());
 }
 
 // One rank, row 2 holds a NaN logit: its loss is NaN on both backends, the
