@@ -193,17 +193,15 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
 }
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
-  Call c("kv_cache_append", cache.device(), {&x, &cache});
-  c->kv_cache_append(c.f.in(x), rows, c.f.inout(cache));
-  c.f.store();
+  // A bf16 cache is read and written natively: widening it whole per call
+  // would cost more than the fp32 cache it replaces.
+  on("kv_cache_append", cache.device(), {&x, &cache})->kv_cache_append(x, rows, cache);
 }
 
 void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache,
                       const CacheRows& rows, int64_t window, Tensor& scores, Tensor& out) {
-  Call c("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out});
-  c->cached_attention(c.f.in(q), c.f.in(k_cache), c.f.in(v_cache), rows, window, c.f.out(scores),
-                      c.f.out(out));
-  c.f.store();
+  on("cached_attention", out.device(), {&q, &k_cache, &v_cache, &scores, &out})
+      ->cached_attention(q, k_cache, v_cache, rows, window, scores, out);
 }
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,

@@ -222,7 +222,7 @@ KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
   }
   const ParallelAttention& attention = blocks_.front()->attention();
   return KvCache(stage_.n_layers, slots, attention.n_kv_head_local(), capacity,
-                 attention.config().head_dim, device_);
+                 attention.config().head_dim, device_, compute_dtype_);
 }
 
 const Tensor& GptModel::forward_cached(const std::vector<int32_t>& ids,

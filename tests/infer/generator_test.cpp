@@ -59,7 +59,7 @@ std::vector<std::vector<int32_t>> prompts_of(const std::vector<int64_t>& lengths
 std::vector<float> gathered_row(const Tensor& logits_local, int64_t r, Communicator& tp) {
   const int64_t local = logits_local.size(1);
   Tensor row = Tensor::empty({1, local});
-  row.copy_from(logits_local.slice(0, r, 1));
+  row.copy_from(logits_local.slice(0, r, 1).to(DType::kF32));  // bf16 logits widened
   Tensor all = Tensor::empty({static_cast<int64_t>(tp.size()), local});
   tp.all_gather(row, all);
   return all.to_vector();
@@ -118,6 +118,52 @@ TEST(Generator, CachedLogitsEqualFullRecomputation) {
           expect_logits_near(got[b], full_last_logits(model, tp, sequences[b]),
                              "step " + std::to_string(step) + ", sequence " + std::to_string(b));
         }
+      }
+    }
+  }
+}
+
+// In bf16 the cache holds bf16 keys and values (half the bytes per
+// position), and the cached logits follow the bf16 training forward. The two
+// round the same activations once each, but sum in other orders, so a value
+// near a rounding boundary could flip by one bf16 ulp (2^-8 relative) and the
+// later layers carry it; 5e-2 of the largest logit allows a few such flips
+// (measured: none, the logits are equal over every model case at tp 1, 2 and
+// 4), and a stale cache row or a wrong head is an O(1) error.
+TEST(Generator, Bf16CacheFollowsTheBf16Forward) {
+  Communicator& tp = world();
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, tp.size())) continue;
+    SCOPED_TRACE(c.name);
+    GptModel model(tp, c.config, kSeed);
+    const int64_t fp32_bytes = model.make_kv_cache(2, 16).bytes_per_position();
+    model.set_compute_dtype(DType::kBF16);
+    std::vector<std::vector<int32_t>> sequences = prompts_of({7, 3});
+    KvCache cache = model.make_kv_cache(2, c.config.max_position_embeddings);
+    EXPECT_EQ(cache.keys(0).dtype(), DType::kBF16);
+    EXPECT_EQ(cache.bytes_per_position() * 2, fp32_bytes);
+    auto compare = [&](const std::vector<float>& got, const std::vector<float>& want) {
+      double scale = 1e-3, err = 0.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, std::fabs(double{want[i]}));
+        err = std::max(err, std::fabs(double{got[i]} - want[i]));
+      }
+      EXPECT_LE(err, 5e-2 * scale);
+    };
+    for (int64_t b = 0; b < 2; ++b) {
+      const int64_t length = static_cast<int64_t>(sequences[b].size());
+      const Tensor& prefill = model.forward_cached(sequences[b], {b}, length, cache);
+      const std::vector<float> got = gathered_row(prefill, 0, tp);  // before forward reuses it
+      compare(got, full_last_logits(model, tp, sequences[b]));
+    }
+    for (int step = 0; step < 3; ++step) {
+      const std::vector<int32_t> feed = random_ids(70 + step, 2, c.config.vocab_size);
+      const Tensor& logits = model.forward_cached(feed, {0, 1}, 1, cache);
+      std::vector<std::vector<float>> got = {gathered_row(logits, 0, tp),
+                                             gathered_row(logits, 1, tp)};
+      for (int64_t b = 0; b < 2; ++b) {
+        sequences[b].push_back(feed[b]);
+        compare(got[b], full_last_logits(model, tp, sequences[b]));
       }
     }
   }

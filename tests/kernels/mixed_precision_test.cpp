@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
+#include "colrow/core/cache_rows.h"
 #include "colrow/core/error.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/ops.h"
@@ -164,6 +166,54 @@ TEST(MixedPrecisionTest, CrossEntropyOfBf16LogitsIsTheFp32KernelsRoundedOnce) {
       EXPECT_EQ(logits.to_vector(), rounded(dlogits32));
     }
   }
+}
+
+// A bf16 KV cache is appended to and read natively: its rows are the bf16
+// keys and values bit for bit, and the attention over it is the fp32
+// kernel's on the widened operands, out rounded once. A prefill of 5 tokens
+// of two sequences (GQA: 4 query heads on 2 KV heads), then a decode step.
+TEST(MixedPrecisionTest, Bf16KvCacheIsReadNatively) {
+  const int64_t heads = 4, kv_heads = 2, hs = 8, capacity = 9, batch = 2, prefill = 5;
+  const CacheRows prefill_rows{{1, 0}, {0, 0}, prefill}, step_rows{{1, 0}, {5, 5}, 1};
+  struct Caches {
+    Tensor k, v;
+  };
+  auto run = [&](DType dtype, std::vector<float>& scores_out) {
+    Caches c{Tensor::zeros({2, kv_heads, capacity, hs}, Device::cpu(), dtype),
+             Tensor::zeros({2, kv_heads, capacity, hs}, Device::cpu(), dtype)};
+    std::vector<float> outs;
+    for (const CacheRows& rows : {prefill_rows, step_rows}) {
+      const int64_t tokens = batch * rows.n_new;
+      const uint32_t seed = static_cast<uint32_t>(rows.n_new);
+      // The same bf16 values either way: fp32 runs on their widenings.
+      const Tensor q = random_tensor({tokens, heads * hs}, seed).to(DType::kBF16).to(dtype);
+      const Tensor k = random_tensor({tokens, kv_heads * hs}, seed + 1).to(DType::kBF16).to(dtype);
+      const Tensor v = random_tensor({tokens, kv_heads * hs}, seed + 2).to(DType::kBF16).to(dtype);
+      ops::kv_cache_append(k, rows, c.k);
+      ops::kv_cache_append(v, rows, c.v);
+      Tensor scores = Tensor::zeros({tokens, heads, capacity});  // past the keys: untouched
+      Tensor out = Tensor::empty({tokens, heads * hs}, Device::cpu(), dtype);
+      ops::cached_attention(q, c.k, c.v, rows, /*window=*/0, scores, out);
+      const std::vector<float> o = out.to_vector(), s = scores.to_vector();
+      outs.insert(outs.end(), o.begin(), o.end());
+      scores_out.insert(scores_out.end(), s.begin(), s.end());
+    }
+    return std::make_pair(c, outs);
+  };
+  std::vector<float> scores32, scores16;
+  const auto [caches32, out32] = run(DType::kF32, scores32);
+  const auto [caches16, out16] = run(DType::kBF16, scores16);
+  EXPECT_EQ(caches16.k.dtype(), DType::kBF16);
+  EXPECT_EQ(caches16.k.to_vector(), caches32.k.to_vector());
+  EXPECT_EQ(caches16.v.to_vector(), caches32.v.to_vector());
+  EXPECT_EQ(scores16, scores32);
+  std::vector<float> rounded_out = out32;
+  for (float& x : rounded_out) x = bf16_to_float(float_to_bf16(x));
+  EXPECT_EQ(out16, rounded_out);
+  // Mixed dtypes are a bug, not a silent widening of the whole cache.
+  Tensor k32 = Tensor::zeros({batch, kv_heads * hs});
+  Tensor cache16 = Tensor::zeros({2, kv_heads, capacity, hs}, Device::cpu(), DType::kBF16);
+  EXPECT_THROW(ops::kv_cache_append(k32, step_rows, cache16), InternalError);
 }
 
 TEST(MixedPrecisionTest, CrossEntropyGradientTakesTheLogitsDtype) {

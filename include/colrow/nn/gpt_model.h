@@ -106,7 +106,8 @@ class GptModel {
 
   // Incremental decoding (infer/generator.h drives it). A zeroed cache of this
   // rank's KV heads, for this stage's layers, for `slots` sequences of up to
-  // `capacity` positions (1..max_position_embeddings), on the model's device.
+  // `capacity` positions (1..max_position_embeddings), on the model's device, in
+  // its compute dtype (set_compute_dtype before making the cache).
   KvCache make_kv_cache(int64_t slots, int64_t capacity) const;
   // ids: [batch * n_new], the next n_new tokens of each sequence in `slots`
   // (batch = slots.size()), continuing at position cache.length(slot), which

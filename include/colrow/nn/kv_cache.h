@@ -3,8 +3,8 @@
 // Under tensor parallelism each rank caches only its own KV heads (its
 // replica of one when tp > n_kv_head), so the cache splits like the weights:
 // per layer [slots, kv_heads_local, capacity, head_dim], preallocated, on the
-// model's device. A slot holds one sequence; lengths() says how many of its
-// positions are filled.
+// model's device, in the model's compute dtype (bf16 halves the cache). A
+// slot holds one sequence; lengths() says how many of its positions are filled.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@ class KvCache {
  public:
   // Zeroed; n_layer pairs of [slots, kv_heads_local, capacity, head_dim].
   KvCache(int n_layer, int64_t slots, int64_t kv_heads_local, int64_t capacity, int64_t head_dim,
-          Device device);
+          Device device, DType dtype = DType::kF32);
 
   int64_t slots() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t capacity() const { return capacity_; }

@@ -4,7 +4,9 @@
 // key/value heads, HS head_dim.
 //   x (a new k or v): [B*n, NKV*HS]   cache: [S, NKV, L, HS], contiguous
 //   q, out: [B*n, NH*HS]              scores: [B*n, NH, L], contiguous
-// 2-d operands may be strided views with a contiguous last dim.
+// 2-d operands may be strided views with a contiguous last dim. The cache,
+// x, q and out share one dtype, fp32 or bf16 (a bf16 cache holds half the
+// bytes; the kernels read it natively); scores are fp32.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,10 @@ inline CacheDims check_kv_cache_append(const Tensor& x, const CacheRows& rows, c
         what, "x " + shape_to_string(x.shape()) + " must be [" + std::to_string(d.batch * d.n_new) +
                   ", " + std::to_string(d.n_kv_head * d.head_dim) + "] with a contiguous last dim");
   }
+  if (x.dtype() != cache.dtype()) {
+    kv_cache_fail(what, std::string("x is ") + dtype_name(x.dtype()) + ", the cache " +
+                            dtype_name(cache.dtype()) + ": they must share a dtype");
+  }
   return d;
 }
 
@@ -92,6 +98,14 @@ inline CacheDims check_cached_attention(const Tensor& q, const Tensor& k_cache,
                             shape_to_string(out.shape()) +
                             " (q, out: [batch * n_new, n_head * head_dim], n_head a multiple of "
                             "the cache's n_kv_head; scores: [batch * n_new, n_head, capacity])");
+  }
+  const DType dtype = k_cache.dtype();
+  if (v_cache.dtype() != dtype || q.dtype() != dtype || out.dtype() != dtype ||
+      scores.dtype() != DType::kF32) {
+    kv_cache_fail(what, std::string("dtypes q ") + dtype_name(q.dtype()) + ", caches " +
+                            dtype_name(dtype) + " and " + dtype_name(v_cache.dtype()) + ", out " +
+                            dtype_name(out.dtype()) + ", scores " + dtype_name(scores.dtype()) +
+                            ": q, the caches and out share one dtype; scores are fp32");
   }
   return d;
 }

@@ -3,7 +3,10 @@
 // the keys read from the cache. Parallel over (sequence, query head, block of
 // new query rows), so a prefill of one sequence still makes many tasks; each
 // task writes its own rows, so the split changes no bits. Inside the OpenMP
-// region OpenBLAS runs single-threaded.
+// region OpenBLAS runs single-threaded. A bf16 cache is read natively: the
+// scores' GEMM takes bf16 q and keys (widened per task, exact), the values of
+// one head are widened for P V, and out is rounded once from its fp32 value:
+// the fp32 kernel's numbers on the widened operands.
 #include "kernels/cpu/kv_cache.h"
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -39,14 +43,17 @@ void causal_softmax(float* row, int64_t first, int64_t last, int64_t end) {
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
   const CacheDims d = check_kv_cache_append(x, rows, cache, "kv_cache_append");
   const int64_t tokens = d.batch * d.n_new, hs = d.head_dim;
+  const auto element = static_cast<size_t>(dtype_bytes(x.dtype()));  // the cache's too
+  const auto* source = static_cast<const std::byte*>(x.raw_data());
+  auto* target = static_cast<std::byte*>(cache.raw_data());
 #pragma omp parallel for schedule(static) if (tokens * d.n_kv_head * hs > kParallelElements)
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t b = t / d.n_new, i = t % d.n_new;
-    const float* src = x.data() + t * x.stride(0);
+    const std::byte* src = source + t * x.stride(0) * element;
     for (int64_t g = 0; g < d.n_kv_head; ++g) {
-      float* dst =
-          cache.data() + ((rows.slots[b] * d.n_kv_head + g) * d.capacity + rows.starts[b] + i) * hs;
-      std::memcpy(dst, src + g * hs, static_cast<size_t>(hs) * sizeof(float));
+      const int64_t row = (rows.slots[b] * d.n_kv_head + g) * d.capacity + rows.starts[b] + i;
+      std::memcpy(target + row * hs * element, src + g * hs * element,
+                  static_cast<size_t>(hs) * element);
     }
   }
 }
@@ -87,9 +94,15 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
       const int64_t last = start + i;  // zeros after it up to the step's end
       causal_softmax(s.data() + (i - r0) * s.stride(0), first_visible_key(last, window), last, end);
     }
-    // O = P V  ([m, seen] x [seen, HS])
+    // O = P V  ([m, seen] x [seen, HS]); bf16: the values widened, O rounded once
     Tensor o = out.slice(0, b * n + r0, m).slice(1, h * hs, hs);
-    gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
+    if (o.dtype() == DType::kF32) {
+      gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
+    } else {
+      Tensor o_wide = Tensor::empty({m, hs});
+      gemm(Trans::kNo, Trans::kNo, 1.0f, s, v.to(DType::kF32), 0.0f, o_wide);
+      store_rounded(o_wide, o);
+    }
   }
 }
 

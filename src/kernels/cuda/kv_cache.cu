@@ -3,14 +3,18 @@
 // scores over the cached positions [0, p], reduce the max and the sum of
 // exponentials in shared memory, then each thread owns output features and
 // sums over the positions in order, so results repeat bitwise from run to run.
+// A bf16 cache (with bf16 q and out) is read natively, each element widened
+// as read (core/bfloat16.h); out is rounded once from its fp32 value.
 #include "kernels/cuda/kv_cache.h"
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/attention_window.h"
@@ -36,9 +40,10 @@ Tensor upload_places(const CacheRows& rows, Device device) {
   return upload_table(places, device);
 }
 
-__global__ void append_rows(const float* x, int64_t ld_x, const SequencePlace* places,
-                            int64_t tokens, int64_t n_new, int64_t n_kv_head, int64_t capacity,
-                            int64_t head_dim, float* cache) {
+template <typename E>
+__global__ void append_rows(const E* x, int64_t ld_x, const SequencePlace* places, int64_t tokens,
+                            int64_t n_new, int64_t n_kv_head, int64_t capacity, int64_t head_dim,
+                            E* cache) {
   const int64_t width = n_kv_head * head_dim;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * width) return;
@@ -49,11 +54,11 @@ __global__ void append_rows(const float* x, int64_t ld_x, const SequencePlace* p
 }
 
 // Block (t, h): query head h of token t against its sequence's cached keys.
-__global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
-                             const float* v_cache, const SequencePlace* places, int64_t n_new,
-                             int64_t n_head, int64_t n_kv_head, int64_t capacity, int64_t head_dim,
-                             int64_t window, float scale, float* scores, float* out,
-                             int64_t ld_out) {
+template <typename E>
+__global__ void attend_cache(const E* q, int64_t ld_q, const E* k_cache, const E* v_cache,
+                             const SequencePlace* places, int64_t n_new, int64_t n_head,
+                             int64_t n_kv_head, int64_t capacity, int64_t head_dim, int64_t window,
+                             float scale, float* scores, E* out, int64_t ld_out) {
   __shared__ float shared[kAttentionThreads / kWarp];
   const int64_t t = blockIdx.x / n_head, h = blockIdx.x % n_head;
   const int64_t g = h / (n_head / n_kv_head);
@@ -61,13 +66,13 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
   const int64_t last = place.start + t % n_new;  // keys [first, last]
   const int64_t first = first_visible_key(last, window);
   const int64_t head = (place.slot * n_kv_head + g) * capacity;
-  const float* q_row = q + t * ld_q + h * head_dim;
+  const E* q_row = q + t * ld_q + h * head_dim;
   float* s = scores + (t * n_head + h) * capacity;
   float max = -INFINITY;
   for (int64_t j = first + threadIdx.x; j <= last; j += blockDim.x) {
-    const float* k = k_cache + (head + j) * head_dim;
+    const E* k = k_cache + (head + j) * head_dim;
     float dot = 0.0f;
-    for (int64_t c = 0; c < head_dim; ++c) dot += q_row[c] * k[c];
+    for (int64_t c = 0; c < head_dim; ++c) dot += widen(q_row[c]) * widen(k[c]);
     s[j] = dot * scale;
     max = fmaxf(max, s[j]);
   }
@@ -81,12 +86,22 @@ __global__ void attend_cache(const float* q, int64_t ld_q, const float* k_cache,
   const float inv = 1.0f / sum;
   for (int64_t c = threadIdx.x; c < head_dim; c += blockDim.x) {
     float acc = 0.0f;
-    for (int64_t j = first; j <= last; ++j) acc += s[j] * v_cache[(head + j) * head_dim + c];
-    out[t * ld_out + h * head_dim + c] = acc * inv;
+    for (int64_t j = first; j <= last; ++j) acc += s[j] * widen(v_cache[(head + j) * head_dim + c]);
+    out[t * ld_out + h * head_dim + c] = narrow<E>(acc * inv);
   }
   __syncthreads();
   for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
     s[j] = j >= first ? s[j] * inv : 0.0f;  // the probabilities
+  }
+}
+
+// launch(p) with the elements of t: float* or the bf16 bits.
+template <typename Launch>
+void with_elements(const Tensor& t, Launch&& launch) {
+  if (t.dtype() == DType::kBF16) {
+    launch(static_cast<const uint16_t*>(t.raw_data()));
+  } else {
+    launch(static_cast<const float*>(t.raw_data()));
   }
 }
 
@@ -98,10 +113,13 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
   const int device = cuda_device_of(what, {&x, &cache});
   const int64_t tokens = d.batch * d.n_new, width = d.n_kv_head * d.head_dim;
   const Tensor places = upload_places(rows, Device::cuda(device));
-  append_rows<<<colrow::cuda::blocks_for(tokens * width, kThreads), kThreads, 0,
-                colrow::cuda::compute_stream(device)>>>(
-      x.data(), x.row_stride(), reinterpret_cast<const SequencePlace*>(places.data()), tokens,
-      d.n_new, d.n_kv_head, d.capacity, d.head_dim, cache.data());
+  with_elements(x, [&](const auto* source) {
+    using E = std::remove_const_t<std::remove_pointer_t<decltype(source)>>;
+    append_rows<<<colrow::cuda::blocks_for(tokens * width, kThreads), kThreads, 0,
+                  colrow::cuda::compute_stream(device)>>>(
+        source, x.row_stride(), reinterpret_cast<const SequencePlace*>(places.data()), tokens,
+        d.n_new, d.n_kv_head, d.capacity, d.head_dim, static_cast<E*>(cache.raw_data()));
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -115,11 +133,16 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const Tensor places = upload_places(rows, Device::cuda(device));
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const int64_t blocks = d.batch * d.n_new * n_head;
-  attend_cache<<<static_cast<unsigned int>(blocks), kAttentionThreads, 0,
-                 colrow::cuda::compute_stream(device)>>>(
-      q.data(), q.row_stride(), k_cache.data(), v_cache.data(),
-      reinterpret_cast<const SequencePlace*>(places.data()), d.n_new, n_head, d.n_kv_head,
-      d.capacity, d.head_dim, window, scale, scores.data(), out.data(), out.row_stride());
+  with_elements(q, [&](const auto* queries) {
+    using E = std::remove_const_t<std::remove_pointer_t<decltype(queries)>>;
+    attend_cache<<<static_cast<unsigned int>(blocks), kAttentionThreads, 0,
+                   colrow::cuda::compute_stream(device)>>>(
+        queries, q.row_stride(), static_cast<const E*>(k_cache.raw_data()),
+        static_cast<const E*>(v_cache.raw_data()),
+        reinterpret_cast<const SequencePlace*>(places.data()), d.n_new, n_head, d.n_kv_head,
+        d.capacity, d.head_dim, window, scale, scores.data(), static_cast<E*>(out.raw_data()),
+        out.row_stride());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -73,6 +73,44 @@ TEST(KvCacheCuda, MatchesTheCpu) {
   }
 }
 
+// A bf16 cache on the GPU: the same kernels read it natively, so its rows
+// are the bf16 values and out is the fp32 kernel's result on the widened
+// operands, rounded once, bit for bit.
+TEST(KvCacheCuda, Bf16CacheIsTheFp32KernelsRoundedOnce) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Case c{6, 2, 64, 70};
+  const Shape cache_shape = {3, c.n_kv_head, c.capacity, c.head_dim};
+  Tensor k32 = Tensor::zeros(cache_shape, gpu), v32 = Tensor::zeros(cache_shape, gpu);
+  Tensor k16 = Tensor::zeros(cache_shape, gpu, DType::kBF16);
+  Tensor v16 = Tensor::zeros(cache_shape, gpu, DType::kBF16);
+  const CacheRows steps[] = {{{1}, {0}, c.capacity - 1}, {{2, 1}, {0, c.capacity - 1}, 1}};
+  uint32_t seed = 50;
+  for (const CacheRows& rows : steps) {
+    const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+    auto bf16_values = [&](int64_t width) {
+      return random_exact({tokens, width}, seed++).to(DType::kBF16).to(gpu);
+    };
+    const Tensor k = bf16_values(c.n_kv_head * c.head_dim),
+                 v = bf16_values(c.n_kv_head * c.head_dim);
+    const Tensor q = bf16_values(c.n_head * c.head_dim);
+    kernels::cuda::kv_cache_append(k, rows, k16);
+    kernels::cuda::kv_cache_append(v, rows, v16);
+    kernels::cuda::kv_cache_append(k.to(DType::kF32), rows, k32);
+    kernels::cuda::kv_cache_append(v.to(DType::kF32), rows, v32);
+    EXPECT_EQ(k16.to_vector(), k32.to_vector());
+    EXPECT_EQ(v16.to_vector(), v32.to_vector());
+    Tensor scores16 = Tensor::zeros({tokens, c.n_head, c.capacity}, gpu);
+    Tensor scores32 = Tensor::zeros({tokens, c.n_head, c.capacity}, gpu);
+    Tensor out16 = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu, DType::kBF16);
+    Tensor out32 = Tensor::empty({tokens, c.n_head * c.head_dim}, gpu);
+    kernels::cuda::cached_attention(q, k16, v16, rows, 0, scores16, out16);
+    kernels::cuda::cached_attention(q.to(DType::kF32), k32, v32, rows, 0, scores32, out32);
+    EXPECT_EQ(scores16.to_vector(), scores32.to_vector());
+    EXPECT_EQ(out16.to_vector(), out32.to(DType::kBF16).to_vector());
+  }
+}
+
 TEST(KvCacheCuda, BadShapesAreInternalErrors) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
