@@ -2,6 +2,12 @@
 // exit). A product with one row (decoding one token) goes to cblas_sgemv:
 // OpenBLAS 0.3.21's sgemm packs the whole of b first, tripling the memory
 // traffic of what is then a matrix-vector product bound by that traffic.
+// bf16 operands are widened and go to sgemm, except for the products with a
+// few rows against a weight stored [n, k] (decoding: y = x W^T), which read
+// the bf16 weight as it is, widening each element in registers: the weights
+// then cross memory once at 2 bytes each, where widening them whole first
+// would write and read an fp32 copy (5x the bytes), and OpenBLAS has no bf16
+// kernel to call (Debian's 0.3.21 does not export cblas_sbgemm/sbgemv).
 #include "kernels/cpu/gemm.h"
 
 #include <cblas.h>
@@ -9,7 +15,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include "colrow/core/bfloat16.h"
 #include "kernels/checks/gemm.h"
+#include "kernels/cpu/parallel.h"
 #include "kernels/mixed_precision.h"
 
 namespace colrow::kernels::cpu {
@@ -39,6 +47,37 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
+// Up to this many rows of a, a bf16 product against [n, k] weights reads
+// them natively (bf16_rows_times_weights_t); above, sgemm on widened copies
+// is faster (its blocking reuses each weight across many rows).
+constexpr int64_t kNativeBf16Rows = 8;
+
+// c32[i, j] = alpha sum_p a[i, p] w[j, p] + beta c32[i, j] for i < m, j < n:
+// a [m, k] (widened once: m k elements), w [n, k] bf16 read natively. Each
+// output is one thread's fixed-order fp32 sum, so the bits do not depend on
+// the thread count (--deterministic holds without blocking).
+void bf16_rows_times_weights_t(float alpha, const Tensor& a, const Tensor& w, float beta,
+                               Tensor& c32) {
+  const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
+  const Tensor a32 = a.to(DType::kF32);  // a fresh contiguous [m, k]
+  const float* x = a32.data();
+  const uint16_t* weights = w.bf16_data();
+  const int64_t ldw = w.row_stride(), ldc = c32.row_stride();
+  float* out = c32.data();
+#pragma omp parallel for schedule(static) if (n * k > kParallelElements)
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* row = weights + j * ldw;
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * k;
+      float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t p = 0; p < k; ++p) sum += xi[p] * bf16_to_float(row[p]);
+      float& y = out[i * ldc + j];
+      y = beta == 0.0f ? alpha * sum : alpha * sum + beta * y;
+    }
+  }
+}
+
 }  // namespace
 
 void set_thread_invariant_gemm(bool on) {
@@ -56,6 +95,16 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // bf16 operands: their products are exact in fp32, so widening them and
     // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
     // c is widened (when beta reads it) and rounded back once.
+    if (m <= kNativeBf16Rows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0) {
+      if (c.dtype() == DType::kF32) {
+        bf16_rows_times_weights_t(alpha, a, b, beta, c);
+        return;
+      }
+      Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : c.to(DType::kF32);
+      bf16_rows_times_weights_t(alpha, a, b, beta, c32);
+      store_rounded(c32, c);
+      return;
+    }
     const Tensor a32 = a.to(DType::kF32), b32 = b.to(DType::kF32);
     if (c.dtype() == DType::kF32) {
       gemm(trans_a, trans_b, alpha, a32, b32, beta, c);

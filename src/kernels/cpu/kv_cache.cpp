@@ -4,9 +4,10 @@
 // new query rows), so a prefill of one sequence still makes many tasks; each
 // task writes its own rows, so the split changes no bits. Inside the OpenMP
 // region OpenBLAS runs single-threaded. A bf16 cache is read natively: the
-// scores' GEMM takes bf16 q and keys (widened per task, exact), the values of
-// one head are widened for P V, and out is rounded once from its fp32 value:
-// the fp32 kernel's numbers on the widened operands.
+// scores' GEMM takes bf16 q and keys (a decode step's few rows read the keys
+// in place, gemm.cpp), the values of one head are widened for P V, and out is
+// rounded once from its fp32 value: the fp32 kernel's numbers on the widened
+// operands, up to the order of the scores' fp32 sums.
 #include "kernels/cpu/kv_cache.h"
 
 #include <algorithm>

@@ -8,6 +8,7 @@
 #include "kernels/cpu/gemm.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -315,6 +316,52 @@ TEST(GemmTest, Bf16ColumnBlockOfCAndDtypeRules) {
   Tensor c = Tensor::zeros({m, n}), c_half = c.to(DType::kBF16);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a.to(DType::kBF16), b, 0.0f, c), InternalError);
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_half), InternalError);
+}
+
+// Up to 8 rows against bf16 weights stored [n, k] (y = x W^T, decoding)
+// read the weights natively: on random values from strided views (x a
+// column block, W rows padded, c a column block) the fp32 result is within
+// Higham's bound of the exact one, a bf16 c is within one bf16 rounding of
+// it, and the bits do not depend on the thread count. 9 rows go to sgemm.
+TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
+  const int64_t k = 300, n = 130;  // n k above the parallel threshold
+  for (int64_t m : {1, 3, 8, 9}) {
+    SCOPED_TRACE("m = " + std::to_string(m));
+    Tensor x_wide = Tensor::empty({m, 2 * k}), w_wide = Tensor::empty({n, k + 5});
+    Tensor c0 = Tensor::empty({m, n});
+    fill_uniform(x_wide, "nx");
+    fill_uniform(w_wide, "nw");
+    fill_uniform(c0, "nc");
+    const Tensor x = x_wide.to(DType::kBF16).slice(1, 0, k),
+                 w = w_wide.to(DType::kBF16).slice(1, 0, k);
+    const Reference r =
+        reference_gemm(Trans::kNo, Trans::kYes, 2.0, x.to(DType::kF32), w.to(DType::kF32), 0.5, c0);
+    Tensor c_full_wide = Tensor::zeros({m, 2 * n});
+    Tensor c_full = c_full_wide.slice(1, n, n);
+    c_full.copy_from(c0);
+    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, c_full);
+    expect_matches(c_full, r, "fp32 c");
+    Tensor c_half = c0.to(DType::kBF16);
+    const Tensor c_half_in = c_half.to(DType::kF32);  // what beta reads
+    const Reference rh = reference_gemm(Trans::kNo, Trans::kYes, 2.0, x.to(DType::kF32),
+                                        w.to(DType::kF32), 0.5, c_half_in);
+    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, c_half);
+    const std::vector<float> half = c_half.to_vector();
+    for (int64_t i = 0; i < m * n; ++i) {
+      ASSERT_LE(std::fabs(half[i] - rh.value[i]), rh.bound[i] + std::fabs(rh.value[i]) * 0x1p-8)
+          << i;
+    }
+    Tensor one_thread = c0.clone(), two_threads = c0.clone();
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, one_thread);
+    omp_set_num_threads(2);
+    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, two_threads);
+    omp_set_num_threads(threads);
+    if (m <= 8) {
+      EXPECT_EQ(one_thread.to_vector(), two_threads.to_vector());
+    }
+  }
 }
 
 TEST(GemmTest, LinearLayerIdentities) {
