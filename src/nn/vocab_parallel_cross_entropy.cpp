@@ -92,6 +92,7 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local
     ++counted_;
   }
   logits_ = logits_local;
+  logits_consumed_ = false;
   targets_ = targets;
   const Device device = logits_local.device();
   ensure_shape(max_, {tokens}, device);
@@ -142,10 +143,19 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
   // [no communication] every rank holds the reduced max and sum, so its slice
   // of softmax - target distribution is local.
   const int64_t tokens = static_cast<int64_t>(targets_.size());
+  if (logits_consumed_) {
+    throw InternalError(
+        "[cross_entropy] backward again after a backward that wrote the gradient over the "
+        "logits: run forward first");
+  }
   if (in_place_ && logits_.is_contiguous()) {
     dlogits_ = logits_;  // each element is read before it is overwritten, by the same thread
+    dlogits_is_callers_ = true;
+    logits_consumed_ = true;
   } else {
-    if (dlogits_.raw_data() == logits_.raw_data()) dlogits_ = Tensor();  // not the last logits
+    // Never into an earlier call's logits: they are the caller's buffer.
+    if (dlogits_is_callers_) dlogits_ = Tensor();
+    dlogits_is_callers_ = false;
     ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
   }
   const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,

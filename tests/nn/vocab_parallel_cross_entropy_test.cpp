@@ -134,10 +134,21 @@ TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
       EXPECT_EQ(got.raw_data(), given.raw_data()) << "not written over the logits";
       EXPECT_EQ(got.dtype(), dtype);
       EXPECT_EQ(got.to_vector(), want);
+      // A second backward would read the gradient as logits: refused.
+      EXPECT_THROW(in_place.backward(), InternalError);
       // A second step on fresh logits: the same again.
       Tensor again = mine.clone();
       in_place.forward(again, targets);
       EXPECT_EQ(in_place.backward().to_vector(), want);
+      // Off again: the gradient goes to the layer's own buffer, never into the
+      // earlier logits, which stay the caller's.
+      const std::vector<float> earlier = again.to_vector();
+      in_place.set_gradient_in_place(false);
+      Tensor third = mine.clone();
+      in_place.forward(third, targets);
+      EXPECT_EQ(in_place.backward().to_vector(), want);
+      EXPECT_EQ(again.to_vector(), earlier);
+      EXPECT_EQ(third.to_vector(), mine.to_vector());
     }
   }
 }

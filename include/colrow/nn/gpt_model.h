@@ -126,7 +126,9 @@ class GptModel {
                                      const std::vector<int64_t>& slots, int64_t n_new,
                                      KvCache& cache);
 
-  const Tensor& logits_local() const { return logits_local_; }  // [tokens, V_pad/tp]
+  // [tokens, V_pad/tp]: the last forward's logits; after backward, their
+  // gradient, written in their place (VocabParallelCrossEntropy::set_gradient_in_place).
+  const Tensor& logits_local() const { return logits_local_; }
   std::vector<Parameter*> parameters();
   // Elements of this rank's parameter shards (replicated ones counted here too).
   int64_t local_parameter_count();

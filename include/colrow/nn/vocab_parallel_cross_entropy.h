@@ -61,7 +61,8 @@ class VocabParallelCrossEntropy {
   // given (when they are contiguous) and returns them, as llm.c's fused
   // classifier does: no [tokens, V_pad/tp] buffer of the layer's own, the
   // largest activation of a GPT. The caller gives up those logits: nothing
-  // may read them after backward. Off by default.
+  // may read them after backward, and a second backward needs a new forward
+  // (InternalError otherwise). Off by default.
   void set_gradient_in_place(bool in_place) { in_place_ = in_place; }
 
   int64_t vocab_size() const { return vocab_size_; }
@@ -83,6 +84,8 @@ class VocabParallelCrossEntropy {
   int64_t vocab_start_;
   int64_t real_local_;  // my classes below vocab_size: columns [0, real_local_) are real
   bool in_place_ = false;
+  bool dlogits_is_callers_ = false;  // dlogits_ is an earlier forward's logits
+  bool logits_consumed_ = false;     // backward wrote over logits_
 
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
   std::vector<int32_t> targets_;  // [tokens]
