@@ -77,9 +77,18 @@ std::pair<int64_t, int64_t> AdamW::in_slice(size_t i) const {
           std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_)};
 }
 
+void AdamW::pack_grads(Tensor& buffer) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    buffer.slice(0, offsets_[i], params_[i]->grad.numel())
+        .view(params_[i]->grad.shape())
+        .convert_from(params_[i]->grad);  // a copy, or the one rounding to bf16
+  }
+  buffer.slice(0, total_size_, padded_size_ - total_size_).zero();
+}
+
 void AdamW::reduce_grads() {
   if (wire_.owns_storage()) {
-    wire_.convert_from(flat_);  // each rank's gradients, rounded to bf16
+    pack_grads(wire_);  // each rank's gradients, rounded to bf16
     if (config_.zero == 0) {
       // [dp grads] all-reduce the flat grads over dp, as bf16; grad_slice_ is flat_
       dp_.all_reduce_sum_bf16_wire(wire_);
@@ -89,7 +98,10 @@ void AdamW::reduce_grads() {
       dp_.reduce_scatter_sum_bf16_wire(wire_, wire_slice_);
       grad_slice_.convert_from(wire_slice_);
     }
-  } else if (config_.zero == 0) {
+    return;
+  }
+  pack_grads(flat_);
+  if (config_.zero == 0) {
     // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
     dp_.all_reduce_sum(flat_);
   } else {
@@ -100,13 +112,6 @@ void AdamW::reduce_grads() {
 
 // grads -> grad_slice_ (dp-averaged); returns the global norm of the averaged grads.
 double AdamW::reduce_and_norm() {
-  // flat_: [padded_size] = every local grad in order, then zero padding
-  for (size_t i = 0; i < params_.size(); ++i) {
-    flat_.slice(0, offsets_[i], params_[i]->grad.numel())
-        .view(params_[i]->grad.shape())
-        .copy_from(params_[i]->grad);
-  }
-  flat_.slice(0, total_size_, padded_size_ - total_size_).zero();
   reduce_grads();
   // The same float division in both modes, so equal sums give equal averages.
   ops::divide(grad_slice_, static_cast<float>(dp_.size()));

@@ -59,6 +59,8 @@ for op in ["all_reduce", "reduce_scatter"]:
 print("ok bench comm --dtype bf16 at", np, "ranks")
 PY
 done
+err=$(run 2 bench comm --dtype fp16 2>&1 >/dev/null) && { echo "FAIL: --dtype fp16 accepted"; exit 1; }
+[ "$(echo "$err" | grep -c -- '--dtype fp16 is not a dtype colrow knows')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 bench comm --dtype bf16 --ops all_gather 2>&1 >/dev/null) && { echo "FAIL: bf16 all_gather accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'the bf16 wire carries sums only')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 if on_one_node "$mpiexec" 3; then

@@ -222,6 +222,11 @@ TEST(MixedPrecisionTest, Bf16KvCacheIsReadNatively) {
   Tensor k32 = Tensor::zeros({batch, kv_heads * hs});
   Tensor cache16 = Tensor::zeros({2, kv_heads, capacity, hs}, Device::cpu(), DType::kBF16);
   EXPECT_THROW(ops::kv_cache_append(k32, step_rows, cache16), InternalError);
+  const Tensor q16 = Tensor::zeros({batch, heads * hs}, Device::cpu(), DType::kBF16);
+  Tensor scores = Tensor::zeros({batch, heads, capacity}),
+         out_fp32 = Tensor::zeros({batch, heads * hs});
+  EXPECT_THROW(ops::cached_attention(q16, cache16, cache16, step_rows, 0, scores, out_fp32),
+               InternalError);
 }
 
 TEST(MixedPrecisionTest, CrossEntropyGradientTakesTheLogitsDtype) {

@@ -52,7 +52,9 @@ class MpiCommunicator final : public Communicator {
   [[noreturn]] void abort(int exit_code) override;
 
  private:
+  // On x's elements (fp32, or 16-bit words for the bf16 wire's op).
   void all_reduce(Tensor& x, MPI_Op op, const char* what);
+  void reduce_scatter(const Tensor& in, Tensor& out, MPI_Op op, const char* what);
   // The operand, peer and tag checks of start_send and recv.
   void check_p2p(const Tensor& x, int peer, const char* role, int tag, const char* what) const;
 

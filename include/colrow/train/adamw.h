@@ -60,7 +60,10 @@ class AdamW {
 
  private:
   std::pair<int64_t, int64_t> in_slice(size_t i) const;
-  // flat_ (this rank's grads) -> grad_slice_, summed over dp.
+  // buffer: [padded_size] = every local grad in order (in buffer's dtype),
+  // then zero padding.
+  void pack_grads(Tensor& buffer);
+  // This rank's grads -> grad_slice_, summed over dp (through wire_ when set).
   void reduce_grads();
   double reduce_and_norm();
   void update(float lr, float grad_scale);

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <initializer_list>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
@@ -76,11 +76,29 @@ MpiCommunicator::~MpiCommunicator() {
 void MpiCommunicator::all_reduce(Tensor& x, MPI_Op op, const char* what) {
   require_host_contiguous(x, what, name_);
   if (size_ == 1) return;
-  float* p = x.data();
+  auto* p = static_cast<std::byte*>(x.raw_data());
+  const int64_t element = dtype_bytes(x.dtype());
   for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
     const int count = static_cast<int>(std::min(kMaxChunk, n - done));
-    COLROW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done, count, MPI_FLOAT, op, comm_));
+    COLROW_MPI_CHECK(
+        MPI_Allreduce(MPI_IN_PLACE, p + done * element, count, mpi_element(x), op, comm_));
   }
+}
+
+void MpiCommunicator::reduce_scatter(const Tensor& in, Tensor& out, MPI_Op op, const char* what) {
+  require_host_contiguous(in, what, name_);
+  require_host_contiguous(out, what, name_);
+  collective_checks::require_scatter_sizes(in, out, size_, name_);
+  if (size_ == 1) {
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
+    return;
+  }
+  if (out.numel() > kMaxChunk) {
+    throw InternalError("[dist] " + std::string(what) + " over " + name_ + " of " +
+                        std::to_string(out.numel()) + " elements per rank exceeds one MPI call");
+  }
+  COLROW_MPI_CHECK(MPI_Reduce_scatter_block(
+      in.raw_data(), out.raw_data(), static_cast<int>(out.numel()), mpi_element(in), op, comm_));
 }
 
 void MpiCommunicator::all_reduce_sum(Tensor& x) {
@@ -115,19 +133,7 @@ void MpiCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
                          [this](const Tensor& i, Tensor& o) { reduce_scatter_sum(i, o); })) {
     return;
   }
-  require_host_contiguous(in, "reduce_scatter_sum", name_);
-  require_host_contiguous(out, "reduce_scatter_sum", name_);
-  collective_checks::require_scatter_sizes(in, out, size_, name_);
-  if (size_ == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
-    return;
-  }
-  if (out.numel() > kMaxChunk) {
-    throw InternalError("[dist] reduce_scatter_sum over " + name_ + " of " +
-                        std::to_string(out.numel()) + " elements per rank exceeds one MPI call");
-  }
-  COLROW_MPI_CHECK(MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(out.numel()),
-                                            MPI_FLOAT, MPI_SUM, comm_));
+  reduce_scatter(in, out, MPI_SUM, "reduce_scatter_sum");
 }
 
 void MpiCommunicator::broadcast(Tensor& x, int root) {
@@ -143,34 +149,14 @@ void MpiCommunicator::broadcast(Tensor& x, int root) {
 }
 
 void MpiCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
-  require_host_contiguous(x, "all_reduce_sum_bf16_wire", name_);
   collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name_);
-  if (size_ == 1) return;
-  uint16_t* p = x.bf16_data();
-  for (int64_t done = 0, n = x.numel(); done < n; done += kMaxChunk) {
-    const int count = static_cast<int>(std::min(kMaxChunk, n - done));
-    COLROW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p + done, count, MPI_UINT16_T, bf16_sum_, comm_));
-  }
+  all_reduce(x, bf16_sum_, "all_reduce_sum_bf16_wire");
 }
 
 void MpiCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
-  const char* what = "reduce_scatter_sum_bf16_wire";
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out}) {
-    require_host_contiguous(*t, what, name_);
-    collective_checks::require_bf16(*t, what, name_);
-  }
-  collective_checks::require_scatter_sizes(in, out, size_, name_);
-  if (size_ == 1) {
-    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
-    return;
-  }
-  if (out.numel() > kMaxChunk) {
-    throw InternalError("[dist] " + std::string(what) + " over " + name_ + " of " +
-                        std::to_string(out.numel()) + " elements per rank exceeds one MPI call");
-  }
-  COLROW_MPI_CHECK(MPI_Reduce_scatter_block(in.bf16_data(), out.bf16_data(),
-                                            static_cast<int>(out.numel()), MPI_UINT16_T, bf16_sum_,
-                                            comm_));
+  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name_);
+  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name_);
+  reduce_scatter(in, out, bf16_sum_, "reduce_scatter_sum_bf16_wire");
 }
 
 namespace {

@@ -219,11 +219,7 @@ void ShmCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out
   check_scatter(in, out);
   collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name());
   collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name());
-  if (size() == 1) {
-    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
-    return;
-  }
-  scatter(in.bf16_data(), out.bf16_data(), out.numel());
+  scatter(in, out);
 }
 
 void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
@@ -240,11 +236,17 @@ void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
     return;
   }
   check_scatter(in, out);
+  scatter(in, out);
+}
+
+void ShmCommunicator::scatter(const Tensor& in, Tensor& out) {
   if (size() == 1) {
-    if (in.data() != out.data()) out.copy_from(in.view(out.shape()));
-    return;
+    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));
+  } else if (in.dtype() == DType::kBF16) {
+    scatter(in.bf16_data(), out.bf16_data(), out.numel());
+  } else {
+    scatter(in.data(), out.data(), out.numel());
   }
-  scatter(in.data(), out.data(), out.numel());
 }
 
 void ShmCommunicator::check_gather(const Tensor& in, const Tensor& out) const {
@@ -435,7 +437,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(con
   if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
     return Communicator::start_reduce_scatter_sum(in, out);
   }
-  return start([this, &in, &out] { scatter(in.data(), out.data(), out.numel()); });
+  return start([this, &in, &out] { scatter(in, out); });
 }
 
 std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {

@@ -99,6 +99,8 @@ class ShmCommunicator final : public Communicator {
   void all_reduce(E* data, int64_t n, Reduction reduction);
   template <typename E>
   void scatter(const E* in, E* out, int64_t n);
+  // in -> out, checked, of one dtype: a copy in a group of one, else the above.
+  void scatter(const Tensor& in, Tensor& out);
   // Slot `set` of `rank`, as elements E.
   template <typename E>
   E* slot(int rank, int set) const;

@@ -107,8 +107,8 @@ std::unique_ptr<PendingCollective> StagedCommunicator::device_start_send(const T
 }
 
 void StagedCommunicator::device_recv(Tensor& x, int src, int tag) {
-  reserve(std::max<int64_t>(x.numel(), 1),
-          x.dtype());  // an empty message still pairs with its send
+  // An empty message still pairs with its send.
+  reserve(std::max<int64_t>(x.numel(), 1), x.dtype());
   Tensor h = staged(x.shape(), 0, x.dtype());
   host().recv(h, src, tag);
   x.copy_from(h);

@@ -15,13 +15,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -55,16 +55,6 @@ inline float exp_nonpositive(float z) {
   std::memcpy(&two_n, &bits, sizeof(two_n));
   const float e = p * two_n;  // unconditional, so the select below needs no branch
   return z < -87.0f ? 0.0f : e;
-}
-
-// fn(x) with the logits' elements: const float* or the bf16 bits.
-template <typename Fn>
-void with_logits(const Tensor& logits, Fn&& fn) {
-  if (logits.dtype() == DType::kBF16) {
-    fn(logits.bf16_data());
-  } else {
-    fn(logits.data());
-  }
 }
 
 template <typename E>
@@ -195,7 +185,7 @@ void backward_rows(const E* x, int64_t ld, int64_t tokens, int64_t v_local,
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
   const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
-  with_logits(logits_local, [&](const auto* x) {
+  with_elements(logits_local, [&](const auto* x) {
     local_max_rows(x, logits_local.row_stride(), tokens, rows, max.data());
   });
 }
@@ -203,7 +193,7 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
   const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-  with_logits(logits_local, [&](const auto* x) {
+  with_elements(logits_local, [&](const auto* x) {
     sums_rows(x, logits_local.row_stride(), tokens, rows, max.data(), sum_exp.data(),
               target_logit.data());
   });
@@ -248,8 +238,8 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
   }
   check_cross_entropy_grad_dtype(what, logits_local, dlogits_local);
   const float* dl = dloss != nullptr ? dloss->data() : nullptr;
-  with_logits(logits_local, [&](const auto* x) {
-    using E = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+  with_elements(logits_local, [&](const auto* x) {
+    using E = element_of<decltype(x)>;
     E* grad = static_cast<E*>(dlogits_local.raw_data());
     backward_rows(x, logits_local.row_stride(), tokens, v_local, rows, max.data(), sum_exp.data(),
                   dl, uniform_scale, grad);

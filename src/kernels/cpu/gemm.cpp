@@ -95,23 +95,21 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // bf16 operands: their products are exact in fp32, so widening them and
     // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
     // c is widened (when beta reads it) and rounded back once.
-    if (m <= kNativeBf16Rows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0) {
-      if (c.dtype() == DType::kF32) {
-        bf16_rows_times_weights_t(alpha, a, b, beta, c);
-        return;
+    const bool native =
+        m <= kNativeBf16Rows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0;
+    auto product_into = [&](Tensor& c32) {
+      if (native) {
+        bf16_rows_times_weights_t(alpha, a, b, beta, c32);
+      } else {
+        gemm(trans_a, trans_b, alpha, a.to(DType::kF32), b.to(DType::kF32), beta, c32);
       }
-      Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : c.to(DType::kF32);
-      bf16_rows_times_weights_t(alpha, a, b, beta, c32);
-      store_rounded(c32, c);
-      return;
-    }
-    const Tensor a32 = a.to(DType::kF32), b32 = b.to(DType::kF32);
+    };
     if (c.dtype() == DType::kF32) {
-      gemm(trans_a, trans_b, alpha, a32, b32, beta, c);
+      product_into(c);
       return;
     }
     Tensor c32 = beta == 0.0f ? Tensor::empty(c.shape()) : c.to(DType::kF32);
-    gemm(trans_a, trans_b, alpha, a32, b32, beta, c32);
+    product_into(c32);
     store_rounded(c32, c);
     return;
   }

@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <string>
-#include <type_traits>
 
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
@@ -23,6 +22,7 @@
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -141,16 +141,6 @@ __global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, in
   }
 }
 
-// launch(x) with the logits' elements: const float* or the bf16 bits.
-template <typename Launch>
-void with_logits(const Tensor& logits, Launch&& launch) {
-  if (logits.dtype() == DType::kBF16) {
-    launch(logits.bf16_data());
-  } else {
-    launch(logits.data());
-  }
-}
-
 }  // namespace
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
@@ -159,7 +149,7 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
   const int device = cuda_device_of("cross_entropy_local_max", {&logits_local, &max});
   if (tokens == 0) return;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  with_logits(logits_local, [&](const auto* x) {
+  with_elements(logits_local, [&](const auto* x) {
     local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                      colrow::cuda::compute_stream(device)>>>(x, logits_local.row_stride(),
                                                              int32_data(targets), rows.ignore_index,
@@ -175,7 +165,7 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
       cuda_device_of("cross_entropy_sums", {&logits_local, &max, &sum_exp, &target_logit});
   if (tokens == 0) return;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  with_logits(logits_local, [&](const auto* x) {
+  with_elements(logits_local, [&](const auto* x) {
     sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                 colrow::cuda::compute_stream(device)>>>(
         x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,
@@ -235,8 +225,8 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
       smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
              : 0.0f;
   const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
-  with_logits(logits_local, [&](const auto* x) {
-    using E = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+  with_elements(logits_local, [&](const auto* x) {
+    using E = element_of<decltype(x)>;
     backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                     colrow::cuda::compute_stream(device)>>>(
         x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,

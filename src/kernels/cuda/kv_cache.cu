@@ -11,7 +11,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
@@ -21,6 +20,7 @@
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -95,16 +95,6 @@ __global__ void attend_cache(const E* q, int64_t ld_q, const E* k_cache, const E
   }
 }
 
-// launch(p) with the elements of t: float* or the bf16 bits.
-template <typename Launch>
-void with_elements(const Tensor& t, Launch&& launch) {
-  if (t.dtype() == DType::kBF16) {
-    launch(static_cast<const uint16_t*>(t.raw_data()));
-  } else {
-    launch(static_cast<const float*>(t.raw_data()));
-  }
-}
-
 }  // namespace
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
@@ -114,7 +104,7 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
   const int64_t tokens = d.batch * d.n_new, width = d.n_kv_head * d.head_dim;
   const Tensor places = upload_places(rows, Device::cuda(device));
   with_elements(x, [&](const auto* source) {
-    using E = std::remove_const_t<std::remove_pointer_t<decltype(source)>>;
+    using E = element_of<decltype(source)>;
     append_rows<<<colrow::cuda::blocks_for(tokens * width, kThreads), kThreads, 0,
                   colrow::cuda::compute_stream(device)>>>(
         source, x.row_stride(), reinterpret_cast<const SequencePlace*>(places.data()), tokens,
@@ -134,7 +124,7 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const int64_t blocks = d.batch * d.n_new * n_head;
   with_elements(q, [&](const auto* queries) {
-    using E = std::remove_const_t<std::remove_pointer_t<decltype(queries)>>;
+    using E = element_of<decltype(queries)>;
     attend_cache<<<static_cast<unsigned int>(blocks), kAttentionThreads, 0,
                    colrow::cuda::compute_stream(device)>>>(
         queries, q.row_stride(), static_cast<const E*>(k_cache.raw_data()),
