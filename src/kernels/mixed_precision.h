@@ -1,13 +1,13 @@
 // bf16 operands of fp32 kernels: the reference pattern of mixed precision.
 // Inputs are widened (exact), the fp32 kernel runs, and each bf16 output is
 // rounded once, to nearest even, from its fp32 result; an accumulating output
-// is widened first, so `out += x` rounds the sum once, not each term. Every
-// operation in kernels/ops.h accepts bf16 tensors this way on every backend;
-// the GEMMs and linear layers take them natively (tensor cores), with the same
-// numbers up to the order of their fp32 sums, and so do the cross-entropy
-// pieces (reading bf16 logits element by element, bit for bit this pattern).
-// Native bf16 kernels of other operations must give what this pattern gives,
-// within their summation order.
+// is widened first, so `out += x` rounds the sum once, not each term.
+// Most kernels follow this rule natively, reading bf16 element by element
+// (kernels/elements.h; kernels/cpu/element_blocks.h on the CPU), bit for bit
+// or up to the order of their fp32 sums: the GEMMs and linear layers (tensor
+// cores), bias, activations, norms, residual adds, RoPE, embeddings, the KV
+// cache and the cross-entropy pieces. Fp32Operands applies it by copies where
+// no native kernel exists yet: training attention (ops.cpp).
 // The conversions are core's (Tensor::to(DType), Tensor::convert_from), the
 // same on every device, so this header is all there is to it.
 #pragma once

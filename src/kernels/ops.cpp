@@ -1,7 +1,7 @@
 // Device checks and dispatch for kernels/ops.h; every operation is timed
-// under `--profile` (kernels/op_profile.h). bf16 operands reach the backends'
-// fp32 kernels through kernels/mixed_precision.h, except where a backend takes
-// them natively (the GEMMs, the linear layers).
+// under `--profile` (kernels/op_profile.h). The backends take bf16 operands
+// natively, except training attention's, which reach its fp32 kernels
+// through kernels/mixed_precision.h.
 #include "kernels/ops.h"
 
 #include "kernels/mixed_precision.h"
@@ -57,96 +57,69 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
 }
 
 void add_bias(Tensor& y, const Tensor& b) {
-  Call c("add_bias", b.device(), {&y, &b});
-  c->add_bias(c.f.inout(y), c.f.in(b));
-  c.f.store();
+  on("add_bias", b.device(), {&y, &b})->add_bias(y, b);
 }
 
 void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
-  Call c("accumulate_bias_grad", db.device(), {&dy, &db});
-  c->accumulate_bias_grad(c.f.in(dy), c.f.inout(db));
-  c.f.store();
+  on("accumulate_bias_grad", db.device(), {&dy, &db})->accumulate_bias_grad(dy, db);
 }
 
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
-  Call c("gelu_forward", y.device(), {&x, &y});
-  c->gelu_forward(form, c.f.in(x), c.f.out(y));
-  c.f.store();
+  on("gelu_forward", y.device(), {&x, &y})->gelu_forward(form, x, y);
 }
 
 void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
-  Call c("gelu_backward", dx.device(), {&x, &dy, &dx});
-  c->gelu_backward(form, c.f.in(x), c.f.in(dy), c.f.out(dx));
-  c.f.store();
+  on("gelu_backward", dx.device(), {&x, &dy, &dx})->gelu_backward(form, x, dy, dx);
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
-  Call c("silu_forward", y.device(), {&x, &y});
-  c->silu_forward(c.f.in(x), c.f.out(y));
-  c.f.store();
+  on("silu_forward", y.device(), {&x, &y})->silu_forward(x, y);
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
-  Call c("silu_backward", dx.device(), {&x, &dy, &dx});
-  c->silu_backward(c.f.in(x), c.f.in(dy), c.f.out(dx));
-  c.f.store();
+  on("silu_backward", dx.device(), {&x, &dy, &dx})->silu_backward(x, dy, dx);
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  Call c("swiglu_forward", h.device(), {&gate, &up, &h});
-  c->swiglu_forward(c.f.in(gate), c.f.in(up), c.f.out(h));
-  c.f.store();
+  on("swiglu_forward", h.device(), {&gate, &up, &h})->swiglu_forward(gate, up, h);
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  Call c("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup});
-  c->swiglu_backward(c.f.in(gate), c.f.in(up), c.f.in(dh), c.f.out(dgate), c.f.out(dup));
-  c.f.store();
+  on("swiglu_backward", dup.device(), {&gate, &up, &dh, &dgate, &dup})
+      ->swiglu_backward(gate, up, dh, dgate, dup);
 }
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                         Tensor& y, Tensor& mean, Tensor& rstd) {
-  Call c("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd});
-  c->layer_norm_forward(c.f.in(x), c.f.in(gamma), c.f.in(beta), eps, c.f.out(y), c.f.out(mean),
-                        c.f.out(rstd));
-  c.f.store();
+  on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd})
+      ->layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
                          Tensor& dbeta) {
-  Call c("layer_norm_backward", dbeta.device(),
-         {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
-  c->layer_norm_backward(c.f.in(x), c.f.in(gamma), c.f.in(mean), c.f.in(rstd), c.f.in(dy),
-                         c.f.out(dx), c.f.inout(dgamma), c.f.inout(dbeta));
-  c.f.store();
+  on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta})
+      ->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  Call c("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd});
-  c->rms_norm_forward(c.f.in(x), c.f.in(weight), eps, c.f.out(y), c.f.out(rstd));
-  c.f.store();
+  on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd})
+      ->rms_norm_forward(x, weight, eps, y, rstd);
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
                        Tensor& dx, Tensor& dweight) {
-  Call c("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight});
-  c->rms_norm_backward(c.f.in(x), c.f.in(weight), c.f.in(rstd), c.f.in(dy), c.f.out(dx),
-                       c.f.inout(dweight));
-  c.f.store();
+  on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight})
+      ->rms_norm_backward(x, weight, rstd, dy, dx, dweight);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {
-  Call c("add", out.device(), {&a, &b, &out});
-  c->add(c.f.in(a), c.f.in(b), c.f.out(out));
-  c.f.store();
+  on("add", out.device(), {&a, &b, &out})->add(a, b, out);
 }
 
 void add_into(Tensor& out, const Tensor& a) {
-  Call c("add_into", a.device(), {&out, &a});
-  c->add_into(c.f.inout(out), c.f.in(a));
-  c.f.store();
+  on("add_into", a.device(), {&out, &a})->add_into(out, a);
 }
 
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
@@ -156,15 +129,11 @@ void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, T
 }
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
-  Call c("rope_forward", y.device(), {&x, &cos, &sin, &y});
-  c->rope_forward(c.f.in(x), c.f.in(cos), c.f.in(sin), c.f.out(y));
-  c.f.store();
+  on("rope_forward", y.device(), {&x, &cos, &sin, &y})->rope_forward(x, cos, sin, y);
 }
 
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) {
-  Call c("rope_backward", dx.device(), {&dy, &cos, &sin, &dx});
-  c->rope_backward(c.f.in(dy), c.f.in(cos), c.f.in(sin), c.f.out(dx));
-  c.f.store();
+  on("rope_backward", dx.device(), {&dy, &cos, &sin, &dx})->rope_backward(dy, cos, sin, dx);
 }
 
 Shape attention_saved_shape(Device device, const AttentionSize& size) {
@@ -206,28 +175,24 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y) {
-  Call c("embedding_forward", y.device(), {&table_local, &y});
-  c->embedding_forward(ids, vocab_start, c.f.in(table_local), c.f.out(y));
-  c.f.store();
+  on("embedding_forward", y.device(), {&table_local, &y})
+      ->embedding_forward(ids, vocab_start, table_local, y);
 }
 
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local) {
-  Call c("embedding_backward", dtable_local.device(), {&dy, &dtable_local});
-  c->embedding_backward(ids, vocab_start, c.f.in(dy), c.f.inout(dtable_local));
-  c.f.store();
+  on("embedding_backward", dtable_local.device(), {&dy, &dtable_local})
+      ->embedding_backward(ids, vocab_start, dy, dtable_local);
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
-  Call c("position_embedding_forward", table.device(), {&x, &table});
-  c->position_embedding_forward(c.f.inout(x), c.f.in(table), seq);
-  c.f.store();
+  on("position_embedding_forward", table.device(), {&x, &table})
+      ->position_embedding_forward(x, table, seq);
 }
 
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) {
-  Call c("position_embedding_backward", dtable.device(), {&dx, &dtable});
-  c->position_embedding_backward(c.f.in(dx), seq, c.f.inout(dtable));
-  c.f.store();
+  on("position_embedding_backward", dtable.device(), {&dx, &dtable})
+      ->position_embedding_backward(dx, seq, dtable);
 }
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,

@@ -4,6 +4,11 @@
 // name (gemm.h, linear.h, bias.h, activation.h, norm.h, residual.h, rope.h,
 // attention.h, kv_cache.h, embedding.h, cross_entropy.h, adamw.h, reduce.h,
 // init.h); convert is Tensor::convert_from, timed as an op.
+// dtypes: the activations of one call and the weights' compute copies are all
+// fp32 or all bf16 (mixed ones are an InternalError); norm statistics,
+// attention's saved probabilities, RoPE tables, the cross-entropy's per-row
+// values and every parameter gradient are fp32. A bf16 output holds its fp32
+// result rounded once (kernels/mixed_precision.h).
 #pragma once
 
 #include "kernels/backend.h"

@@ -1,9 +1,9 @@
 // kernels/mixed_precision.h and the bf16 operands of kernels/ops.h on the
 // CPU: fp32 tensors pass through untouched; a bf16 output holds its fp32
 // result rounded once, so an accumulation of terms each below half a bf16 ulp
-// still moves it (rounding every term would not); through ops, LayerNorm,
-// GELU and the cross-entropy (which reads bf16 logits natively) with bf16
-// activations equal the fp32 kernel on the widened values, rounded once; a
+// still moves it (rounding every term would not); every native bf16 kernel
+// (kernels/native_bf16_cases.h) and the cross-entropy pieces equal the fp32
+// kernels on the widened values, rounded once; mixed dtypes are refused; a
 // bf16 column block is written in place, its neighbours untouched.
 #include "kernels/mixed_precision.h"
 
@@ -19,7 +19,7 @@
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/cache_rows.h"
 #include "colrow/core/error.h"
-#include "kernels/cpu/norm.h"
+#include "kernels/native_bf16_cases.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -50,48 +50,27 @@ TEST(MixedPrecisionTest, Fp32OperandsPassThrough) {
 }
 
 TEST(MixedPrecisionTest, AccumulationRoundsTheSumOnce) {
-  // db = 1 (bf16), dy = four rows of 2^-9, a quarter of bf16's ulp at 1: the
-  // exact sum 1 + 2^-7 is a bf16 value. Rounding after each term would leave 1.
-  Tensor db = Tensor::full({1}, 1.0f, Device::cpu(), DType::kBF16);
-  const Tensor dy = Tensor::full({4, 1}, 0x1p-9f).to(DType::kBF16);
-  ops::accumulate_bias_grad(dy, db);
-  EXPECT_EQ(db.to_vector()[0], 1.0f + 0x1p-7f);
-  // The same through inout() directly.
+  // acc = 1 (bf16), four additions of 2^-9, a quarter of bf16's ulp at 1:
+  // the exact sum 1 + 2^-7 is a bf16 value. Rounding after each term would
+  // leave 1.
   Tensor acc = Tensor::full({1}, 1.0f, Device::cpu(), DType::kBF16);
   kernels::Fp32Operands f;
   Tensor& wide = f.inout(acc);
   for (int i = 0; i < 4; ++i) wide.data()[0] += 0x1p-9f;
   f.store();
   EXPECT_EQ(acc.to_vector()[0], 1.0f + 0x1p-7f);
+  // A native kernel's fp32 gradient sums bf16 terms in fp32.
+  Tensor db = Tensor::full({1}, 1.0f);
+  ops::accumulate_bias_grad(Tensor::full({4, 1}, 0x1p-9f).to(DType::kBF16), db);
+  EXPECT_EQ(db.to_vector()[0], 1.0f + 0x1p-7f);
 }
 
-TEST(MixedPrecisionTest, LayerNormOnBf16ActivationsRoundsTheFp32ResultOnce) {
-  const int64_t tokens = 9, d = 70;
-  const Tensor x = random_tensor({tokens, d}, 1).to(DType::kBF16);
-  const Tensor gamma = random_tensor({d}, 2).to(DType::kBF16),
-               beta = random_tensor({d}, 3).to(DType::kBF16);
-  Tensor y = Tensor::empty({tokens, d}, Device::cpu(), DType::kBF16);
-  Tensor mean = Tensor::empty({tokens}), rstd = Tensor::empty({tokens});
-  ops::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
-  // The fp32 kernel on the same (bf16-exact) values.
-  Tensor y32 = Tensor::empty({tokens, d}), mean32 = Tensor::empty({tokens});
-  Tensor rstd32 = Tensor::empty({tokens});
-  kernels::cpu::layer_norm_forward(x.to(DType::kF32), gamma.to(DType::kF32), beta.to(DType::kF32),
-                                   1e-5f, y32, mean32, rstd32);
-  EXPECT_EQ(y.to_vector(), rounded(y32));
-  EXPECT_EQ(mean.to_vector(), mean32.to_vector());  // statistics stay fp32
-  EXPECT_EQ(rstd.to_vector(), rstd32.to_vector());
-  // Backward: bf16 dy and dx, fp32 parameter gradients accumulated.
-  const Tensor dy = random_tensor({tokens, d}, 4).to(DType::kBF16);
-  Tensor dx = Tensor::empty({tokens, d}, Device::cpu(), DType::kBF16);
-  Tensor dgamma = random_tensor({d}, 5), dbeta = random_tensor({d}, 6);
-  Tensor dgamma32 = dgamma.clone(), dbeta32 = dbeta.clone(), dx32 = Tensor::empty({tokens, d});
-  ops::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
-  kernels::cpu::layer_norm_backward(x.to(DType::kF32), gamma.to(DType::kF32), mean32, rstd32,
-                                    dy.to(DType::kF32), dx32, dgamma32, dbeta32);
-  EXPECT_EQ(dx.to_vector(), rounded(dx32));
-  EXPECT_EQ(dgamma.to_vector(), dgamma32.to_vector());
-  EXPECT_EQ(dbeta.to_vector(), dbeta32.to_vector());
+TEST(MixedPrecisionTest, NativeBf16KernelsAreTheFp32KernelsRoundedOnce) {
+  testing::expect_native_bf16_is_fp32_rounded_once(Device::cpu());
+}
+
+TEST(MixedPrecisionTest, MixedDtypesAreRefused) {
+  testing::expect_mixed_dtypes_refused(Device::cpu());
 }
 
 TEST(MixedPrecisionTest, GeluIntoABf16ColumnBlock) {

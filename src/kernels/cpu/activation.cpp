@@ -4,13 +4,14 @@
 // The vector versions are accurate to a few ulp, well inside the tests' bounds,
 // but round differently from the scalar ones a loop's tail calls: every loop
 // runs in parallel.h's fixed element blocks, so an element takes the same path
-// (and gets the same bits) whatever the thread count.
+// (and gets the same bits) whatever the thread count. Operands are fp32 or
+// bf16 (kernels/cpu/element_blocks.h: the same fp32 code, rounded once).
 #include "kernels/cpu/activation.h"
 
 #include <cmath>
 
 #include "kernels/checks/elementwise.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/element_blocks.h"
 
 namespace colrow::kernels::cpu {
 namespace {
@@ -33,115 +34,94 @@ inline float sigmoid(float x) {
 
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
   check_elementwise("activation", "gelu_forward", x, {&y});
-  const int64_t n = x.numel();
-  const float* in = x.data();
-  float* out = y.data();
-  if (form == GeluForm::kErf) {
-    for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<1, 1>("gelu_forward", {&x}, {&y}, [form](auto in, auto out, int64_t n) {
+    const float* v = in[0];
+    float* r = out[0];
+    if (form == GeluForm::kErf) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) {
-        const float v = in[i];
-        out[i] = 0.5f * v * (1.0f + std::erf(v * kSqrtHalf));
-      }
-    });
-    return;
-  }
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = 0; i < n; ++i) r[i] = 0.5f * v[i] * (1.0f + std::erf(v[i] * kSqrtHalf));
+      return;
+    }
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) {
-      const float v = in[i];
-      const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
-      out[i] = 0.5f * v * (1.0f + t);
+    for (int64_t i = 0; i < n; ++i) {
+      const float t = std::tanh(kGeluK * (v[i] + kGeluC * v[i] * v[i] * v[i]));
+      r[i] = 0.5f * v[i] * (1.0f + t);
     }
   });
 }
 
 void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx) {
   check_elementwise("activation", "gelu_backward", x, {&dy, &dx});
-  const int64_t n = x.numel();
-  const float* in = x.data();
-  const float* g = dy.data();
-  float* out = dx.data();
-  if (form == GeluForm::kErf) {
-    for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<2, 1>("gelu_backward", {&x, &dy}, {&dx}, [form](auto in, auto out, int64_t n) {
+    const float *v = in[0], *g = in[1];
+    float* r = out[0];
+    if (form == GeluForm::kErf) {
 #pragma omp simd
-      for (int64_t i = i0; i < i1; ++i) {
-        const float v = in[i];
-        const float local =
-            0.5f * (1.0f + std::erf(v * kSqrtHalf)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
-        out[i] = g[i] * local;
+      for (int64_t i = 0; i < n; ++i) {
+        const float local = 0.5f * (1.0f + std::erf(v[i] * kSqrtHalf)) +
+                            v[i] * kInvSqrt2Pi * std::exp(-0.5f * v[i] * v[i]);
+        r[i] = g[i] * local;
       }
-    });
-    return;
-  }
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+      return;
+    }
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) {
-      const float v = in[i];
-      const float t = std::tanh(kGeluK * (v + kGeluC * v * v * v));
-      const float local =
-          0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-      out[i] = g[i] * local;
+    for (int64_t i = 0; i < n; ++i) {
+      const float t = std::tanh(kGeluK * (v[i] + kGeluC * v[i] * v[i] * v[i]));
+      const float local = 0.5f * (1.0f + t) + 0.5f * v[i] * (1.0f - t * t) * kGeluK *
+                                                  (1.0f + 3.0f * kGeluC * v[i] * v[i]);
+      r[i] = g[i] * local;
     }
   });
 }
 
 void silu_forward(const Tensor& x, Tensor& y) {
   check_elementwise("activation", "silu_forward", x, {&y});
-  const int64_t n = x.numel();
-  const float* in = x.data();
-  float* out = y.data();
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<1, 1>("silu_forward", {&x}, {&y}, [](auto in, auto out, int64_t n) {
+    const float* v = in[0];
+    float* r = out[0];
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) out[i] = in[i] * sigmoid(in[i]);
+    for (int64_t i = 0; i < n; ++i) r[i] = v[i] * sigmoid(v[i]);
   });
 }
 
 void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   check_elementwise("activation", "silu_backward", x, {&dy, &dx});
-  const int64_t n = x.numel();
-  const float* in = x.data();
-  const float* g = dy.data();
-  float* out = dx.data();
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<2, 1>("silu_backward", {&x, &dy}, {&dx}, [](auto in, auto out, int64_t n) {
+    const float *v = in[0], *g = in[1];
+    float* r = out[0];
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) {
-      const float s = sigmoid(in[i]);
-      out[i] = g[i] * s * (1.0f + in[i] * (1.0f - s));
+    for (int64_t i = 0; i < n; ++i) {
+      const float s = sigmoid(v[i]);
+      r[i] = g[i] * s * (1.0f + v[i] * (1.0f - s));
     }
   });
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   check_elementwise("activation", "swiglu_forward", gate, {&up, &h});
-  const int64_t n = gate.numel();
-  const float* a = gate.data();
-  const float* b = up.data();
-  float* out = h.data();
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<2, 1>("swiglu_forward", {&gate, &up}, {&h}, [](auto in, auto out, int64_t n) {
+    const float *a = in[0], *b = in[1];
+    float* r = out[0];
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) out[i] = a[i] * sigmoid(a[i]) * b[i];
+    for (int64_t i = 0; i < n; ++i) r[i] = a[i] * sigmoid(a[i]) * b[i];
   });
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
   check_elementwise("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
-  const int64_t n = gate.numel();
-  const float* a = gate.data();
-  const float* b = up.data();
-  const float* g = dh.data();
-  float* da = dgate.data();
-  float* db = dup.data();
-  for_each_element_block(n, [&](int64_t i0, int64_t i1) {
+  map_element_blocks<3, 2>("swiglu_backward", {&gate, &up, &dh}, {&dgate, &dup},
+                           [](auto in, auto out, int64_t n) {
+                             const float *a = in[0], *b = in[1], *g = in[2];
+                             float *da = out[0], *db = out[1];
 #pragma omp simd
-    for (int64_t i = i0; i < i1; ++i) {
-      const float s = sigmoid(a[i]);
-      const float silu = a[i] * s;
-      da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
-      db[i] = g[i] * silu;
-    }
-  });
+                             for (int64_t i = 0; i < n; ++i) {
+                               const float s = sigmoid(a[i]);
+                               const float silu = a[i] * s;
+                               da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
+                               db[i] = g[i] * silu;
+                             }
+                           });
 }
 
 }  // namespace colrow::kernels::cpu

@@ -3,38 +3,45 @@
 
 #include <cmath>
 
+#include "colrow/core/bfloat16.h"
 #include "kernels/checks/rope.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cpu {
 namespace {
 
 // y = R(sign * angle) x for every head of every token. Each pair (i, i + half)
-// is read before it is written, so y may alias x.
-void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y) {
+// is read before it is written, so y may alias x. x and y are fp32 or bf16
+// (read natively, each output rounded once); the tables are fp32.
+void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y,
+            const char* what) {
   const int64_t tokens = x.size(0), width = x.size(1);
   const int64_t seq = cos.size(0), half = cos.size(1), head_dim = 2 * half;
   const int64_t heads = width / head_dim;
-  const float* in = x.data();
   const float* c = cos.data();
   const float* s = sin.data();
-  float* out = y.data();
+  with_element_type(what, {&x, &y}, [&](auto e) {
+    using E = decltype(e);
+    const E* in = elements<E>(x);
+    E* out = elements<E>(y);
 #pragma omp parallel for schedule(static) if (tokens * width > kParallelElements)
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* ct = c + (t % seq) * half;
-    const float* st = s + (t % seq) * half;
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* xh = in + t * width + h * head_dim;
-      float* yh = out + t * width + h * head_dim;
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* ct = c + (t % seq) * half;
+      const float* st = s + (t % seq) * half;
+      for (int64_t h = 0; h < heads; ++h) {
+        const E* xh = in + t * width + h * head_dim;
+        E* yh = out + t * width + h * head_dim;
 #pragma omp simd
-      for (int64_t i = 0; i < half; ++i) {
-        const float x1 = xh[i], x2 = xh[i + half];
-        const float sn = sign * st[i];
-        yh[i] = x1 * ct[i] - x2 * sn;
-        yh[i + half] = x2 * ct[i] + x1 * sn;
+        for (int64_t i = 0; i < half; ++i) {
+          const float x1 = widen(xh[i]), x2 = widen(xh[i + half]);
+          const float sn = sign * st[i];
+          yh[i] = narrow<E>(x1 * ct[i] - x2 * sn);
+          yh[i + half] = narrow<E>(x2 * ct[i] + x1 * sn);
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -59,12 +66,12 @@ void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, T
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
   check_rope(x, cos, sin, y, "rope_forward");
-  rotate(x, cos, sin, 1.0f, y);
+  rotate(x, cos, sin, 1.0f, y, "rope_forward");
 }
 
 void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, Tensor& dx) {
   check_rope(dy, cos, sin, dx, "rope_backward");
-  rotate(dy, cos, sin, -1.0f, dx);
+  rotate(dy, cos, sin, -1.0f, dx, "rope_backward");
 }
 
 }  // namespace colrow::kernels::cpu

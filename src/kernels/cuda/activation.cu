@@ -1,13 +1,17 @@
 // Activation kernels on the GPU: one thread per element, the formulas and the
-// operation order of kernels/cpu/activation.cpp. tanhf and expf are CUDA's
-// accurate versions (<= 2 ulp); this file must not be built with
-// --use_fast_math, whose __expf loses accuracy for large |x|.
+// operation order of kernels/cpu/activation.cpp. They take fp32 or bf16
+// activations (E, kernels/elements.h), reading bf16 natively; each output is
+// its fp32 value rounded once. tanhf and expf are CUDA's accurate versions
+// (<= 2 ulp); this file must not be built with --use_fast_math, whose __expf
+// loses accuracy for large |x|.
 #include "kernels/cuda/activation.h"
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/elementwise.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -29,63 +33,70 @@ __device__ __forceinline__ int64_t element_index() {
   return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
 }
 
-__global__ void gelu_forward_kernel(GeluForm form, const float* x, float* y, int64_t n) {
+template <typename E>
+__global__ void gelu_forward_kernel(GeluForm form, const E* x, E* y, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float v = x[i];
+  const float v = widen(x[i]);
   if (form == GeluForm::kErf) {
-    y[i] = 0.5f * v * (1.0f + erff(v * kSqrtHalf));
+    y[i] = narrow<E>(0.5f * v * (1.0f + erff(v * kSqrtHalf)));
     return;
   }
   const float t = tanhf(kGeluK * (v + kGeluC * v * v * v));
-  y[i] = 0.5f * v * (1.0f + t);
+  y[i] = narrow<E>(0.5f * v * (1.0f + t));
 }
 
-__global__ void gelu_backward_kernel(GeluForm form, const float* x, const float* dy, float* dx,
-                                     int64_t n) {
+template <typename E>
+__global__ void gelu_backward_kernel(GeluForm form, const E* x, const E* dy, E* dx, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float v = x[i];
+  const float v = widen(x[i]);
   if (form == GeluForm::kErf) {
-    dx[i] = dy[i] * (0.5f * (1.0f + erff(v * kSqrtHalf)) + v * kInvSqrt2Pi * expf(-0.5f * v * v));
+    dx[i] = narrow<E>(widen(dy[i]) * (0.5f * (1.0f + erff(v * kSqrtHalf)) +
+                                      v * kInvSqrt2Pi * expf(-0.5f * v * v)));
     return;
   }
   const float t = tanhf(kGeluK * (v + kGeluC * v * v * v));
   const float local =
       0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kGeluK * (1.0f + 3.0f * kGeluC * v * v);
-  dx[i] = dy[i] * local;
+  dx[i] = narrow<E>(widen(dy[i]) * local);
 }
 
-__global__ void silu_forward_kernel(const float* x, float* y, int64_t n) {
+template <typename E>
+__global__ void silu_forward_kernel(const E* x, E* y, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  y[i] = x[i] * sigmoid(x[i]);
+  const float v = widen(x[i]);
+  y[i] = narrow<E>(v * sigmoid(v));
 }
 
-__global__ void silu_backward_kernel(const float* x, const float* dy, float* dx, int64_t n) {
+template <typename E>
+__global__ void silu_backward_kernel(const E* x, const E* dy, E* dx, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float v = x[i];
+  const float v = widen(x[i]);
   const float s = sigmoid(v);
-  dx[i] = dy[i] * s * (1.0f + v * (1.0f - s));
+  dx[i] = narrow<E>(widen(dy[i]) * s * (1.0f + v * (1.0f - s)));
 }
 
-__global__ void swiglu_forward_kernel(const float* gate, const float* up, float* h, int64_t n) {
+template <typename E>
+__global__ void swiglu_forward_kernel(const E* gate, const E* up, E* h, int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float a = gate[i];
-  h[i] = a * sigmoid(a) * up[i];
+  const float a = widen(gate[i]);
+  h[i] = narrow<E>(a * sigmoid(a) * widen(up[i]));
 }
 
-__global__ void swiglu_backward_kernel(const float* gate, const float* up, const float* dh,
-                                       float* dgate, float* dup, int64_t n) {
+template <typename E>
+__global__ void swiglu_backward_kernel(const E* gate, const E* up, const E* dh, E* dgate, E* dup,
+                                       int64_t n) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float a = gate[i], g = dh[i];
+  const float a = widen(gate[i]), g = widen(dh[i]);
   const float s = sigmoid(a);
   const float silu = a * s;
-  dgate[i] = g * up[i] * s * (1.0f + a * (1.0f - s));
-  dup[i] = g * silu;
+  dgate[i] = narrow<E>(g * widen(up[i]) * s * (1.0f + a * (1.0f - s)));
+  dup[i] = narrow<E>(g * silu);
 }
 
 }  // namespace
@@ -95,8 +106,11 @@ void gelu_forward(GeluForm form, const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("gelu_forward", {&x, &y}));
-  gelu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      form, x.data(), y.data(), n);
+  with_element_type("gelu_forward", {&x, &y}, [&](auto e) {
+    using E = decltype(e);
+    gelu_forward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        form, elements<E>(x), elements<E>(y), n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -106,8 +120,11 @@ void gelu_backward(GeluForm form, const Tensor& x, const Tensor& dy, Tensor& dx)
   if (n == 0) return;
   cudaStream_t stream =
       colrow::cuda::compute_stream(cuda_device_of("gelu_backward", {&x, &dy, &dx}));
-  gelu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      form, x.data(), dy.data(), dx.data(), n);
+  with_element_type("gelu_backward", {&x, &dy, &dx}, [&](auto e) {
+    using E = decltype(e);
+    gelu_backward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        form, elements<E>(x), elements<E>(dy), elements<E>(dx), n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -116,8 +133,11 @@ void silu_forward(const Tensor& x, Tensor& y) {
   const int64_t n = x.numel();
   if (n == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("silu_forward", {&x, &y}));
-  silu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(x.data(),
-                                                                                      y.data(), n);
+  with_element_type("silu_forward", {&x, &y}, [&](auto e) {
+    using E = decltype(e);
+    silu_forward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        elements<E>(x), elements<E>(y), n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -127,8 +147,11 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   if (n == 0) return;
   cudaStream_t stream =
       colrow::cuda::compute_stream(cuda_device_of("silu_backward", {&x, &dy, &dx}));
-  silu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      x.data(), dy.data(), dx.data(), n);
+  with_element_type("silu_backward", {&x, &dy, &dx}, [&](auto e) {
+    using E = decltype(e);
+    silu_backward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        elements<E>(x), elements<E>(dy), elements<E>(dx), n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -138,8 +161,11 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   if (n == 0) return;
   cudaStream_t stream =
       colrow::cuda::compute_stream(cuda_device_of("swiglu_forward", {&gate, &up, &h}));
-  swiglu_forward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      gate.data(), up.data(), h.data(), n);
+  with_element_type("swiglu_forward", {&gate, &up, &h}, [&](auto e) {
+    using E = decltype(e);
+    swiglu_forward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        elements<E>(gate), elements<E>(up), elements<E>(h), n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -150,8 +176,12 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
   if (n == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(
       cuda_device_of("swiglu_backward", {&gate, &up, &dh, &dgate, &dup}));
-  swiglu_backward_kernel<<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-      gate.data(), up.data(), dh.data(), dgate.data(), dup.data(), n);
+  with_element_type("swiglu_backward", {&gate, &up, &dh, &dgate, &dup}, [&](auto e) {
+    using E = decltype(e);
+    swiglu_backward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
+        elements<E>(gate), elements<E>(up), elements<E>(dh), elements<E>(dgate), elements<E>(dup),
+        n);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,30 +1,36 @@
 // Bias add and bias-gradient column sums on the GPU. The gradient is the
 // two-stage column sum of kernels/cuda/column_sums.cuh: no atomics, an order
 // that depends on the shape only. Sums are fp32, as in kernels/cpu/bias.cpp.
+// y, b and dy are fp32 or bf16 (E, kernels/elements.h), bf16 read natively
+// and y rounded once; db stays fp32.
 #include "kernels/cuda/bias.h"
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/bias.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/operands.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void add_bias_kernel(float* y, const float* b, int64_t tokens, int64_t features,
-                                int64_t ld) {
+template <typename E>
+__global__ void add_bias_kernel(E* y, const E* b, int64_t tokens, int64_t features, int64_t ld) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * features) return;
   const int64_t j = i % features;
-  y[(i / features) * ld + j] += b[j];
+  E& out = y[(i / features) * ld + j];
+  out = narrow<E>(widen(out) + widen(b[j]));
 }
 
 // Stage 1 of the column sum (kernels/cuda/column_sums.cuh): the fp32 sum of
 // dy over the block's chunk of tokens, per feature.
-__global__ void bias_grad_partials(const float* dy, int64_t tokens, int64_t features, int64_t ld,
+template <typename E>
+__global__ void bias_grad_partials(const E* dy, int64_t tokens, int64_t features, int64_t ld,
                                    int64_t chunk_rows, float* partial) {
   __shared__ float sums[column_sums::kRowThreads][column_sums::kColumns];
   const int64_t j = column_sums::feature_of_thread();
@@ -32,7 +38,7 @@ __global__ void bias_grad_partials(const float* dy, int64_t tokens, int64_t feat
   float sum = 0.0f;
   if (j < features) {
     for (int64_t t = chunk.begin + threadIdx.y; t < chunk.end; t += column_sums::kRowThreads) {
-      sum += dy[t * ld + j];
+      sum += widen(dy[t * ld + j]);
     }
   }
   const float total = column_sums::sum_row_threads(sums, sum);
@@ -48,8 +54,12 @@ void add_bias(Tensor& y, const Tensor& b) {
   const int64_t tokens = y.size(0), features = y.size(1);
   if (tokens * features == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("add_bias", {&y, &b}));
-  add_bias_kernel<<<colrow::cuda::blocks_for(tokens * features, kThreads), kThreads, 0, stream>>>(
-      y.data(), b.data(), tokens, features, y.row_stride());
+  with_element_type("add_bias", {&y, &b}, [&](auto e) {
+    using E = decltype(e);
+    add_bias_kernel<E>
+        <<<colrow::cuda::blocks_for(tokens * features, kThreads), kThreads, 0, stream>>>(
+            elements<E>(y), elements<E>(b), tokens, features, y.row_stride());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -63,8 +73,10 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   // From the caching allocator; freed when this returns, reused only by work
   // queued after these kernels on the same stream.
   Tensor partial = Tensor::empty({layout.chunks, features}, Device::cuda(device));
-  bias_grad_partials<<<layout.grid, layout.block, 0, stream>>>(
-      dy.data(), tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());
+  with_elements(dy, [&](const auto* g) {
+    bias_grad_partials<<<layout.grid, layout.block, 0, stream>>>(
+        g, tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
   column_sums::add_partials(stream, partial.data(), layout.chunks, features, db.data());
 }

@@ -4,7 +4,9 @@
 // thread per (row, feature) adds that row's tokens in order. Position
 // gradients: one thread per (position, feature) adds the sequences in order.
 // Both are the CPU's additions in the CPU's order, so the bits match it and
-// repeat from run to run; no atomics.
+// repeat from run to run; no atomics. The table, y, x and the gradients dy
+// and dx are fp32 or bf16 (E, kernels/elements.h), bf16 read natively and
+// each output rounded once (a gather copies the bits); dtable stays fp32.
 #include "kernels/cuda/embedding.h"
 
 #include <cuda_runtime.h>
@@ -14,11 +16,13 @@
 #include <string>
 #include <utility>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/embedding.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -30,20 +34,22 @@ constexpr int kRowThreads = 128;  // features per block in the scatter-add
   throw InternalError(std::string("[embedding] ") + what + ": " + detail);
 }
 
+template <typename E>
 __global__ void gather_rows(const int32_t* ids, int64_t vocab_start, int64_t rows_local,
-                            const float* table, int64_t ld_table, float* y, int64_t ld_y,
-                            int64_t tokens, int64_t d) {
+                            const E* table, int64_t ld_table, E* y, int64_t ld_y, int64_t tokens,
+                            int64_t d) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * d) return;
   const int64_t t = idx / d, j = idx % d;
   const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
-  y[t * ld_y + j] = row >= 0 && row < rows_local ? table[row * ld_table + j] : 0.0f;
+  y[t * ld_y + j] = row >= 0 && row < rows_local ? table[row * ld_table + j] : narrow<E>(0.0f);
 }
 
 // plan = [rows: n][offsets: n + 1][tokens]: table row rows[u] receives the dy
 // rows tokens[offsets[u] .. offsets[u + 1]), in that (token) order.
 // Grid: x = row u, y = block of features.
-__global__ void scatter_add_rows(const int32_t* plan, int64_t n, const float* dy, int64_t ld_dy,
+template <typename E>
+__global__ void scatter_add_rows(const int32_t* plan, int64_t n, const E* dy, int64_t ld_dy,
                                  float* dtable, int64_t ld_table, int64_t d) {
   const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (j >= d) return;
@@ -53,28 +59,30 @@ __global__ void scatter_add_rows(const int32_t* plan, int64_t n, const float* dy
   float* dst = dtable + static_cast<int64_t>(plan[u]) * ld_table + j;
   float acc = *dst;
   for (int32_t k = offsets[u]; k < offsets[u + 1]; ++k) {
-    acc += dy[static_cast<int64_t>(tokens[k]) * ld_dy + j];
+    acc += widen(dy[static_cast<int64_t>(tokens[k]) * ld_dy + j]);
   }
   *dst = acc;
 }
 
-__global__ void add_positions(float* x, const float* table, int64_t ld_table, int64_t tokens,
-                              int64_t seq, int64_t d) {
+template <typename E>
+__global__ void add_positions(E* x, const E* table, int64_t ld_table, int64_t tokens, int64_t seq,
+                              int64_t d) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= tokens * d) return;
   const int64_t t = idx / d, j = idx % d;
-  x[idx] += table[(t % seq) * ld_table + j];
+  x[idx] = narrow<E>(widen(x[idx]) + widen(table[(t % seq) * ld_table + j]));
 }
 
 // One thread per (position p, feature j): dtable[p, j] += dx[b * seq + p, j], b in order.
-__global__ void sum_positions(const float* dx, int64_t batch, int64_t seq, int64_t d, float* dtable,
+template <typename E>
+__global__ void sum_positions(const E* dx, int64_t batch, int64_t seq, int64_t d, float* dtable,
                               int64_t ld_table) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= seq * d) return;
   const int64_t p = idx / d, j = idx % d;
   float* dst = dtable + p * ld_table + j;
   float acc = *dst;
-  for (int64_t b = 0; b < batch; ++b) acc += dx[(b * seq + p) * d + j];
+  for (int64_t b = 0; b < batch; ++b) acc += widen(dx[(b * seq + p) * d + j]);
   *dst = acc;
 }
 
@@ -89,10 +97,13 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
   const int64_t d = y.size(1);
   if (tokens * d == 0) return;
   const Tensor ids_gpu = upload_int32(ids, Device::cuda(device));
-  gather_rows<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
-                colrow::cuda::compute_stream(device)>>>(
-      int32_data(ids_gpu), vocab_start, table_local.size(0), table_local.data(),
-      table_local.row_stride(), y.data(), y.row_stride(), tokens, d);
+  with_element_type(what, {&table_local, &y}, [&](auto e) {
+    using E = decltype(e);
+    gather_rows<E><<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
+                     colrow::cuda::compute_stream(device)>>>(
+        int32_data(ids_gpu), vocab_start, table_local.size(0), elements<E>(table_local),
+        table_local.row_stride(), elements<E>(y), y.row_stride(), tokens, d);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -135,9 +146,11 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
   if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
   const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));
-  scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
-      int32_data(plan_gpu), n, dy.data(), dy.row_stride(), dtable_local.data(),
-      dtable_local.row_stride(), d);
+  with_elements(dy, [&](const auto* g) {
+    scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
+        int32_data(plan_gpu), n, g, dy.row_stride(), dtable_local.data(), dtable_local.row_stride(),
+        d);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -154,9 +167,12 @@ void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
   const int device = cuda_device_of(what, {&x, &table});
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens * d == 0) return;
-  add_positions<<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
-                  colrow::cuda::compute_stream(device)>>>(x.data(), table.data(),
-                                                          table.row_stride(), tokens, seq, d);
+  with_element_type(what, {&x, &table}, [&](auto e) {
+    using E = decltype(e);
+    add_positions<E><<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
+                       colrow::cuda::compute_stream(device)>>>(elements<E>(x), elements<E>(table),
+                                                               table.row_stride(), tokens, seq, d);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -173,9 +189,11 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
   const int device = cuda_device_of(what, {&dtable, &dx});
   const int64_t batch = dx.size(0) / seq, d = dx.size(1);
   if (batch * d == 0) return;
-  sum_positions<<<colrow::cuda::blocks_for(seq * d, kThreads), kThreads, 0,
-                  colrow::cuda::compute_stream(device)>>>(dx.data(), batch, seq, d, dtable.data(),
-                                                          dtable.row_stride());
+  with_elements(dx, [&](const auto* g) {
+    sum_positions<<<colrow::cuda::blocks_for(seq * d, kThreads), kThreads, 0,
+                    colrow::cuda::compute_stream(device)>>>(g, batch, seq, d, dtable.data(),
+                                                            dtable.row_stride());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

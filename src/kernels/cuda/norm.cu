@@ -3,15 +3,19 @@
 // its strided share of the row in double and a butterfly shuffle adds the 32
 // lane sums, so every lane ends with the same bits. Parameter gradients: the
 // two-stage column sum of kernels/cuda/column_sums.cuh in double, no atomics,
-// rounded once into the fp32 gradient as the CPU does.
+// rounded once into the fp32 gradient as the CPU does. x, the weights, dy, y
+// and dx are fp32 or bf16 (E, kernels/elements.h), bf16 read natively and
+// each output rounded once; the statistics and parameter gradients stay fp32.
 #include "kernels/cuda/norm.h"
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/norm.h"
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -29,19 +33,20 @@ __device__ __forceinline__ int64_t warp_row() {
   return static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
 }
 
-__global__ void layer_norm_forward_kernel(const float* x, int64_t ldx, const float* gamma,
-                                          const float* beta, float eps, int64_t tokens, int64_t d,
-                                          float* y, int64_t ldy, float* mean, float* rstd) {
+template <typename E>
+__global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, const E* gamma, const E* beta,
+                                          float eps, int64_t tokens, int64_t d, E* y, int64_t ldy,
+                                          float* mean, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;  // a whole warp leaves together: the shuffles stay full
-  const float* xr = x + t * ldx;
+  const E* xr = x + t * ldx;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) sum += xr[j];
+  for (int64_t j = threadIdx.x; j < d; j += kWarp) sum += widen(xr[j]);
   const double mu = warp_sum(sum) / static_cast<double>(d);
   // Second pass about the mean: no cancellation when |mean| >> std.
   double sq = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const double c = xr[j] - mu;
+    const double c = widen(xr[j]) - mu;
     sq += c * c;
   }
   sq = warp_sum(sq);
@@ -51,66 +56,73 @@ __global__ void layer_norm_forward_kernel(const float* x, int64_t ldx, const flo
     mean[t] = m;
     rstd[t] = r;
   }
-  float* yr = y + t * ldy;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) yr[j] = (xr[j] - m) * r * gamma[j] + beta[j];
+  E* yr = y + t * ldy;
+  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
+    yr[j] = narrow<E>((widen(xr[j]) - m) * r * widen(gamma[j]) + widen(beta[j]));
+  }
 }
 
-__global__ void layer_norm_dx_kernel(const float* x, int64_t ldx, const float* gamma,
-                                     const float* mean, const float* rstd, const float* dy,
-                                     int64_t lddy, int64_t tokens, int64_t d, float* dx,
-                                     int64_t lddx) {
+template <typename E>
+__global__ void layer_norm_dx_kernel(const E* x, int64_t ldx, const E* gamma, const float* mean,
+                                     const float* rstd, const E* dy, int64_t lddy, int64_t tokens,
+                                     int64_t d, E* dx, int64_t lddx) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
-  const float *xr = x + t * ldx, *dyr = dy + t * lddy;
+  const E *xr = x + t * ldx, *dyr = dy + t * lddy;
   const float m = mean[t], r = rstd[t];
   double sum_g = 0.0, sum_gx = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const float gj = dyr[j] * gamma[j];
-    const float xhat = (xr[j] - m) * r;
+    const float gj = widen(dyr[j]) * widen(gamma[j]);
+    const float xhat = (widen(xr[j]) - m) * r;
     sum_g += gj;
     sum_gx += static_cast<double>(gj) * xhat;
   }
   const double inv_d = 1.0 / static_cast<double>(d);
   const float mean_g = static_cast<float>(warp_sum(sum_g) * inv_d);
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) * inv_d);
-  float* dxr = dx + t * lddx;
+  E* dxr = dx + t * lddx;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const float xhat = (xr[j] - m) * r;
-    dxr[j] = r * (dyr[j] * gamma[j] - mean_g - xhat * mean_gx);
+    const float xhat = (widen(xr[j]) - m) * r;
+    dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(gamma[j]) - mean_g - xhat * mean_gx));
   }
 }
 
-__global__ void rms_norm_forward_kernel(const float* x, int64_t ldx, const float* weight, float eps,
-                                        int64_t tokens, int64_t d, float* y, int64_t ldy,
-                                        float* rstd) {
+template <typename E>
+__global__ void rms_norm_forward_kernel(const E* x, int64_t ldx, const E* weight, float eps,
+                                        int64_t tokens, int64_t d, E* y, int64_t ldy, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
-  const float* xr = x + t * ldx;
+  const E* xr = x + t * ldx;
   double sq = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) sq += static_cast<double>(xr[j]) * xr[j];
+  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
+    sq += static_cast<double>(widen(xr[j])) * widen(xr[j]);
+  }
   sq = warp_sum(sq);
   const float r = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(d) + eps));
   if (threadIdx.x == 0) rstd[t] = r;
-  float* yr = y + t * ldy;
+  E* yr = y + t * ldy;
   // HF order: weight * (x * rsqrt(mean(x^2) + eps)).
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) yr[j] = weight[j] * (xr[j] * r);
+  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
+    yr[j] = narrow<E>(widen(weight[j]) * (widen(xr[j]) * r));
+  }
 }
 
-__global__ void rms_norm_dx_kernel(const float* x, int64_t ldx, const float* weight,
-                                   const float* rstd, const float* dy, int64_t lddy, int64_t tokens,
-                                   int64_t d, float* dx, int64_t lddx) {
+template <typename E>
+__global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, const float* rstd,
+                                   const E* dy, int64_t lddy, int64_t tokens, int64_t d, E* dx,
+                                   int64_t lddx) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
-  const float *xr = x + t * ldx, *dyr = dy + t * lddy;
+  const E *xr = x + t * ldx, *dyr = dy + t * lddy;
   const float r = rstd[t];
   double sum_gx = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    sum_gx += static_cast<double>(dyr[j] * weight[j]) * (xr[j] * r);
+    sum_gx += static_cast<double>(widen(dyr[j]) * widen(weight[j])) * (widen(xr[j]) * r);
   }
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) / static_cast<double>(d));
-  float* dxr = dx + t * lddx;
+  E* dxr = dx + t * lddx;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    dxr[j] = r * (dyr[j] * weight[j] - (xr[j] * r) * mean_gx);
+    dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(weight[j]) - (widen(xr[j]) * r) * mean_gx));
   }
 }
 
@@ -118,8 +130,9 @@ __global__ void rms_norm_dx_kernel(const float* x, int64_t ldx, const float* wei
 // Writes, per (chunk, feature j), in double:
 //   partial_gamma = sum dy xhat   (xhat = (x - mean) rstd; mean = null for RMSNorm)
 //   partial_beta  = sum dy        (when partial_beta is not null)
-__global__ void norm_param_grad_partials(const float* x, int64_t ldx, const float* mean,
-                                         const float* rstd, const float* dy, int64_t lddy,
+template <typename E>
+__global__ void norm_param_grad_partials(const E* x, int64_t ldx, const float* mean,
+                                         const float* rstd, const E* dy, int64_t lddy,
                                          int64_t tokens, int64_t d, int64_t chunk_rows,
                                          double* partial_gamma, double* partial_beta) {
   __shared__ double sums_gamma[column_sums::kRowThreads][column_sums::kColumns];
@@ -129,9 +142,9 @@ __global__ void norm_param_grad_partials(const float* x, int64_t ldx, const floa
   double sum_gamma = 0.0, sum_beta = 0.0;
   if (j < d) {
     for (int64_t t = chunk.begin + threadIdx.y; t < chunk.end; t += column_sums::kRowThreads) {
-      const float g = dy[t * lddy + j];
+      const float g = widen(dy[t * lddy + j]);
       const float m = mean != nullptr ? mean[t] : 0.0f;
-      const float xhat = (x[t * ldx + j] - m) * rstd[t];
+      const float xhat = (widen(x[t * ldx + j]) - m) * rstd[t];
       sum_gamma += static_cast<double>(g) * xhat;
       sum_beta += g;
     }
@@ -146,6 +159,8 @@ __global__ void norm_param_grad_partials(const float* x, int64_t ldx, const floa
 }
 
 // dgamma += sum_t dy xhat and (when dbeta) dbeta += sum_t dy, deterministically.
+// x and dy hold E.
+template <typename E>
 void accumulate_param_grads(int device, const Tensor& x, const float* mean, const Tensor& rstd,
                             const Tensor& dy, Tensor& dgamma, Tensor* dbeta) {
   const int64_t tokens = x.size(0), d = x.size(1);
@@ -160,9 +175,9 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
   Tensor scratch = Tensor::empty({(dbeta != nullptr ? 4 : 2) * count}, Device::cuda(device));
   double* partial_gamma = reinterpret_cast<double*>(scratch.data());
   double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
-  norm_param_grad_partials<<<layout.grid, layout.block, 0, stream>>>(
-      x.data(), x.row_stride(), mean, rstd.data(), dy.data(), dy.row_stride(), tokens, d,
-      layout.chunk_rows, partial_gamma, partial_beta);
+  norm_param_grad_partials<E><<<layout.grid, layout.block, 0, stream>>>(
+      elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(), tokens,
+      d, layout.chunk_rows, partial_gamma, partial_beta);
   COLROW_CUDA_CHECK_LAUNCH();
   column_sums::add_partials(stream, partial_gamma, layout.chunks, d, dgamma.data());
   if (dbeta != nullptr) {
@@ -179,9 +194,12 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   if (tokens == 0) return;
   const int device = cuda_device_of("layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  layer_norm_forward_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-      x.data(), x.row_stride(), gamma.data(), beta.data(), eps, tokens, d, y.data(), y.row_stride(),
-      mean.data(), rstd.data());
+  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y}, [&](auto e) {
+    using E = decltype(e);
+    layer_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+        elements<E>(x), x.row_stride(), elements<E>(gamma), elements<E>(beta), eps, tokens, d,
+        elements<E>(y), y.row_stride(), mean.data(), rstd.data());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -194,11 +212,14 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const int device =
       cuda_device_of("layer_norm_backward", {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  layer_norm_dx_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-      x.data(), x.row_stride(), gamma.data(), mean.data(), rstd.data(), dy.data(), dy.row_stride(),
-      tokens, d, dx.data(), dx.row_stride());
-  COLROW_CUDA_CHECK_LAUNCH();
-  accumulate_param_grads(device, x, mean.data(), rstd, dy, dgamma, &dbeta);
+  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx}, [&](auto e) {
+    using E = decltype(e);
+    layer_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+        elements<E>(x), x.row_stride(), elements<E>(gamma), mean.data(), rstd.data(),
+        elements<E>(dy), dy.row_stride(), tokens, d, elements<E>(dx), dx.row_stride());
+    COLROW_CUDA_CHECK_LAUNCH();
+    accumulate_param_grads<E>(device, x, mean.data(), rstd, dy, dgamma, &dbeta);
+  });
 }
 
 void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
@@ -207,9 +228,12 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
   if (tokens == 0) return;
   const int device = cuda_device_of("rms_norm_forward", {&x, &weight, &y, &rstd});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  rms_norm_forward_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-      x.data(), x.row_stride(), weight.data(), eps, tokens, d, y.data(), y.row_stride(),
-      rstd.data());
+  with_element_type("rms_norm_forward", {&x, &weight, &y}, [&](auto e) {
+    using E = decltype(e);
+    rms_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+        elements<E>(x), x.row_stride(), elements<E>(weight), eps, tokens, d, elements<E>(y),
+        y.row_stride(), rstd.data());
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -220,11 +244,14 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   if (tokens == 0) return;
   const int device = cuda_device_of("rms_norm_backward", {&x, &weight, &rstd, &dy, &dx, &dweight});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  rms_norm_dx_kernel<<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-      x.data(), x.row_stride(), weight.data(), rstd.data(), dy.data(), dy.row_stride(), tokens, d,
-      dx.data(), dx.row_stride());
-  COLROW_CUDA_CHECK_LAUNCH();
-  accumulate_param_grads(device, x, nullptr, rstd, dy, dweight, nullptr);
+  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx}, [&](auto e) {
+    using E = decltype(e);
+    rms_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+        elements<E>(x), x.row_stride(), elements<E>(weight), rstd.data(), elements<E>(dy),
+        dy.row_stride(), tokens, d, elements<E>(dx), dx.row_stride());
+    COLROW_CUDA_CHECK_LAUNCH();
+    accumulate_param_grads<E>(device, x, nullptr, rstd, dy, dweight, nullptr);
+  });
 }
 
 }  // namespace colrow::kernels::cuda

@@ -1,12 +1,16 @@
 // RoPE on the GPU: the table is the CPU's (kernels/cpu/rope.cpp, in double on
 // the host) copied once; the rotation runs one thread per (token, head, pair).
+// x and y are fp32 or bf16 (E, kernels/elements.h), bf16 read natively and
+// each output rounded once; the table stays fp32.
 #include "kernels/cuda/rope.h"
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/rope.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -15,8 +19,9 @@ constexpr int kThreads = 256;
 
 // y = R(sign * angle) x. Thread i owns the pair (i, i + half) of one head of
 // one token and reads both before writing either, so y may alias x.
-__global__ void rotate_kernel(const float* x, const float* cos, const float* sin, float* y,
-                              int64_t pairs, int64_t seq, int64_t half, int64_t heads, float sign) {
+template <typename E>
+__global__ void rotate_kernel(const E* x, const float* cos, const float* sin, E* y, int64_t pairs,
+                              int64_t seq, int64_t half, int64_t heads, float sign) {
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= pairs) return;
   const int64_t i = idx % half;
@@ -24,10 +29,10 @@ __global__ void rotate_kernel(const float* x, const float* cos, const float* sin
   const int64_t t = head / heads;
   const int64_t table = (t % seq) * half + i;
   const int64_t at = head * 2 * half + i;  // t * width + h * head_dim + i
-  const float x1 = x[at], x2 = x[at + half];
+  const float x1 = widen(x[at]), x2 = widen(x[at + half]);
   const float c = cos[table], sn = sign * sin[table];
-  y[at] = x1 * c - x2 * sn;
-  y[at + half] = x2 * c + x1 * sn;
+  y[at] = narrow<E>(x1 * c - x2 * sn);
+  y[at + half] = narrow<E>(x2 * c + x1 * sn);
 }
 
 void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y,
@@ -38,8 +43,11 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
   const int64_t pairs = tokens * heads * half;
   if (pairs == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of(what, {&x, &cos, &sin, &y}));
-  rotate_kernel<<<colrow::cuda::blocks_for(pairs, kThreads), kThreads, 0, stream>>>(
-      x.data(), cos.data(), sin.data(), y.data(), pairs, seq, half, heads, sign);
+  with_element_type(what, {&x, &y}, [&](auto e) {
+    using E = decltype(e);
+    rotate_kernel<E><<<colrow::cuda::blocks_for(pairs, kThreads), kThreads, 0, stream>>>(
+        elements<E>(x), cos.data(), sin.data(), elements<E>(y), pairs, seq, half, heads, sign);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,63 @@
+// Element-wise CPU kernels over operands of either dtype, written once on
+// fp32 arrays: map_element_blocks walks the flat operands in parallel.h's
+// fixed element blocks and hands each block's fp32 values to the body. fp32
+// operands are passed in place; bf16 ones are widened into a per-block
+// buffer, and the body's fp32 outputs rounded back once. The body runs the
+// same code on the same fp32 values either way, so a bf16 result is the fp32
+// kernel's on the widened inputs, rounded once, bit for bit, even where the
+// vector math functions of -ffast-math round differently from the scalar
+// ones (kernels/cpu/activation.cpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "colrow/core/bfloat16.h"
+#include "colrow/core/tensor.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/elements.h"
+
+namespace colrow::kernels::cpu {
+
+// body(in, out, n): in[k] and out[k] point at n fp32 values of the block;
+// out may be an input too (body reads an element before writing it).
+template <size_t kIn, size_t kOut, typename Body>
+void map_element_blocks(const char* what, const std::array<const Tensor*, kIn>& in,
+                        const std::array<Tensor*, kOut>& out, Body&& body) {
+  static_assert(kIn > 0 && kOut > 0);
+  std::array<const Tensor*, kIn + kOut> all;
+  for (size_t k = 0; k < kIn; ++k) all[k] = in[k];
+  for (size_t k = 0; k < kOut; ++k) all[kIn + k] = out[k];
+  const int64_t numel = in[0]->numel();
+  with_element_type(what, all, [&](auto e) {
+    using E = decltype(e);
+    for_each_element_block(numel, [&](int64_t i0, int64_t i1) {
+      const int64_t n = i1 - i0;
+      std::array<const float*, kIn> in_block;
+      std::array<float*, kOut> out_block;
+      if constexpr (std::is_same_v<E, float>) {
+        for (size_t k = 0; k < kIn; ++k) in_block[k] = elements<float>(*in[k]) + i0;
+        for (size_t k = 0; k < kOut; ++k) out_block[k] = elements<float>(*out[k]) + i0;
+        body(in_block, out_block, n);
+      } else {
+        alignas(64) float buffer[kIn + kOut][kElementBlock];
+        for (size_t k = 0; k < kIn; ++k) {
+          const E* src = elements<E>(*in[k]) + i0;
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) buffer[k][i] = widen(src[i]);
+          in_block[k] = buffer[k];
+        }
+        for (size_t k = 0; k < kOut; ++k) out_block[k] = buffer[kIn + k];
+        body(in_block, out_block, n);
+        for (size_t k = 0; k < kOut; ++k) {
+          E* dst = elements<E>(*out[k]) + i0;
+#pragma omp simd
+          for (int64_t i = 0; i < n; ++i) dst[i] = narrow<E>(buffer[kIn + k][i]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace colrow::kernels::cpu
