@@ -43,8 +43,9 @@ using element_of = std::remove_const_t<std::remove_pointer_t<Pointer>>;
 //     using E = decltype(e);
 //     kernel(elements<E>(x), elements<E>(y));
 //   });
-template <typename Tensors, typename Fn>
-void with_element_type(const char* what, const Tensors& shared, Fn&& fn) {
+// The dtype `shared` have in common; mixed dtypes are an InternalError.
+template <typename Tensors>
+DType shared_dtype(const char* what, const Tensors& shared) {
   const DType dtype = (*std::begin(shared))->dtype();
   for (const Tensor* t : shared) {
     if (t->dtype() != dtype) {
@@ -56,7 +57,15 @@ void with_element_type(const char* what, const Tensors& shared, Fn&& fn) {
                           " must share one (fp32 or bf16); convert with to(DType) first");
     }
   }
-  if (dtype == DType::kBF16) {
+  return dtype;
+}
+inline DType shared_dtype(const char* what, std::initializer_list<const Tensor*> shared) {
+  return shared_dtype<std::initializer_list<const Tensor*>>(what, shared);
+}
+
+template <typename Tensors, typename Fn>
+void with_element_type(const char* what, const Tensors& shared, Fn&& fn) {
+  if (shared_dtype(what, shared) == DType::kBF16) {
     fn(uint16_t{});
   } else {
     fn(float{});

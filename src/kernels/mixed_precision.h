@@ -7,7 +7,8 @@
 // or up to the order of their fp32 sums: the GEMMs and linear layers (tensor
 // cores), bias, activations, norms, residual adds, RoPE, embeddings, the KV
 // cache and the cross-entropy pieces. Fp32Operands applies it by copies where
-// no native kernel exists yet: training attention (ops.cpp).
+// no native kernel exists: the plain training attention of either backend
+// (the CUDA fused one reads bf16 natively).
 // The conversions are core's (Tensor::to(DType), Tensor::convert_from), the
 // same on every device, so this header is all there is to it.
 #pragma once

@@ -1,10 +1,8 @@
 // Device checks and dispatch for kernels/ops.h; every operation is timed
-// under `--profile` (kernels/op_profile.h). The backends take bf16 operands
-// natively, except training attention's, which reach its fp32 kernels
-// through kernels/mixed_precision.h.
+// under `--profile` (kernels/op_profile.h). The backends take fp32 and bf16
+// operands alike (kernels/ops.h says which are which).
 #include "kernels/ops.h"
 
-#include "kernels/mixed_precision.h"
 #include "kernels/op_profile.h"
 
 namespace colrow::kernels {
@@ -31,15 +29,6 @@ TimedBackend on(const char* what, Device device, std::initializer_list<const Ten
   require_device(what, device, tensors);
   return {{what, device}, kernels::backend_for(device)};
 }
-
-// An operation's timed backend and the fp32 operands of its kernel.
-struct Call {
-  Call(const char* what, Device device, std::initializer_list<const Tensor*> tensors)
-      : backend(on(what, device, tensors)) {}
-  TimedBackend backend;
-  kernels::Fp32Operands f;
-  kernels::Backend* operator->() { return &backend.backend; }
-};
 
 }  // namespace
 
@@ -123,9 +112,7 @@ void add_into(Tensor& out, const Tensor& a) {
 }
 
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin) {
-  Call c("rope_table", sin.device(), {&cos, &sin});
-  c->rope_table(seq, inv_freq, c.f.out(cos), c.f.out(sin));
-  c.f.store();
+  on("rope_table", sin.device(), {&cos, &sin})->rope_table(seq, inv_freq, cos, sin);
 }
 
 void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, Tensor& y) {
@@ -142,9 +129,8 @@ Shape attention_saved_shape(Device device, const AttentionSize& size) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& saved, Tensor& out) {
-  Call c("attention_forward", out.device(), {&q, &k, &v, &saved, &out});
-  c->attention_forward(c.f.in(q), c.f.in(k), c.f.in(v), window, c.f.out(saved), c.f.out(out));
-  c.f.store();
+  on("attention_forward", out.device(), {&q, &k, &v, &saved, &out})
+      ->attention_forward(q, k, v, window, saved, out);
 }
 
 Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) {
@@ -154,11 +140,9 @@ Shape attention_backward_scratch_shape(Device device, const AttentionSize& size)
 void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                         const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv, Tensor& scratch) {
-  Call c("attention_backward", scratch.device(),
-         {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch});
-  c->attention_backward(c.f.in(q), c.f.in(k), c.f.in(v), c.f.in(out), c.f.in(saved), c.f.in(dout),
-                        window, c.f.out(dq), c.f.out(dk), c.f.out(dv), c.f.inout(scratch));
-  c.f.store();
+  on("attention_backward", scratch.device(),
+     {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch})
+      ->attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
 }
 
 void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
@@ -197,44 +181,33 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
 
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
-  Call c("cross_entropy_local_max", max.device(), {&logits_local, &max});
-  // Logits of either dtype go to the kernels as they are (read natively).
-  c->cross_entropy_local_max(logits_local, rows, c.f.out(max));
-  c.f.store();
+  on("cross_entropy_local_max", max.device(), {&logits_local, &max})
+      ->cross_entropy_local_max(logits_local, rows, max);
 }
 
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit) {
-  Call c("cross_entropy_sums", target_logit.device(),
-         {&logits_local, &max, &sum_exp, &target_logit});
-  c->cross_entropy_sums(logits_local, rows, c.f.in(max), c.f.out(sum_exp), c.f.out(target_logit));
-  c.f.store();
+  on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit})
+      ->cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
 }
 
 double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                           const CrossEntropyRows& rows, Tensor& losses) {
-  Call c("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses});
-  const double loss =
-      c->cross_entropy_loss(c.f.in(sum_exp), c.f.in(target_logit), rows, c.f.out(losses));
-  c.f.store();
-  return loss;
+  return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
+      ->cross_entropy_loss(sum_exp, target_logit, rows, losses);
 }
 
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local) {
-  Call c("cross_entropy_backward", dlogits_local.device(),
-         {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
-  c->cross_entropy_backward(logits_local, rows, c.f.in(max), c.f.in(sum_exp),
-                            dloss == nullptr ? nullptr : &c.f.in(*dloss), uniform_scale,
-                            dlogits_local);  // the logits' dtype, written natively
-  c.f.store();
+  on("cross_entropy_backward", dlogits_local.device(),
+     {&logits_local, &max, &sum_exp, dloss, &dlogits_local})
+      ->cross_entropy_backward(logits_local, rows, max, sum_exp, dloss, uniform_scale,
+                               dlogits_local);
 }
 
 void divide(Tensor& x, float divisor) {
-  Call c("divide", x.device(), {&x});
-  c->divide(c.f.inout(x), divisor);
-  c.f.store();
+  on("divide", x.device(), {&x})->divide(x, divisor);
 }
 
 void convert(const Tensor& src, Tensor& dst) {
@@ -245,9 +218,7 @@ void convert(const Tensor& src, Tensor& dst) {
 }
 
 void fill_random(Tensor& local, const RandomFill& fill) {
-  Call c("fill_random", local.device(), {&local});
-  c->fill_random(c.f.out(local), fill);
-  c.f.store();
+  on("fill_random", local.device(), {&local})->fill_random(local, fill);
 }
 
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step) {

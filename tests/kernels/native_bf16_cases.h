@@ -1,5 +1,6 @@
 // The native bf16 kernels of kernels/ops.h against the rule of
-// kernels/mixed_precision.h, on any device: every operation runs once with
+// kernels/mixed_precision.h, on any device (attention's plain kernels
+// follow it through widened copies, the fused CUDA one natively): every operation runs once with
 // bf16 activations and once with fp32 ones holding the same (bf16-exact)
 // values; each bf16 output must be the fp32 output rounded once, and each
 // fp32 output (statistics, parameter gradients) the fp32 output itself, bit
@@ -158,6 +159,23 @@ inline std::vector<std::pair<std::string, Bf16Case>> native_bf16_cases(int64_t t
     ops::position_embedding_forward(x, r.act({seq + 1, d}, 31), seq);
     ops::position_embedding_backward(r.act({tokens, d}, 32), seq, dtable);
     return std::vector<Tensor>{x, dtable};
+  });
+  add("attention", [=](R r) {
+    // One sequence of `tokens` positions, 4 query heads on 2 KV heads (GQA);
+    // the fused CUDA kernel where it applies, the plain ones elsewhere.
+    const ops::AttentionSize size{1, 4, tokens, d < 64 ? 8 : 64};
+    const int64_t width = size.n_head * size.head_dim, kv_width = 2 * size.head_dim;
+    const Tensor q = r.act({tokens, width}, 33), k = r.act({tokens, kv_width}, 34),
+                 v = r.act({tokens, kv_width}, 35), dout = r.act({tokens, width}, 36);
+    Tensor saved = Tensor::empty(ops::attention_saved_shape(r.device, size), r.device);
+    Tensor out = r.empty_act({tokens, width}), dq = r.empty_act({tokens, width});
+    Tensor dk = r.empty_act({tokens, kv_width}), dv = r.empty_act({tokens, kv_width});
+    Tensor scratch = Tensor::zeros(ops::attention_backward_scratch_shape(r.device, size), r.device);
+    ops::attention_forward(q, k, v, /*window=*/0, saved, out);
+    // The fused backward reads out (D = dO . O): both runs give it the bf16 values.
+    const Tensor out_bf16_values = out.to(DType::kBF16).to(r.dtype);
+    ops::attention_backward(q, k, v, out_bf16_values, saved, dout, 0, dq, dk, dv, scratch);
+    return std::vector<Tensor>{out, saved, dq, dk, dv};
   });
   return cases;
 }

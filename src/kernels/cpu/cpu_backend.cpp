@@ -18,6 +18,8 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/elements.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels {
 namespace {
@@ -107,9 +109,14 @@ class CpuBackend final : public Backend {
   Shape attention_saved_shape(Device, const AttentionSize& size) override {
     return {size.batch, size.n_head, size.seq, size.seq};
   }
+  // The attention kernels are fp32 (OpenBLAS has no bf16 GEMM): bf16
+  // operands go through widened copies, each output rounded once.
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                          Tensor& probs, Tensor& out) override {
-    cpu::attention_forward(q, k, v, window, probs, out);
+    shared_dtype("attention_forward", {&q, &k, &v, &out});
+    Fp32Operands f;
+    cpu::attention_forward(f.in(q), f.in(k), f.in(v), window, probs, f.out(out));
+    f.store();
   }
   Shape attention_backward_scratch_shape(Device, const AttentionSize& size) override {
     return cpu::attention_backward_scratch_shape(size.seq);
@@ -117,7 +124,11 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& /*out*/,
                           const Tensor& probs, const Tensor& dout, int64_t /*window*/, Tensor& dq,
                           Tensor& dk, Tensor& dv, Tensor& scratch) override {
-    cpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+    shared_dtype("attention_backward", {&q, &k, &v, &dout, &dq, &dk, &dv});
+    Fp32Operands f;
+    cpu::attention_backward(f.in(q), f.in(k), f.in(v), probs, f.in(dout), f.out(dq), f.out(dk),
+                            f.out(dv), scratch);
+    f.store();
   }
   void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {
     cpu::kv_cache_append(x, rows, cache);

@@ -21,6 +21,8 @@
 #include "kernels/cuda/reduce.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/elements.h"
+#include "kernels/mixed_precision.h"
 
 namespace colrow::kernels {
 namespace {
@@ -111,9 +113,13 @@ class CudaBackend final : public Backend {
                          Tensor& saved, Tensor& out) override {
     if (saved.ndim() == 3) {
       cuda::flash_attention_forward(q, k, v, window, saved, out);
-    } else {
-      cuda::attention_forward(q, k, v, window, saved, out);
+      return;
     }
+    // The plain kernels are fp32: bf16 operands through widened copies.
+    shared_dtype("attention_forward", {&q, &k, &v, &out});
+    Fp32Operands f;
+    cuda::attention_forward(f.in(q), f.in(k), f.in(v), window, saved, f.out(out));
+    f.store();
   }
   Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) override {
     if (uses_fused_attention(device, size.head_dim)) {
@@ -127,9 +133,13 @@ class CudaBackend final : public Backend {
                           Tensor& dk, Tensor& dv, Tensor& scratch) override {
     if (saved.ndim() == 3) {
       cuda::flash_attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
-    } else {
-      cuda::attention_backward(q, k, v, saved, dout, dq, dk, dv, scratch);
+      return;
     }
+    shared_dtype("attention_backward", {&q, &k, &v, &dout, &dq, &dk, &dv});
+    Fp32Operands f;
+    cuda::attention_backward(f.in(q), f.in(k), f.in(v), saved, f.in(dout), f.out(dq), f.out(dk),
+                             f.out(dv), scratch);
+    f.store();
   }
   void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) override {
     cuda::kv_cache_append(x, rows, cache);

@@ -20,6 +20,9 @@
 //   tile's share of dQ, dS K, into its own slot of the scratch; a last
 //   kernel sums each row's slots in key-tile order. S is computed in the
 //   same order in both passes, so backward's P has forward's bits.
+// q, k, v, out and their gradients are fp32 or bf16 (E, kernels/elements.h),
+// widened as loaded into the fp32 tiles and registers, each output rounded
+// once; lse and the scratch (D, the dQ shares) stay fp32.
 #include "kernels/cuda/flash_attention.h"
 
 #include <cuda_runtime.h>
@@ -28,12 +31,14 @@
 #include <climits>
 #include <cmath>
 
+#include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -146,31 +151,32 @@ __device__ inline void accumulate_tile_product(const float* tile, int col, const
 }
 
 // Rows [r0, r0 + 64) of src (row stride ld, HS columns), zero past T rows and
-// past HS columns, into a row tile [64][HSP + 1] and/or a transposed tile
-// [HSP][kTStride] times cols_mul (null: not wanted).
-template <int HSP>
-__device__ void load_tile(const float* src, int64_t ld, int64_t r0, int64_t T, int64_t HS,
-                          float* rows, float* cols, float cols_mul) {
+// past HS columns, widened, into a row tile [64][HSP + 1] and/or a transposed
+// tile [HSP][kTStride] times cols_mul (null: not wanted).
+template <int HSP, typename E>
+__device__ void load_tile(const E* src, int64_t ld, int64_t r0, int64_t T, int64_t HS, float* rows,
+                          float* cols, float cols_mul) {
   for (int idx = threadIdx.x; idx < kTile * HSP; idx += kThreads) {
     const int r = idx / HSP, e = idx % HSP;
-    const float x = r0 + r < T && e < HS ? src[(r0 + r) * ld + e] : 0.0f;
+    const float x = r0 + r < T && e < HS ? widen(src[(r0 + r) * ld + e]) : 0.0f;
     if (rows != nullptr) rows[r * (HSP + 1) + e] = x;
     if (cols != nullptr) cols[e * kTStride + r] = x * cols_mul;
   }
 }
 
+template <typename E>
 struct Operands {
-  const float* q;
-  const float* k;
-  const float* v;
+  const E* q;
+  const E* k;
+  const E* v;
   int64_t ldq, ldk, ldv;
   int64_t seq, n_head, group, head_dim, window;
   float scale;
 };
 
-template <int TE>
+template <int TE, typename E>
 __global__ void __launch_bounds__(kThreads)
-    flash_forward(Operands a, float* out, int64_t ldo, float* lse) {
+    flash_forward(Operands<E> a, E* out, int64_t ldo, float* lse) {
   constexpr int HSP = TE * kSide;
   constexpr ForwardLayout L(HSP);
   extern __shared__ float4 flash_shared[];
@@ -186,8 +192,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t bh = blockIdx.x, b = bh / a.n_head, h = bh % a.n_head, g = h / a.group;
   const int64_t qt = gridDim.y - 1 - blockIdx.y;  // the tiles with the most keys start first
   const int64_t i0 = qt * kTile;
-  const float* k = a.k + b * T * a.ldk + g * HS;
-  const float* v = a.v + b * T * a.ldv + g * HS;
+  const E* k = a.k + b * T * a.ldk + g * HS;
+  const E* v = a.v + b * T * a.ldv + g * HS;
   load_tile<HSP>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, HS, nullptr, Qt, a.scale);
 
   float o[kPer][TE] = {};
@@ -249,45 +255,47 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t qi = i0 + r0 + i;
     if (qi >= T) continue;
     const float inv = 1.0f / sum[i];
-    float* row = out + (b * T + qi) * ldo + h * HS;
+    E* row = out + (b * T + qi) * ldo + h * HS;
 #pragma unroll
     for (int t = 0; t < TE; ++t) {
       const int e = tx + kSide * t;
-      if (e < HS) row[e] = o[i][t] * inv;
+      if (e < HS) row[e] = narrow<E>(o[i][t] * inv);
     }
     if (tx == 0) lse[bh * T + qi] = m[i] + logf(sum[i]);
   }
 }
 
 // d[b, h, i] = dO . O over head h of token b*T + i: one warp per (token, head).
-__global__ void rows_dot(const float* dout, int64_t lddo, const float* out, int64_t ldo,
-                         int64_t tokens, int64_t seq, int64_t n_head, int64_t head_dim, float* d) {
+template <typename E>
+__global__ void rows_dot(const E* dout, int64_t lddo, const E* out, int64_t ldo, int64_t tokens,
+                         int64_t seq, int64_t n_head, int64_t head_dim, float* d) {
   const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (w >= tokens * n_head) return;  // the whole warp leaves together
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   const int64_t row = w / n_head, h = w % n_head;
-  const float* x = dout + row * lddo + h * head_dim;
-  const float* y = out + row * ldo + h * head_dim;
+  const E* x = dout + row * lddo + h * head_dim;
+  const E* y = out + row * ldo + h * head_dim;
   float sum = 0.0f;
-  for (int64_t e = lane; e < head_dim; e += kWarp) sum = fmaf(x[e], y[e], sum);
+  for (int64_t e = lane; e < head_dim; e += kWarp) sum = fmaf(widen(x[e]), widen(y[e]), sum);
   sum = warp_sum(sum);
   if (lane == 0) d[((row / seq) * n_head + h) * seq + row % seq] = sum;
 }
 
+template <typename E>
 struct Gradients {
-  const float* dout;
+  const E* dout;
   int64_t lddo;
   const float* lse;  // [B, NH, T]
   const float* d;    // [B, NH, T]
-  float* dk;
+  E* dk;
   int64_t lddk;
-  float* dv;
+  E* dv;
   int64_t lddv;
   float* dq_parts;  // [key tiles, B*T, NH*HS]
 };
 
-template <int TE>
-__global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands a, Gradients gr) {
+template <int TE, typename E>
+__global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands<E> a, Gradients<E> gr) {
   constexpr int HSP = TE * kSide;
   constexpr BackwardLayout L(HSP);
   extern __shared__ float4 flash_shared[];
@@ -389,23 +397,24 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands a, Gra
   for (int i = 0; i < kPer; ++i) {
     const int64_t kj = j0 + c0 + i;
     if (kj >= T) continue;
-    float* dk_row = gr.dk + (b * T + kj) * gr.lddk + g * HS;
-    float* dv_row = gr.dv + (b * T + kj) * gr.lddv + g * HS;
+    E* dk_row = gr.dk + (b * T + kj) * gr.lddk + g * HS;
+    E* dv_row = gr.dv + (b * T + kj) * gr.lddv + g * HS;
 #pragma unroll
     for (int t = 0; t < TE; ++t) {
       const int e = tx + kSide * t;
       if (e < HS) {
-        dk_row[e] = dk[i][t] * a.scale;
-        dv_row[e] = dv[i][t];
+        dk_row[e] = narrow<E>(dk[i][t] * a.scale);
+        dv_row[e] = narrow<E>(dv[i][t]);
       }
     }
   }
 }
 
 // dq[row, col] = scale x the sum, in key-tile order, of the shares of the
-// key tiles that row's query tile meets.
+// key tiles that row's query tile meets, rounded once.
+template <typename E>
 __global__ void sum_dq_shares(const float* parts, int64_t tokens, int64_t width, int64_t seq,
-                              int64_t window, float scale, float* dq, int64_t lddq) {
+                              int64_t window, float scale, E* dq, int64_t lddq) {
   const int64_t n = tokens * width;
   for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -414,7 +423,7 @@ __global__ void sum_dq_shares(const float* parts, int64_t tokens, int64_t width,
     for (int64_t kt = first_key_tile(qt, window); kt <= qt; ++kt) {
       sum += parts[(kt * tokens + row) * width + col];
     }
-    dq[row * lddq + col] = sum * scale;
+    dq[row * lddq + col] = narrow<E>(sum * scale);
   }
 }
 
@@ -430,10 +439,13 @@ float softmax_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-Operands operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
-                  int64_t window) {
-  return {q.data(), k.data(), v.data(), q.row_stride(), k.row_stride(), v.row_stride(),
-          d.seq,    d.n_head, d.group,  d.head_dim,     window,         softmax_scale(d.head_dim)};
+// q, k, v as E (with_element_type checked they share it).
+template <typename E>
+Operands<E> operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
+                     int64_t window) {
+  return {elements<E>(q), elements<E>(k), elements<E>(v), q.row_stride(),
+          k.row_stride(), v.row_stride(), d.seq,          d.n_head,
+          d.group,        d.head_dim,     window,         softmax_scale(d.head_dim)};
 }
 
 void check_supported(const AttentionDims& d, int device, const char* what) {
@@ -454,24 +466,24 @@ void allow_shared(Kernel kernel, int64_t floats) {
                                          static_cast<int>(floats * sizeof(float))));
 }
 
-template <int TE>
-void launch_forward(const Operands& a, int64_t batch, float* out, int64_t ldo, float* lse,
+template <int TE, typename E>
+void launch_forward(const Operands<E>& a, int64_t batch, E* out, int64_t ldo, float* lse,
                     cudaStream_t stream) {
   const int64_t floats = ForwardLayout(TE * kSide).floats;
-  allow_shared(flash_forward<TE>, floats);
+  allow_shared(flash_forward<TE, E>, floats);
   const dim3 grid(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq)));
-  flash_forward<TE><<<grid, kThreads, floats * sizeof(float), stream>>>(a, out, ldo, lse);
+  flash_forward<TE, E><<<grid, kThreads, floats * sizeof(float), stream>>>(a, out, ldo, lse);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
-template <int TE>
-void launch_backward_kv(const Operands& a, int64_t batch, const Gradients& gr,
+template <int TE, typename E>
+void launch_backward_kv(const Operands<E>& a, int64_t batch, const Gradients<E>& gr,
                         cudaStream_t stream) {
   const int64_t floats = BackwardLayout(TE * kSide).floats;
-  allow_shared(flash_backward_kv<TE>, floats);
+  allow_shared(flash_backward_kv<TE, E>, floats);
   const dim3 grid(static_cast<unsigned>(batch * (a.n_head / a.group)),
                   static_cast<unsigned>(key_tiles(a.seq)));
-  flash_backward_kv<TE><<<grid, kThreads, floats * sizeof(float), stream>>>(a, gr);
+  flash_backward_kv<TE, E><<<grid, kThreads, floats * sizeof(float), stream>>>(a, gr);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -494,21 +506,25 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   check_window(window, what);
   const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out});
   check_supported(d, device, what);
-  const Operands a = operands(q, k, v, d, window);
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  switch (columns_per_thread(d.head_dim)) {
-    case 1:
-      launch_forward<1>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
-      break;
-    case 2:
-      launch_forward<2>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
-      break;
-    case 4:
-      launch_forward<4>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
-      break;
-    default:
-      launch_forward<8>(a, d.batch, out.data(), out.row_stride(), lse.data(), stream);
-  }
+  with_element_type(what, {&q, &k, &v, &out}, [&](auto e) {
+    using E = decltype(e);
+    const Operands<E> a = operands<E>(q, k, v, d, window);
+    E* o = elements<E>(out);
+    switch (columns_per_thread(d.head_dim)) {
+      case 1:
+        launch_forward<1>(a, d.batch, o, out.row_stride(), lse.data(), stream);
+        break;
+      case 2:
+        launch_forward<2>(a, d.batch, o, out.row_stride(), lse.data(), stream);
+        break;
+      case 4:
+        launch_forward<4>(a, d.batch, o, out.row_stride(), lse.data(), stream);
+        break;
+      default:
+        launch_forward<8>(a, d.batch, o, out.row_stride(), lse.data(), stream);
+    }
+  });
 }
 
 Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
@@ -535,32 +551,37 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int64_t tokens = d.batch * d.seq, rows = tokens * d.n_head;
   float* row_dots = scratch.data();  // [B, NH, T]
   float* shares = row_dots + rows;   // [key tiles, B*T, NH*HS]
-  constexpr int kRowsPerBlock = 8;
-  rows_dot<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kRowsPerBlock * kWarp, 0, stream>>>(
-      dout.data(), dout.row_stride(), out.data(), out.row_stride(), tokens, d.seq, d.n_head,
-      d.head_dim, row_dots);
-  COLROW_CUDA_CHECK_LAUNCH();
-  const Operands a = operands(q, k, v, d, window);
-  const Gradients gr{dout.data(),     dout.row_stride(), lse.data(),      row_dots, dk.data(),
-                     dk.row_stride(), dv.data(),         dv.row_stride(), shares};
-  switch (columns_per_thread(d.head_dim)) {
-    case 1:
-      launch_backward_kv<1>(a, d.batch, gr, stream);
-      break;
-    case 2:
-      launch_backward_kv<2>(a, d.batch, gr, stream);
-      break;
-    case 4:
-      launch_backward_kv<4>(a, d.batch, gr, stream);
-      break;
-    default:
-      launch_backward_kv<8>(a, d.batch, gr, stream);
-  }
-  const int64_t width = d.n_head * d.head_dim;
-  const unsigned blocks = std::min<unsigned>(colrow::cuda::blocks_for(tokens * width, 256), 65535u);
-  sum_dq_shares<<<blocks, 256, 0, stream>>>(shares, tokens, width, d.seq, window, a.scale,
-                                            dq.data(), dq.row_stride());
-  COLROW_CUDA_CHECK_LAUNCH();
+  with_element_type(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, [&](auto e) {
+    using E = decltype(e);
+    constexpr int kRowsPerBlock = 8;
+    rows_dot<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kRowsPerBlock * kWarp, 0, stream>>>(
+        elements<E>(dout), dout.row_stride(), elements<E>(out), out.row_stride(), tokens, d.seq,
+        d.n_head, d.head_dim, row_dots);
+    COLROW_CUDA_CHECK_LAUNCH();
+    const Operands<E> a = operands<E>(q, k, v, d, window);
+    const Gradients<E> gr{elements<E>(dout), dout.row_stride(), lse.data(),
+                          row_dots,          elements<E>(dk),   dk.row_stride(),
+                          elements<E>(dv),   dv.row_stride(),   shares};
+    switch (columns_per_thread(d.head_dim)) {
+      case 1:
+        launch_backward_kv<1>(a, d.batch, gr, stream);
+        break;
+      case 2:
+        launch_backward_kv<2>(a, d.batch, gr, stream);
+        break;
+      case 4:
+        launch_backward_kv<4>(a, d.batch, gr, stream);
+        break;
+      default:
+        launch_backward_kv<8>(a, d.batch, gr, stream);
+    }
+    const int64_t width = d.n_head * d.head_dim;
+    const unsigned blocks =
+        std::min<unsigned>(colrow::cuda::blocks_for(tokens * width, 256), 65535u);
+    sum_dq_shares<<<blocks, 256, 0, stream>>>(shares, tokens, width, d.seq, window, a.scale,
+                                              elements<E>(dq), dq.row_stride());
+    COLROW_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace colrow::kernels::cuda

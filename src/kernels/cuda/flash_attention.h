@@ -1,7 +1,8 @@
-// Fused causal attention on the GPU (FlashAttention's scheme, fp32): the
-// scores and probabilities of a tile of 64 queries against 64 keys live in
-// registers and shared memory only, so the [B, NH, T, T] probabilities are
-// never written. Forward keeps each row's log-sum-exp of its scaled scores;
+// Fused causal attention on the GPU (FlashAttention's scheme, computed in
+// fp32; q, k, v, out and their gradients fp32 or bf16, lse fp32): the scores
+// and probabilities of a tile of 64 queries against 64 keys live in registers
+// and shared memory only, so the [B, NH, T, T] probabilities are never
+// written. Forward keeps each row's log-sum-exp of its scaled scores;
 // backward recomputes P from it. The math, shapes and layouts are
 // kernels/cpu/attention.h's, with GQA/MQA and the sliding window; the plain
 // kernels of kernels/cuda/attention.h stay as the reference it is tested
