@@ -48,6 +48,10 @@ struct AdamWSegment {
   Tensor exp_avg;
   Tensor exp_avg_sq;
   bool decay = false;  // weight decay applies
+  // Empty, or the parameter's bf16 compute copy (same length): written with
+  // the updated param rounded once, in the same pass, as llm.c writes its bf16
+  // weights beside the fp32 masters (no separate conversion per parameter).
+  Tensor compute;
 };
 
 // The scalars of one AdamW step (torch.optim.AdamW, single-tensor form).

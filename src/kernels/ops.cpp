@@ -225,7 +225,8 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
   if (segments.empty()) return;
   const Device device = segments.front().param.device();
   for (const AdamWSegment& s : segments) {
-    require_device("adamw_update", device, {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq});
+    require_device("adamw_update", device,
+                   {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
   }
   const kernels::OpScope scope("adamw_update", device);
   kernels::backend_for(device).adamw_update(segments, step);

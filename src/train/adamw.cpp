@@ -167,6 +167,9 @@ void AdamW::update(float lr, float grad_scale) {
     segment.grad = grad_slice_.slice(0, local, n);
     segment.exp_avg = exp_avg_.slice(0, local, n);
     segment.exp_avg_sq = exp_avg_sq_.slice(0, local, n);
+    const Tensor& copy = params_[i]->compute_copy;  // bf16 training: renewed in the same pass
+    if (copy.owns_storage())
+      segment.compute = copy.view({copy.numel()}).slice(0, begin - offsets_[i], n);
     segment.decay = decayed_[i];
     segments.push_back(std::move(segment));
   }
@@ -188,6 +191,7 @@ void AdamW::gather_parameters() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& value = params_[i]->value;
     value.copy_from(flat_.slice(0, offsets_[i], value.numel()).view(value.shape()));
+    params_[i]->refresh_compute();  // the other ranks' slices of it changed too
   }
 }
 

@@ -209,8 +209,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     }
     phase.emplace("optimizer step");
     // dp reduce, clip, update; no update anywhere when the norm is not finite
-    const double grad_norm = optimizer.step(static_cast<float>(lr));
-    model.refresh_compute_copies();
+    const double grad_norm = optimizer.step(static_cast<float>(lr));  // compute copies too
     phase.reset();
     optimizer.zero_grad();
     ++state.step;

@@ -4,7 +4,8 @@
 // on every dp rank: against an independent double-precision AdamW with
 // clipping; ZeRO-1 against zero 0; the global norm across meshes; weight decay
 // on matrices only; the exact collectives of one step; configuration errors;
-// gradients reduced over dp as bf16 (--grad-reduce-dtype bf16).
+// gradients reduced over dp as bf16 (--grad-reduce-dtype bf16); the bf16
+// compute copies renewed by every step.
 #include "colrow/train/adamw.h"
 
 #include <gtest/gtest.h>
@@ -266,6 +267,48 @@ TEST(AdamW, ZeroOneGivesTheSameParametersAsZeroZero) {
       if (tp_size > 1) {
         const Reference ref = reference_run(dp_size, kSteps);
         EXPECT_NEAR(plain.norms[s], ref.norms[s], 1e-6 * ref.norms[s]);
+      }
+    }
+  }
+}
+
+// bf16 training: each step renews every parameter's compute copy with the
+// updated value rounded once (in the update's own pass at zero 0, after the
+// gather at ZeRO-1), so no caller refreshes them; a step that updates nothing
+// leaves them as they were.
+TEST(AdamW, StepRenewsTheBf16ComputeCopies) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                   std::to_string(zero));
+      ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+      std::vector<std::unique_ptr<Parameter>> params;
+      AdamW adamw(mesh.tp(), mesh.dp(), initial_params(mesh.tp().rank(), mesh.tp().size(), params),
+                  config_with(zero, DType::kF32));
+      for (auto& p : params) p->set_compute_dtype(DType::kBF16);
+      for (int s = 0; s < 3; ++s) {
+        for (size_t i = 0; i < params.size(); ++i) {
+          Parameter& p = *params[i];
+          p.grad.copy_from(to_tensor(p.shard.local_shape(),
+                                     block_of(full_grad(i, mesh.dp().rank(), s), p.shard)));
+        }
+        if (s == 2) params[0]->grad.data()[0] = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<std::vector<float>> before = [&] {
+          std::vector<std::vector<float>> v;
+          for (auto& p : params) v.push_back(p->compute_copy.to_vector());
+          return v;
+        }();
+        const double norm = adamw.step(static_cast<float>(lr_of(s)));
+        for (size_t i = 0; i < params.size(); ++i) {
+          SCOPED_TRACE(std::string(kTensors[i].name) + ", step " + std::to_string(s));
+          const std::vector<float> copy = params[i]->compute_copy.to_vector();
+          EXPECT_EQ(copy, params[i]->value.to(DType::kBF16).to_vector());
+          if (std::isfinite(norm)) {
+            EXPECT_NE(copy, before[i]);  // the step moved every parameter
+          } else {
+            EXPECT_EQ(copy, before[i]);
+          }
+        }
       }
     }
   }

@@ -38,6 +38,8 @@ class AdamW {
   // norm updates nothing: parameters, moments and the step count stay as
   // they were, on every rank (the caller stops or skips the step). Parameter::grad is left as
   // backward wrote it: the averaged, clipped grads live in the flat buffer.
+  // Each updated parameter's bf16 compute copy (Parameter::compute) is
+  // renewed with it, in the update's own pass where no dp gather follows.
   double step(float lr);
   void zero_grad();
 

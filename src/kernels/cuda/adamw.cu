@@ -2,7 +2,8 @@
 // the segments (pointers, length, decay flag, first chunk); block b updates
 // chunk b of the concatenation, finding its segment by binary search over the
 // first chunks. Element formula and operation order as kernels/cpu/adamw.h
-// (and torch's _single_tensor_adamw). Plain fp32 operations; sqrtf and the
+// (and torch's _single_tensor_adamw), each updated param also written to its
+// bf16 compute copy where the segment has one. Plain fp32 operations; sqrtf and the
 // divisions are IEEE-rounded (nvcc's defaults), but nvcc may fuse a multiply
 // and an add into an FMA where the CPU build does not (or the reverse), so
 // results can differ from the CPU's by an ulp or so per operation.
@@ -12,9 +13,11 @@
 
 #include <string>
 
+#include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/checks/adamw.h"
 #include "kernels/cuda/chunk_table.cuh"
 #include "kernels/cuda/operands.h"
 
@@ -32,6 +35,7 @@ struct Segment {
   const float* grad;
   float* exp_avg;
   float* exp_avg_sq;
+  uint16_t* compute;  // the bf16 compute copy, or null
   int64_t count;
   int64_t first_chunk;  // chunks of the segments before this one
   int64_t decay;        // 1: weight decay applies
@@ -67,6 +71,7 @@ __global__ void adamw_chunks(const Segment* table, int64_t n_segments, Scalars s
     seg.param[i] = p;
     seg.exp_avg[i] = m;
     seg.exp_avg_sq[i] = v;
+    if (seg.compute != nullptr) seg.compute[i] = float_to_bf16(p);
   }
 }
 
@@ -79,24 +84,19 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
   for (size_t i = 0; i < segments.size(); ++i) {
     const AdamWSegment& s = segments[i];
     const int64_t n = s.param.numel();
-    for (const Tensor* t : {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq}) {
-      if (t->numel() != n || !t->is_contiguous()) {
-        fail("segment " + std::to_string(i) + ": param " + shape_to_string(s.param.shape()) +
-             ", grad " + shape_to_string(s.grad.shape()) + ", exp_avg " +
-             shape_to_string(s.exp_avg.shape()) + ", exp_avg_sq " +
-             shape_to_string(s.exp_avg_sq.shape()) + " must be contiguous, of one length");
-      }
-    }
+    check_adamw_segment(s);
     if (n == 0) continue;
     if (table.empty()) {
       device = s.param.device();
       if (!device.is_cuda()) fail("segment " + std::to_string(i) + " lives on " + device.str());
     }
-    require_device("adamw_update", device, {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq});
+    require_device("adamw_update", device,
+                   {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
     // Tensors are shallow handles: copies of them write the segment's storage.
-    Tensor param = s.param, exp_avg = s.exp_avg, exp_avg_sq = s.exp_avg_sq;
-    table.push_back(Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(), n,
-                            chunks, s.decay ? 1 : 0});
+    Tensor param = s.param, exp_avg = s.exp_avg, exp_avg_sq = s.exp_avg_sq, compute = s.compute;
+    table.push_back(Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(),
+                            compute.owns_storage() ? compute.bf16_data() : nullptr, n, chunks,
+                            s.decay ? 1 : 0});
     chunks += (n + kChunk - 1) / kChunk;
   }
   if (table.empty()) return;

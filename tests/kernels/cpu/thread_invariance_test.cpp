@@ -508,7 +508,10 @@ TEST(ThreadInvarianceTest, AdamW) {
       for (int64_t j = 0; j < v.numel(); ++j) v.data()[j] = std::fabs(v.data()[j]);
       kernels::AdamWSegment s{random_tensor({lengths[i]}, 71 + 4 * i),
                               random_tensor({lengths[i]}, 72 + 4 * i),
-                              random_tensor({lengths[i]}, 73 + 4 * i), v, i % 2 == 0};
+                              random_tensor({lengths[i]}, 73 + 4 * i),
+                              v,
+                              i % 2 == 0,
+                              Tensor()};
       segments.push_back(s);
       outputs.insert(outputs.end(), {s.param, s.exp_avg, s.exp_avg_sq});
     }

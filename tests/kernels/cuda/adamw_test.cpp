@@ -62,7 +62,8 @@ State to_device(const State& s, Device dev) {
 std::vector<AdamWSegment> segments_of(const State& s) {
   std::vector<AdamWSegment> segments;
   for (size_t i = 0; i < s.param.size(); ++i) {
-    segments.push_back({s.param[i], s.grad[i], s.exp_avg[i], s.exp_avg_sq[i], s.decay[i]});
+    segments.push_back(
+        {s.param[i], s.grad[i], s.exp_avg[i], s.exp_avg_sq[i], s.decay[i], Tensor()});
   }
   return segments;
 }
@@ -146,6 +147,28 @@ TEST(CudaAdamWTest, OneLaunchOverAllSegmentsMatchesCpu) {
   }
 }
 
+// Segments with a bf16 compute copy get the updated param rounded once, in
+// the same launch (core's rounding, the same bits on either device).
+TEST(CudaAdamWTest, WritesTheBf16ComputeCopies) {
+  COLROW_REQUIRE_GPU();
+  const State state = to_device(random_state(3), testing::test_gpu());
+  std::vector<AdamWSegment> segments = segments_of(state);
+  std::vector<Tensor> copies;
+  for (AdamWSegment& s : segments) {
+    s.compute = Tensor::zeros(s.param.shape(), s.param.device(), DType::kBF16);
+    copies.push_back(s.compute);
+  }
+  gpu::adamw_update(segments, step_at(1, 1e-3f, 0.1f, 1.0f));
+  for (size_t i = 0; i < segments.size(); ++i) {
+    EXPECT_EQ(copies[i].to(Device::cpu()).to_vector(),
+              state.param[i].to(Device::cpu()).to(DType::kBF16).to_vector())
+        << "segment " << i;
+  }
+  // A compute copy of another dtype is a caller's bug.
+  segments[0].compute = Tensor::zeros(segments[0].param.shape(), segments[0].param.device());
+  EXPECT_THROW(gpu::adamw_update(segments, AdamWStep{}), InternalError);
+}
+
 TEST(CudaAdamWTest, NothingToDoIsFine) {
   COLROW_REQUIRE_GPU();
   gpu::adamw_update({}, AdamWStep{});
@@ -155,18 +178,19 @@ TEST(CudaAdamWTest, ShapeErrorsAreInternalErrors) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Tensor a = Tensor::zeros({4}, dev), b = Tensor::zeros({5}, dev);
-  EXPECT_THROW(gpu::adamw_update({{a, b, a.clone(), a.clone(), true}}, AdamWStep{}), InternalError)
+  EXPECT_THROW(gpu::adamw_update({{a, b, a.clone(), a.clone(), true, Tensor()}}, AdamWStep{}),
+               InternalError)
       << "grad longer than param";
   const Tensor host = Tensor::zeros({4});
-  EXPECT_THROW(gpu::adamw_update({{a, host, a.clone(), a.clone(), true}}, AdamWStep{}),
+  EXPECT_THROW(gpu::adamw_update({{a, host, a.clone(), a.clone(), true, Tensor()}}, AdamWStep{}),
                InternalError)
       << "grad on the host";
   const Tensor wide = Tensor::zeros({4, 6}, dev);
   const Tensor strided = wide.slice(1, 0, 3);
-  EXPECT_THROW(
-      gpu::adamw_update({{strided, strided.clone(), strided.clone(), strided.clone(), false}},
-                        AdamWStep{}),
-      InternalError)
+  EXPECT_THROW(gpu::adamw_update(
+                   {{strided, strided.clone(), strided.clone(), strided.clone(), false, Tensor()}},
+                   AdamWStep{}),
+               InternalError)
       << "param not contiguous";
 }
 
