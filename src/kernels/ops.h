@@ -7,7 +7,8 @@
 // dtypes: the activations of one call and the weights' compute copies are all
 // fp32 or all bf16 (mixed ones are an InternalError); norm statistics,
 // attention's saved probabilities, RoPE tables, the cross-entropy's per-row
-// values and every parameter gradient are fp32. A bf16 output holds its fp32
+// values, every parameter gradient, and the tensors of divide, fill_random
+// and the optimizer are fp32. A bf16 output holds its fp32
 // result rounded once (kernels/mixed_precision.h).
 #pragma once
 

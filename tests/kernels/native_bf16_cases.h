@@ -37,7 +37,11 @@ struct Bf16CaseRun {
   Tensor act(const Shape& shape, uint32_t seed) const {
     return fp32_values(shape, seed, true).to(dtype).to(device);
   }
-  Tensor empty_act(const Shape& shape) const { return Tensor::empty(shape, device, dtype); }
+  // An output: filled with a value per dtype, so an element a kernel fails
+  // to write differs between the runs.
+  Tensor empty_act(const Shape& shape) const {
+    return Tensor::full(shape, dtype == DType::kBF16 ? 1.0f : 2.0f, device, dtype);
+  }
   // An operand that stays fp32 in either run (statistics, gradients).
   Tensor fp32(const Shape& shape, uint32_t seed) const {
     return fp32_values(shape, seed, false).to(device);

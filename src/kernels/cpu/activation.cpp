@@ -116,10 +116,11 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
                              float *da = out[0], *db = out[1];
 #pragma omp simd
                              for (int64_t i = 0; i < n; ++i) {
-                               const float s = sigmoid(a[i]);
-                               const float silu = a[i] * s;
-                               da[i] = g[i] * b[i] * s * (1.0f + a[i] * (1.0f - s));
-                               db[i] = g[i] * silu;
+                               const float ai = a[i], bi = b[i], gi = g[i];  // before any store
+                               const float s = sigmoid(ai);
+                               const float silu = ai * s;
+                               da[i] = gi * bi * s * (1.0f + ai * (1.0f - s));
+                               db[i] = gi * silu;
                              }
                            });
 }

@@ -21,11 +21,15 @@
 namespace colrow::kernels::cpu {
 
 // body(in, out, n): in[k] and out[k] point at n fp32 values of the block;
-// out may be an input too (body reads an element before writing it).
+// an output may be an input too, element for element (body reads all of an
+// element's inputs before it writes any of its outputs).
 template <size_t kIn, size_t kOut, typename Body>
 void map_element_blocks(const char* what, const std::array<const Tensor*, kIn>& in,
                         const std::array<Tensor*, kOut>& out, Body&& body) {
   static_assert(kIn > 0 && kOut > 0);
+  // The bf16 buffers live on each OpenMP thread's stack: at most 5 x 16 KiB,
+  // well inside glibc's default thread stack (and any OMP_STACKSIZE >= 128K).
+  static_assert((kIn + kOut) * kElementBlock * sizeof(float) <= 96 * 1024);
   std::array<const Tensor*, kIn + kOut> all;
   for (size_t k = 0; k < kIn; ++k) all[k] = in[k];
   for (size_t k = 0; k < kOut; ++k) all[kIn + k] = out[k];

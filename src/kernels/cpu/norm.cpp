@@ -22,6 +22,26 @@ namespace {
 // unrolls a task's row loop two rows at a time (measured: wider is slower).
 constexpr int64_t kNormWidth = 64;
 
+// The sum over j in [0, d) of term(j), in double: element j goes to lane
+// j % kLanes in order, then the lanes are added in order. One order for
+// either element type and any vector width (an `omp simd reduction` lets the
+// vectorizer pick the lanes from the element type's width, so fp32 and bf16
+// rows, or two machines, would sum differently).
+constexpr int kLanes = 8;
+template <typename Term>
+double lane_sum(int64_t d, Term&& term) {
+  double lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= d; j += kLanes) {
+#pragma omp simd
+    for (int k = 0; k < kLanes; ++k) lanes[k] += term(j + k);
+  }
+  for (int k = 0; j + k < d; ++k) lanes[k] += term(j + k);
+  double sum = 0.0;
+  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
+  return sum;
+}
+
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
@@ -37,17 +57,13 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
     for (int64_t t = 0; t < tokens; ++t) {
       const E* xr = in + t * ldx;
-      double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < d; ++j) sum += widen(xr[j]);
-      const double mu = sum / static_cast<double>(d);
+      const double mu =
+          lane_sum(d, [&](int64_t j) -> double { return widen(xr[j]); }) / static_cast<double>(d);
       // Second pass about the mean: no cancellation when |mean| >> std.
-      double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-      for (int64_t j = 0; j < d; ++j) {
+      const double sq = lane_sum(d, [&](int64_t j) {
         const double c = widen(xr[j]) - mu;
-        sq += c * c;
-      }
+        return c * c;
+      });
       const float m = static_cast<float>(mu);
       const float r = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
       mean_out[t] = m;
@@ -80,14 +96,13 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     for (int64_t t = 0; t < tokens; ++t) {
       const E *xr = in + t * ldx, *dyr = grad + t * lddy;
       const float m = mean_in[t], r = rstd_in[t];
-      double sum_g = 0.0, sum_gx = 0.0;
-#pragma omp simd reduction(+ : sum_g, sum_gx)
-      for (int64_t j = 0; j < d; ++j) {
+      const double sum_g =
+          lane_sum(d, [&](int64_t j) -> double { return widen(dyr[j]) * widen(g[j]); });
+      const double sum_gx = lane_sum(d, [&](int64_t j) {
         const float gj = widen(dyr[j]) * widen(g[j]);
         const float xhat = (widen(xr[j]) - m) * r;
-        sum_g += gj;
-        sum_gx += static_cast<double>(gj) * xhat;
-      }
+        return static_cast<double>(gj) * xhat;
+      });
       const float mean_g = static_cast<float>(sum_g * inv_d);
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
@@ -138,12 +153,10 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
     for (int64_t t = 0; t < tokens; ++t) {
       const E* xr = in + t * ldx;
-      double sq = 0.0;
-#pragma omp simd reduction(+ : sq)
-      for (int64_t j = 0; j < d; ++j) {
+      const double sq = lane_sum(d, [&](int64_t j) {
         const double v = widen(xr[j]);
-        sq += v * v;
-      }
+        return v * v;
+      });
       const float r = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + eps));
       rstd_out[t] = r;
       E* yr = out + t * ldy;
@@ -171,11 +184,9 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
     for (int64_t t = 0; t < tokens; ++t) {
       const E *xr = in + t * ldx, *dyr = grad + t * lddy;
       const float r = rstd_in[t];
-      double sum_gx = 0.0;
-#pragma omp simd reduction(+ : sum_gx)
-      for (int64_t j = 0; j < d; ++j) {
-        sum_gx += static_cast<double>(widen(dyr[j]) * widen(w[j])) * (widen(xr[j]) * r);
-      }
+      const double sum_gx = lane_sum(d, [&](int64_t j) {
+        return static_cast<double>(widen(dyr[j]) * widen(w[j])) * (widen(xr[j]) * r);
+      });
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
 #pragma omp simd
