@@ -68,9 +68,6 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
   return t;
 }
 
-// The largest relative error between the sharded MLP and the unsharded one on
-// the first `tokens` tokens of x and dy: output, input gradient, and every
-// parameter gradient's shard.
 // The weights on `device`, computing in `dtype` (bf16: rounded copies of the fp32 values).
 void place(ParallelMLP& mlp, Device device, DType dtype) {
   for (Parameter* p : mlp.parameters()) {
@@ -79,6 +76,8 @@ void place(ParallelMLP& mlp, Device device, DType dtype) {
   }
 }
 
+// The largest relative error between the sharded MLP and the unsharded one on
+// x and dy: output, input gradient, and every parameter gradient's shard.
 // The sharded MLP on `device` against the unsharded one on the CPU (the
 // reference path), both in `dtype`.
 double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy,

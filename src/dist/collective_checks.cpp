@@ -28,11 +28,14 @@ void require_host_contiguous(const Tensor& t, const char* what, const std::strin
   require_contiguous(t, what, group);
 }
 
-void require_bf16(const Tensor& t, const char* what, const std::string& group) {
-  if (t.dtype() != DType::kBF16) {
-    throw InternalError("[dist] " + std::string(what) + " over " + group +
-                        " carries bf16 tensors, got " + dtype_name(t.dtype()) +
-                        ": convert with Tensor::to(DType::kBF16) first");
+void require_bf16(std::initializer_list<const Tensor*> tensors, const char* what,
+                  const std::string& group) {
+  for (const Tensor* t : tensors) {
+    if (t->dtype() != DType::kBF16) {
+      throw InternalError("[dist] " + std::string(what) + " over " + group +
+                          " carries bf16 tensors, got " + dtype_name(t->dtype()) +
+                          ": convert with Tensor::to(DType::kBF16) first");
+    }
   }
 }
 

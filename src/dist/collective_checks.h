@@ -4,6 +4,7 @@
 // before anything is sent: no rank is left waiting in a collective.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include "colrow/core/tensor.h"
@@ -18,8 +19,9 @@ void require_host(const Tensor& t, const char* what, const std::string& group);
 void require_contiguous(const Tensor& t, const char* what, const std::string& group);
 // Both: what the host backends (MPI, shared memory) need of every operand.
 void require_host_contiguous(const Tensor& t, const char* what, const std::string& group);
-// InternalError unless t is bf16: what the *_bf16_wire sums carry.
-void require_bf16(const Tensor& t, const char* what, const std::string& group);
+// InternalError unless every tensor is bf16: what the *_bf16_wire sums carry.
+void require_bf16(std::initializer_list<const Tensor*> tensors, const char* what,
+                  const std::string& group);
 // out: [size * n, ...] for in: [n, ...] (all_gather along dim 0).
 void require_gather_sizes(const Tensor& in, const Tensor& out, int size, const std::string& group);
 // in: [size * n, ...] for out: [n, ...] (reduce_scatter_sum along dim 0).

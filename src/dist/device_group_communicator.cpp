@@ -36,9 +36,17 @@ bool DeviceGroupCommunicator::all_on_host(const char* what,
                       ", got them on " + places);
 }
 
-void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, const char* what) {
+// One body for the fp32-wire collectives (bf16 tensors cross as fp32,
+// dist/fp32_wire.h) and the bf16 wire's (bf16 handed to the backend as is).
+void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, Wire wire) {
+  const bool bf16_wire = wire == Wire::kBf16;
+  const char* what = bf16_wire                      ? "all_reduce_sum_bf16_wire"
+                     : reduction == Reduction::kSum ? "all_reduce_sum"
+                                                    : "all_reduce_max";
   if (all_on_host(what, {&x})) {
-    if (reduction == Reduction::kSum) {
+    if (bf16_wire) {
+      host_->all_reduce_sum_bf16_wire(x);
+    } else if (reduction == Reduction::kSum) {
       host_->all_reduce_sum(x);
     } else {
       host_->all_reduce_max(x);
@@ -46,17 +54,24 @@ void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, const c
     return;
   }
   require_contiguous(x, what, name());
+  if (bf16_wire) collective_checks::require_bf16({&x}, what, name());
   if (size() == 1 || x.numel() == 0) return;
-  if (dist::on_fp32_wire(x, [&](Tensor& w) { device_all_reduce(w, reduction); })) return;
+  if (!bf16_wire && dist::on_fp32_wire(x, [&](Tensor& w) { device_all_reduce(w, reduction); })) {
+    return;
+  }
   device_all_reduce(x, reduction);
 }
 
 void DeviceGroupCommunicator::all_reduce_sum(Tensor& x) {
-  all_reduce(x, Reduction::kSum, "all_reduce_sum");
+  all_reduce(x, Reduction::kSum, Wire::kFp32);
 }
 
 void DeviceGroupCommunicator::all_reduce_max(Tensor& x) {
-  all_reduce(x, Reduction::kMax, "all_reduce_max");
+  all_reduce(x, Reduction::kMax, Wire::kFp32);
+}
+
+void DeviceGroupCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
+  all_reduce(x, Reduction::kSum, Wire::kBf16);
 }
 
 void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
@@ -79,55 +94,40 @@ void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
   device_all_gather(in, out);
 }
 
-void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  if (all_on_host("reduce_scatter_sum", {&in, &out})) {
-    host_->reduce_scatter_sum(in, out);
+void DeviceGroupCommunicator::reduce_scatter(const Tensor& in, Tensor& out, Wire wire) {
+  const bool bf16_wire = wire == Wire::kBf16;
+  const char* what = bf16_wire ? "reduce_scatter_sum_bf16_wire" : "reduce_scatter_sum";
+  if (all_on_host(what, {&in, &out})) {
+    if (bf16_wire) {
+      host_->reduce_scatter_sum_bf16_wire(in, out);
+    } else {
+      host_->reduce_scatter_sum(in, out);
+    }
     return;
   }
-  require_contiguous(in, "reduce_scatter_sum", name());
-  require_contiguous(out, "reduce_scatter_sum", name());
+  require_contiguous(in, what, name());
+  require_contiguous(out, what, name());
+  if (bf16_wire) collective_checks::require_bf16({&in, &out}, what, name());
   collective_checks::require_scatter_sizes(in, out, size(), name());
   if (size() == 1) {
     if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));  // queued, on the GPU
     return;
   }
   if (out.numel() == 0) return;
-  if (dist::on_fp32_wire(in, out,
-                         [this](const Tensor& i, Tensor& o) { device_reduce_scatter_sum(i, o); })) {
+  if (!bf16_wire && dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) {
+        device_reduce_scatter_sum(i, o);
+      })) {
     return;
   }
   device_reduce_scatter_sum(in, out);
 }
 
-void DeviceGroupCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
-  const char* what = "all_reduce_sum_bf16_wire";
-  if (all_on_host(what, {&x})) {
-    host_->all_reduce_sum_bf16_wire(x);
-    return;
-  }
-  require_contiguous(x, what, name());
-  collective_checks::require_bf16(x, what, name());
-  if (size() == 1 || x.numel() == 0) return;
-  device_all_reduce(x, Reduction::kSum);
+void DeviceGroupCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
+  reduce_scatter(in, out, Wire::kFp32);
 }
 
 void DeviceGroupCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
-  const char* what = "reduce_scatter_sum_bf16_wire";
-  if (all_on_host(what, {&in, &out})) {
-    host_->reduce_scatter_sum_bf16_wire(in, out);
-    return;
-  }
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&in, &out}) {
-    require_contiguous(*t, what, name());
-    collective_checks::require_bf16(*t, what, name());
-  }
-  collective_checks::require_scatter_sizes(in, out, size(), name());
-  if (size() == 1) {
-    if (in.raw_data() != out.raw_data()) out.copy_from(in.view(out.shape()));  // queued, on the GPU
-    return;
-  }
-  if (out.numel() == 0) return;
-  device_reduce_scatter_sum(in, out);
+  reduce_scatter(in, out, Wire::kBf16);
 }
 
 void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {

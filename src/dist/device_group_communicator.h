@@ -71,7 +71,11 @@ class DeviceGroupCommunicator : public Communicator {
   // True when every operand is a host tensor (the MPI group takes it), false
   // when every one lives on device(); InternalError for a mix or another GPU.
   bool all_on_host(const char* what, std::initializer_list<const Tensor*> operands) const;
-  void all_reduce(Tensor& x, Reduction reduction, const char* what);
+  // What crosses for bf16 tensors: fp32 (the collectives), or bf16 (the
+  // *_bf16_wire sums).
+  enum class Wire { kFp32, kBf16 };
+  void all_reduce(Tensor& x, Reduction reduction, Wire wire);
+  void reduce_scatter(const Tensor& in, Tensor& out, Wire wire);
 
   std::unique_ptr<Communicator> host_;
   Device device_;

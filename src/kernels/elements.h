@@ -3,8 +3,9 @@
 // widen() and writes with narrow<E>() (core/bfloat16.h), so each output is its
 // fp32 result rounded once: kernels/mixed_precision.h's rule, without the
 // widened copies. The host side of either backend picks the instantiation:
-// with_elements from one tensor's dtype, with_element_type from the dtype
-// that the activations of one call share.
+// with_elements from one tensor's dtype (a kernel whose other operands have
+// fixed dtypes), with_element_type from the dtype that the activations of one
+// call share (checked).
 #pragma once
 
 #include <cstdint>
@@ -33,16 +34,6 @@ void with_elements(const Tensor& t, Fn&& fn) {
 template <typename Pointer>
 using element_of = std::remove_const_t<std::remove_pointer_t<Pointer>>;
 
-// fn(E{}) with E the element type of `shared`: the operands of one call that
-// carry activations or the weights' compute copies, all fp32 or all bf16 (the
-// model's norm statistics, attention's probabilities and every gradient of a
-// parameter stay fp32, and the kernels read those with data()). Mixed dtypes
-// are a bug of the caller: an InternalError naming them, never a silent
-// conversion.
-//   with_element_type("gelu_forward", {&x, &y}, [&](auto e) {
-//     using E = decltype(e);
-//     kernel(elements<E>(x), elements<E>(y));
-//   });
 // The dtype `shared` have in common; mixed dtypes are an InternalError.
 template <typename Tensors>
 DType shared_dtype(const char* what, const Tensors& shared) {
@@ -63,6 +54,16 @@ inline DType shared_dtype(const char* what, std::initializer_list<const Tensor*>
   return shared_dtype<std::initializer_list<const Tensor*>>(what, shared);
 }
 
+// fn(E{}) with E the element type of `shared`: the operands of one call that
+// carry activations or the weights' compute copies, all fp32 or all bf16 (the
+// model's norm statistics, attention's probabilities and every gradient of a
+// parameter stay fp32, and the kernels read those with data()). Mixed dtypes
+// are a bug of the caller: an InternalError naming them, never a silent
+// conversion.
+//   with_element_type("gelu_forward", {&x, &y}, [&](auto e) {
+//     using E = decltype(e);
+//     kernel(elements<E>(x), elements<E>(y));
+//   });
 template <typename Tensors, typename Fn>
 void with_element_type(const char* what, const Tensors& shared, Fn&& fn) {
   if (shared_dtype(what, shared) == DType::kBF16) {

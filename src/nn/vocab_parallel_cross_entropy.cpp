@@ -148,20 +148,17 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
         "[cross_entropy] backward again after a backward that wrote the gradient over the "
         "logits: run forward first");
   }
-  if (in_place_ && logits_.is_contiguous()) {
-    dlogits_ = logits_;  // each element is read before it is overwritten, by the same thread
-    dlogits_is_callers_ = true;
-    logits_consumed_ = true;
-  } else {
-    // Never into an earlier call's logits: they are the caller's buffer.
-    if (dlogits_is_callers_) dlogits_ = Tensor();
-    dlogits_is_callers_ = false;
+  // In place, each element is read before it is overwritten, by the same
+  // thread; otherwise into this layer's own buffer (never the caller's).
+  logits_consumed_ = in_place_ && logits_.is_contiguous();
+  Tensor& grad = logits_consumed_ ? logits_ : dlogits_;
+  if (!logits_consumed_) {
     ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
   }
   const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
                                                  vocab_size_, label_smoothing_);
-  ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, dlogits_);
-  return dlogits_;
+  ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, grad);
+  return grad;
 }
 
 }  // namespace colrow

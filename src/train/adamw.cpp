@@ -167,9 +167,12 @@ void AdamW::update(float lr, float grad_scale) {
     segment.grad = grad_slice_.slice(0, local, n);
     segment.exp_avg = exp_avg_.slice(0, local, n);
     segment.exp_avg_sq = exp_avg_sq_.slice(0, local, n);
-    const Tensor& copy = params_[i]->compute_copy;  // bf16 training: renewed in the same pass
-    if (copy.owns_storage())
+    // bf16 training: the compute copy renewed in the same pass, unless the
+    // ZeRO-1 gather renews it whole anyway
+    const Tensor& copy = params_[i]->compute_copy;
+    if (copy.owns_storage() && config_.zero == 0) {
       segment.compute = copy.view({copy.numel()}).slice(0, begin - offsets_[i], n);
+    }
     segment.decay = decayed_[i];
     segments.push_back(std::move(segment));
   }

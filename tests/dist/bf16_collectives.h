@@ -159,6 +159,8 @@ inline void check_bf16_wire_sums(Communicator& c, const std::string& what, int64
   EXPECT_THROW(c.all_reduce_sum_bf16_wire(fp32), InternalError) << what;
   Tensor fp32_block = Tensor::zeros({n}, device);
   EXPECT_THROW(c.reduce_scatter_sum_bf16_wire(stacked, fp32_block), InternalError) << what;
+  const Tensor fp32_stacked = Tensor::zeros({size * n}, device);
+  EXPECT_THROW(c.reduce_scatter_sum_bf16_wire(fp32_stacked, block), InternalError) << what;
 }
 
 }  // namespace colrow::testing

@@ -219,6 +219,14 @@ TEST(MixedPrecisionTest, CrossEntropyGradientTakesTheLogitsDtype) {
   Tensor dlogits32 = Tensor::empty({2, 4});
   EXPECT_THROW(ops::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, dlogits32),
                InternalError);
+  // The per-row values stay fp32 whatever the logits' dtype.
+  Tensor dlogits16 = Tensor::empty({2, 4}, Device::cpu(), DType::kBF16);
+  const Tensor dloss16 = Tensor::full({2}, 1.0f, Device::cpu(), DType::kBF16);
+  EXPECT_THROW(ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss16, 0.0f, dlogits16),
+               InternalError);
+  Tensor max16 = Tensor::zeros({2}, Device::cpu(), DType::kBF16);
+  EXPECT_THROW(ops::cross_entropy_local_max(logits, rows, max16), InternalError);
+  ops::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, dlogits16);  // accepted
 }
 
 }  // namespace

@@ -103,11 +103,6 @@ TEST(VocabParallelCrossEntropyTest, LiteratureCasesAtThisTp) {
   }
 }
 
-// Random logits in [-4, 4) over 50 classes, targets everywhere in the
-// vocabulary, two rows ignored; with and without smoothing; exact split
-// (multiple 1) and padded (multiple 8). Loss, mean and dlogits against the
-// reference; padded columns and ignored rows exactly zero; the same bits on
-// every rank.
 // The gradient written over the logits is the separate one, bit for bit, in
 // fp32 and bf16, with ignored rows and smoothing; it is the logits' storage.
 TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
@@ -153,6 +148,11 @@ TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
   }
 }
 
+// Random logits in [-4, 4) over 50 classes, targets everywhere in the
+// vocabulary, two rows ignored; with and without smoothing; exact split
+// (multiple 1) and padded (multiple 8). Loss, mean and dlogits against the
+// reference; padded columns and ignored rows exactly zero; the same bits on
+// every rank.
 TEST(VocabParallelCrossEntropyTest, RandomLogitsMatchReference) {
   Communicator& tp = world();
   constexpr int64_t kTokens = 12, kVocab = 50;

@@ -134,14 +134,6 @@ std::vector<Parameter*> initial_params(int tp_rank, int tp_size,
   return ptrs;
 }
 
-// Step s's gradients of dp rank `dp_rank`, each parameter's shard of them.
-void set_grads(const std::vector<std::unique_ptr<Parameter>>& params, int dp_rank, int s) {
-  for (size_t i = 0; i < params.size(); ++i) {
-    Parameter& p = *params[i];
-    p.grad.copy_from(to_tensor(p.shard.local_shape(), block_of(full_grad(i, dp_rank, s), p.shard)));
-  }
-}
-
 // Step s's gradients of dp rank d, in place of full_grad's: k/16 times
 // kScale[s], |k| <= 16. Sums over up to 4 ranks need 7 significant bits, so
 // bf16 holds every gradient and every partial sum exactly.
@@ -153,17 +145,22 @@ Values coarse_grad(size_t i, int d, int s) {
 
 using GradFn = Values (*)(size_t, int, int);
 
+// Step s's gradients of dp rank `dp_rank`, each parameter's shard of them.
+void set_grads(const std::vector<std::unique_ptr<Parameter>>& params, int dp_rank, int s,
+               GradFn grad_of = full_grad) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    Parameter& p = *params[i];
+    p.grad.copy_from(to_tensor(p.shard.local_shape(), block_of(grad_of(i, dp_rank, s), p.shard)));
+  }
+}
+
 TrainRun train(Communicator& tp, Communicator& dp, int zero, int steps,
                DType grad_reduce_dtype = DType::kF32, GradFn grad_of = full_grad) {
   TrainRun run;
   AdamW adamw(tp, dp, initial_params(tp.rank(), tp.size(), run.params),
               config_with(zero, grad_reduce_dtype));
   for (int s = 0; s < steps; ++s) {
-    for (size_t i = 0; i < run.params.size(); ++i) {
-      Parameter& p = *run.params[i];
-      p.grad.copy_from(
-          to_tensor(p.shard.local_shape(), block_of(grad_of(i, dp.rank(), s), p.shard)));
-    }
+    set_grads(run.params, dp.rank(), s, grad_of);
     run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
   }
   EXPECT_EQ(adamw.step_count(), steps);
@@ -287,17 +284,10 @@ TEST(AdamW, StepRenewsTheBf16ComputeCopies) {
                   config_with(zero, DType::kF32));
       for (auto& p : params) p->set_compute_dtype(DType::kBF16);
       for (int s = 0; s < 3; ++s) {
-        for (size_t i = 0; i < params.size(); ++i) {
-          Parameter& p = *params[i];
-          p.grad.copy_from(to_tensor(p.shard.local_shape(),
-                                     block_of(full_grad(i, mesh.dp().rank(), s), p.shard)));
-        }
+        set_grads(params, mesh.dp_rank(), s);
         if (s == 2) params[0]->grad.data()[0] = std::numeric_limits<float>::quiet_NaN();
-        const std::vector<std::vector<float>> before = [&] {
-          std::vector<std::vector<float>> v;
-          for (auto& p : params) v.push_back(p->compute_copy.to_vector());
-          return v;
-        }();
+        std::vector<std::vector<float>> before;
+        for (auto& p : params) before.push_back(p->compute_copy.to_vector());
         const double norm = adamw.step(static_cast<float>(lr_of(s)));
         for (size_t i = 0; i < params.size(); ++i) {
           SCOPED_TRACE(std::string(kTensors[i].name) + ", step " + std::to_string(s));

@@ -84,8 +84,7 @@ class VocabParallelCrossEntropy {
   int64_t vocab_start_;
   int64_t real_local_;  // my classes below vocab_size: columns [0, real_local_) are real
   bool in_place_ = false;
-  bool dlogits_is_callers_ = false;  // dlogits_ is an earlier forward's logits
-  bool logits_consumed_ = false;     // backward wrote over logits_
+  bool logits_consumed_ = false;  // backward wrote over logits_
 
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
   std::vector<int32_t> targets_;  // [tokens]

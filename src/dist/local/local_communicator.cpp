@@ -46,12 +46,11 @@ void LocalCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
 }
 
 void LocalCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
-  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name_);
+  collective_checks::require_bf16({&x}, "all_reduce_sum_bf16_wire", name_);
 }
 
 void LocalCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
-  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name_);
-  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name_);
+  collective_checks::require_bf16({&in, &out}, "reduce_scatter_sum_bf16_wire", name_);
   copy_whole(in, out, "reduce_scatter_sum_bf16_wire");
 }
 

@@ -149,13 +149,12 @@ void MpiCommunicator::broadcast(Tensor& x, int root) {
 }
 
 void MpiCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
-  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name_);
+  collective_checks::require_bf16({&x}, "all_reduce_sum_bf16_wire", name_);
   all_reduce(x, bf16_sum_, "all_reduce_sum_bf16_wire");
 }
 
 void MpiCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
-  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name_);
-  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name_);
+  collective_checks::require_bf16({&in, &out}, "reduce_scatter_sum_bf16_wire", name_);
   reduce_scatter(in, out, bf16_sum_, "reduce_scatter_sum_bf16_wire");
 }
 

@@ -210,15 +210,14 @@ void ShmCommunicator::all_reduce_max(Tensor& x) {
 void ShmCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
   require_idle("all_reduce_sum_bf16_wire");
   require_host_contiguous(x, "all_reduce_sum_bf16_wire", name());
-  collective_checks::require_bf16(x, "all_reduce_sum_bf16_wire", name());
+  collective_checks::require_bf16({&x}, "all_reduce_sum_bf16_wire", name());
   all_reduce(x.bf16_data(), x.numel(), Reduction::kSum);
 }
 
 void ShmCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
   require_idle("reduce_scatter_sum_bf16_wire");
-  check_scatter(in, out);
-  collective_checks::require_bf16(in, "reduce_scatter_sum_bf16_wire", name());
-  collective_checks::require_bf16(out, "reduce_scatter_sum_bf16_wire", name());
+  check_scatter(in, out, "reduce_scatter_sum_bf16_wire");
+  collective_checks::require_bf16({&in, &out}, "reduce_scatter_sum_bf16_wire", name());
   scatter(in, out);
 }
 
@@ -235,7 +234,7 @@ void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
                          [this](const Tensor& i, Tensor& o) { reduce_scatter_sum(i, o); })) {
     return;
   }
-  check_scatter(in, out);
+  check_scatter(in, out, "reduce_scatter_sum");
   scatter(in, out);
 }
 
@@ -255,9 +254,9 @@ void ShmCommunicator::check_gather(const Tensor& in, const Tensor& out) const {
   collective_checks::require_gather_sizes(in, out, size(), name());
 }
 
-void ShmCommunicator::check_scatter(const Tensor& in, const Tensor& out) const {
-  require_host_contiguous(in, "reduce_scatter_sum", name());
-  require_host_contiguous(out, "reduce_scatter_sum", name());
+void ShmCommunicator::check_scatter(const Tensor& in, const Tensor& out, const char* what) const {
+  require_host_contiguous(in, what, name());
+  require_host_contiguous(out, what, name());
   collective_checks::require_scatter_sizes(in, out, size(), name());
 }
 
@@ -433,7 +432,7 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tenso
 std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(const Tensor& in,
                                                                              Tensor& out) {
   require_idle("start_reduce_scatter_sum");
-  check_scatter(in, out);
+  check_scatter(in, out, "start_reduce_scatter_sum");
   if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
     return Communicator::start_reduce_scatter_sum(in, out);
   }

@@ -90,7 +90,7 @@ class ShmCommunicator final : public Communicator {
   void require_idle(const char* what) const;
   // The operand checks, and the collectives' bodies after them.
   void check_gather(const Tensor& in, const Tensor& out) const;
-  void check_scatter(const Tensor& in, const Tensor& out) const;
+  void check_scatter(const Tensor& in, const Tensor& out, const char* what) const;
   void gather(const Tensor& in, Tensor& out);
   // The reductions over E = float or bf16 bits (uint16_t), on checked
   // operands of a group of two or more: n elements reduced, or per rank.

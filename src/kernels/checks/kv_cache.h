@@ -16,6 +16,7 @@
 #include "colrow/core/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/checks/attention.h"
+#include "kernels/elements.h"
 
 namespace colrow::kernels {
 
@@ -67,10 +68,7 @@ inline CacheDims check_kv_cache_append(const Tensor& x, const CacheRows& rows, c
         what, "x " + shape_to_string(x.shape()) + " must be [" + std::to_string(d.batch * d.n_new) +
                   ", " + std::to_string(d.n_kv_head * d.head_dim) + "] with a contiguous last dim");
   }
-  if (x.dtype() != cache.dtype()) {
-    kv_cache_fail(what, std::string("x is ") + dtype_name(x.dtype()) + ", the cache " +
-                            dtype_name(cache.dtype()) + ": they must share a dtype");
-  }
+  shared_dtype(what, {&x, &cache});
   return d;
 }
 
@@ -99,13 +97,9 @@ inline CacheDims check_cached_attention(const Tensor& q, const Tensor& k_cache,
                             " (q, out: [batch * n_new, n_head * head_dim], n_head a multiple of "
                             "the cache's n_kv_head; scores: [batch * n_new, n_head, capacity])");
   }
-  const DType dtype = k_cache.dtype();
-  if (v_cache.dtype() != dtype || q.dtype() != dtype || out.dtype() != dtype ||
-      scores.dtype() != DType::kF32) {
-    kv_cache_fail(what, std::string("dtypes q ") + dtype_name(q.dtype()) + ", caches " +
-                            dtype_name(dtype) + " and " + dtype_name(v_cache.dtype()) + ", out " +
-                            dtype_name(out.dtype()) + ", scores " + dtype_name(scores.dtype()) +
-                            ": q, the caches and out share one dtype; scores are fp32");
+  shared_dtype(what, {&q, &k_cache, &v_cache, &out});
+  if (scores.dtype() != DType::kF32) {
+    kv_cache_fail(what, std::string("scores are ") + dtype_name(scores.dtype()) + ", not fp32");
   }
   return d;
 }

@@ -110,15 +110,11 @@ void sums_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& r
     const float m = row_max[t];
     if (targets[t] == ignore || m == -kInf) continue;
     const E* row = x + t * ld;
-    double s = 0.0, sx = 0.0;
-#pragma omp simd reduction(+ : s, sx)
-    for (int64_t j = j0; j < j1; ++j) {
-      const float z = widen(row[j]) - m;
-      s += exp_nonpositive(z);
-      sx += z;
-    }
-    partial[2 * task] = s;
-    partial[2 * task + 1] = sx;
+    const E* chunk = row + j0;
+    partial[2 * task] = lane_sum(
+        j1 - j0, [&](int64_t j) -> double { return exp_nonpositive(widen(chunk[j]) - m); });
+    partial[2 * task + 1] =
+        lane_sum(j1 - j0, [&](int64_t j) -> double { return widen(chunk[j]) - m; });
   }
   for (int64_t t = 0; t < tokens; ++t) {
     float* out = packed + t * width;

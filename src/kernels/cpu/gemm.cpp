@@ -47,11 +47,6 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// Up to this many rows of a, a bf16 product against [n, k] weights reads
-// them natively (bf16_rows_times_weights_t); above, sgemm on widened copies
-// is faster (its blocking reuses each weight across many rows).
-constexpr int64_t kNativeBf16Rows = 8;
-
 // c32[i, j] = alpha sum_p a[i, p] w[j, p] + beta c32[i, j] for i < m, j < n:
 // a [m, k] (widened once: m k elements), w [n, k] bf16 read natively. Each
 // output is one thread's fixed-order fp32 sum, so the bits do not depend on

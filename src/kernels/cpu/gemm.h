@@ -27,6 +27,12 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
 // whichever thread takes it: the same bits at any thread count, at the cost
 // of packing each operand once per block row or column (docs/performance.md).
 constexpr int64_t kInvariantBlock = 256;
+
+// Up to this many rows of a, a bf16 product reads the bf16 operand natively
+// (the weights of gemm's decode products, the cached values of
+// kv_cache.cpp's P V), widening each element in registers; above, sgemm on
+// widened copies is faster (its blocking reuses each element across rows).
+constexpr int64_t kNativeBf16Rows = 8;
 void set_thread_invariant_gemm(bool on);
 
 // 2 m n k: the floating-point operations of one such product.

@@ -5,15 +5,17 @@
 // task writes its own rows, so the split changes no bits. Inside the OpenMP
 // region OpenBLAS runs single-threaded. A bf16 cache is read natively: the
 // scores' GEMM takes bf16 q and keys (a decode step's few rows read the keys
-// in place, gemm.cpp), the values of one head are widened for P V, and out is
+// in place, gemm.cpp), P V reads the values in place for a decode step's few
+// rows (a prefill block widens the head's values for sgemm), and out is
 // rounded once from its fp32 value: the fp32 kernel's numbers on the widened
-// operands, up to the order of the scores' fp32 sums.
+// operands, up to the order of the fp32 sums.
 #include "kernels/cpu/kv_cache.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include "colrow/core/bfloat16.h"
 #include "kernels/attention_window.h"
 #include "kernels/checks/kv_cache.h"
 #include "kernels/cpu/gemm.h"
@@ -37,6 +39,33 @@ void causal_softmax(float* row, int64_t first, int64_t last, int64_t end) {
   for (int64_t j = first; j <= last; ++j) row[j] *= inv;
   std::fill(row, row + first, 0.0f);
   std::fill(row + last + 1, row + end, 0.0f);
+}
+
+// o (bf16) = p (fp32) v (bf16) for a decoding step's few rows: each value
+// read once in place and widened in registers (a widened copy of the head's
+// values per step would cost more than the product), each sum in fp32 over
+// the keys in order, rounded once. Columns in blocks of kColumns, so the sums
+// live in registers, not in an allocation per call.
+void bf16_probabilities_times_values(const Tensor& p, const Tensor& v, Tensor& o) {
+  constexpr int64_t kColumns = 64;
+  const int64_t rows = p.size(0), keys = p.size(1), hs = v.size(1);
+  const int64_t ldp = p.row_stride(), ldv = v.row_stride(), ldo = o.row_stride();
+  const float* probs = p.data();
+  const uint16_t* values = v.bf16_data();
+  uint16_t* out = o.bf16_data();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c0 = 0; c0 < hs; c0 += kColumns) {
+      const int64_t width = std::min(kColumns, hs - c0);
+      float sum[kColumns] = {};
+      for (int64_t j = 0; j < keys; ++j) {
+        const float pj = probs[r * ldp + j];
+        const uint16_t* vj = values + j * ldv + c0;
+#pragma omp simd
+        for (int64_t c = 0; c < width; ++c) sum[c] += pj * widen(vj[c]);
+      }
+      for (int64_t c = 0; c < width; ++c) out[r * ldo + c0 + c] = float_to_bf16(sum[c]);
+    }
+  }
 }
 
 }  // namespace
@@ -99,6 +128,8 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     Tensor o = out.slice(0, b * n + r0, m).slice(1, h * hs, hs);
     if (o.dtype() == DType::kF32) {
       gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
+    } else if (m <= kNativeBf16Rows) {
+      bf16_probabilities_times_values(s, v, o);
     } else {
       Tensor o_wide = Tensor::empty({m, hs});
       gemm(Trans::kNo, Trans::kNo, 1.0f, s, v.to(DType::kF32), 0.0f, o_wide);

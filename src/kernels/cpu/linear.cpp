@@ -24,7 +24,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
   check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(dy.to(DType::kF32), db);
+  accumulate_bias_grad(dy, db);  // reads bf16 dy natively
 }
 
 }  // namespace colrow::kernels::cpu

@@ -22,26 +22,6 @@ namespace {
 // unrolls a task's row loop two rows at a time (measured: wider is slower).
 constexpr int64_t kNormWidth = 64;
 
-// The sum over j in [0, d) of term(j), in double: element j goes to lane
-// j % kLanes in order, then the lanes are added in order. One order for
-// either element type and any vector width (an `omp simd reduction` lets the
-// vectorizer pick the lanes from the element type's width, so fp32 and bf16
-// rows, or two machines, would sum differently).
-constexpr int kLanes = 8;
-template <typename Term>
-double lane_sum(int64_t d, Term&& term) {
-  double lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= d; j += kLanes) {
-#pragma omp simd
-    for (int k = 0; k < kLanes; ++k) lanes[k] += term(j + k);
-  }
-  for (int k = 0; j + k < d; ++k) lanes[k] += term(j + k);
-  double sum = 0.0;
-  for (int k = 0; k < kLanes; ++k) sum += lanes[k];
-  return sum;
-}
-
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,

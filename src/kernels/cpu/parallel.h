@@ -73,6 +73,27 @@ inline std::vector<Chunk> fixed_chunks(const std::vector<int64_t>& lengths) {
 // built with OpenMP; tests, built without, include this header for the constants.
 #if defined(_OPENMP)
 
+// The sum over j in [0, n) of term(j), in double: element j goes to lane
+// j % kSumLanes in order, then the lanes are added in order. One order for
+// either element type and any vector width (an `omp simd reduction` lets the
+// vectorizer pick its lanes from the element type's width, so fp32 and bf16
+// rows, or two machines, would sum differently). Row sums of the norms and
+// the cross-entropy.
+constexpr int kSumLanes = 8;
+template <typename Term>
+double lane_sum(int64_t n, Term&& term) {
+  double lanes[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+#pragma omp simd
+    for (int k = 0; k < kSumLanes; ++k) lanes[k] += term(j + k);
+  }
+  for (int k = 0; j + k < n; ++k) lanes[k] += term(j + k);
+  double sum = 0.0;
+  for (int k = 0; k < kSumLanes; ++k) sum += lanes[k];
+  return sum;
+}
+
 // body(i0, i1) over [0, n) in blocks of kElementBlock, in parallel above
 // kParallelElements.
 template <typename Body>

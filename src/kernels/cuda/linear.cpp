@@ -194,7 +194,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
     note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads");
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
-  accumulate_bias_grad(dy.to(DType::kF32), db);
+  accumulate_bias_grad(dy, db);  // reads bf16 dy natively
 }
 
 }  // namespace colrow::kernels::cuda
