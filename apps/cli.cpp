@@ -67,6 +67,12 @@ void add_train(CLI::App& app, TrainOptions& o) {
                 "What gradients cross the dp ranks as: fp32, or bf16 for half the bytes (each "
                 "rank's gradients and their sum rounded to bf16; docs/architecture.md)")
       ->capture_default_str();
+  t->add_flag("--overlap-grad-reduce", o.overlap_grad_reduce,
+              "Start each gradient bucket's dp reduction while backward goes on (Megatron's "
+              "flag; dp > 1)");
+  t->add_option("--ddp-bucket-size", o.ddp_bucket_size,
+                "Gradient elements per dp bucket (0 = one bucket; default: one bucket, or 25 "
+                "MiB of fp32 with --overlap-grad-reduce)");
   t->add_option("--out", o.out, "Run directory for checkpoints (step-N/ and latest)");
   t->add_option("--save-every", o.save_every, "Save every N steps (0 = only at the end)")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include "colrow/nn/gpt_model.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "colrow/core/error.h"
 #include "kernels/ops.h"
@@ -311,8 +312,17 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
                         " needs the next stage's input gradient");
   }
   stash_sequence_parallel_grads();
-  const Tensor* dx = stage_.is_last() ? &head_backward() : grad_output;
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dx = &(*it)->backward(*dx);
+  const Tensor* dx = grad_output;
+  if (stage_.is_last()) {
+    dx = &head_backward();
+    std::vector<Parameter*> head = final_norm_->parameters();
+    if (lm_head_) head.push_back(&lm_head_->weight());
+    report_grads_ready(head);
+  }
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
+    dx = &(*it)->backward(*dx);
+    report_grads_ready((*it)->parameters());
+  }
   if (stage_.is_first()) {
     embedding_backward(*dx);
     dx = nullptr;
@@ -341,6 +351,25 @@ const Tensor& GptModel::head_backward() {
               embedding_->weight().grad);
   }
   return final_norm_->backward(head_input_->grad());
+}
+
+void GptModel::set_on_grads_ready(GradsReady on_grads_ready) {
+  on_grads_ready_ = std::move(on_grads_ready);
+  parameter_index_.clear();
+  if (!on_grads_ready_) return;
+  const std::vector<Parameter*> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) parameter_index_[params[i]] = i;
+}
+
+void GptModel::report_grads_ready(const std::vector<Parameter*>& group) {
+  if (!on_grads_ready_) return;
+  std::vector<size_t> ready;
+  for (const Parameter* p : group) {
+    // summed over tp only at the end of backward
+    if (p->sequence_parallel && sequence_parallel_ && tp_.size() > 1) continue;
+    ready.push_back(parameter_index_.at(p));
+  }
+  if (!ready.empty()) on_grads_ready_(ready);
 }
 
 void GptModel::embedding_backward(const Tensor& dx_blocks) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -25,41 +26,83 @@ AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params,
         p->value.shape() != p->grad.shape()) {
       throw InternalError("[adamw] " + p->name + ": value and grad must be contiguous, one shape");
     }
-    offsets_.push_back(total_size_);
     total_size_ += p->value.numel();
     counted_.push_back(p->shard.first_replica(tp_.rank(), tp_.size()) && !p->pipeline_copy);
     decayed_.push_back(config_.decays(*p));
   }
   const Device device = params_.empty() ? Device::cpu() : params_.front()->value.device();
-  if (config_.zero == 1) {
-    // Padded so that dp equal slices tile the buffer; the padding stays zero.
-    const int64_t dp_size = dp_.size();
-    padded_size_ = (total_size_ + dp_size - 1) / dp_size * dp_size;
-    slice_size_ = padded_size_ / dp_size;
-    slice_begin_ = slice_size_ * dp_.rank();
-    grad_slice_ = Tensor::zeros({slice_size_}, device);
-    param_slice_ = Tensor::zeros({slice_size_}, device);
-  } else {
-    padded_size_ = total_size_;
-    slice_size_ = total_size_;
-    slice_begin_ = 0;
+  lay_out_buckets(device);
+  exp_avg_ = Tensor::zeros({slice_size_}, device);
+  exp_avg_sq_ = Tensor::zeros({slice_size_}, device);
+}
+
+void AdamW::lay_out_buckets(Device device) {
+  // Parameters from the end of the list (backward's first) into buckets of
+  // at least bucket_size elements; then each bucket keeps the list's order.
+  std::vector<std::vector<size_t>> groups;
+  int64_t filled = 0;
+  for (size_t i = params_.size(); i-- > 0;) {
+    if (groups.empty() || (config_.bucket_size > 0 && filled >= config_.bucket_size)) {
+      groups.emplace_back();
+      filled = 0;
+    }
+    groups.back().insert(groups.back().begin(), i);
+    filled += params_[i]->value.numel();
+  }
+  if (groups.empty()) groups.emplace_back();  // no parameters: one empty bucket
+  const int64_t dp_size = config_.zero == 1 ? dp_.size() : 1;
+  offsets_.assign(params_.size(), 0);
+  bucket_of_.assign(params_.size(), 0);
+  for (std::vector<size_t>& group : groups) {
+    Bucket bucket;
+    bucket.begin = padded_size_;
+    for (size_t i : group) {
+      offsets_[i] = padded_size_ + bucket.size;
+      bucket_of_[i] = buckets_.size();
+      bucket.size += params_[i]->value.numel();
+    }
+    // Padded so that dp equal parts tile the bucket; the padding stays zero.
+    bucket.size = (bucket.size + dp_size - 1) / dp_size * dp_size;
+    bucket.part_size = bucket.size / dp_size;
+    bucket.part_begin = bucket.begin + bucket.part_size * (config_.zero == 1 ? dp_.rank() : 0);
+    bucket.slice_offset = config_.zero == 1 ? slice_size_ : bucket.begin;
+    bucket.params = std::move(group);
+    padded_size_ += bucket.size;
+    slice_size_ += bucket.part_size;
+    buckets_.push_back(std::move(bucket));
   }
   flat_ = Tensor::zeros({padded_size_}, device);
-  if (config_.zero == 0) grad_slice_ = flat_;  // every rank owns everything
+  // zero 0: every rank owns everything, and the sums land in place
+  grad_slice_ = config_.zero == 1 ? Tensor::zeros({slice_size_}, device) : flat_;
+  if (config_.zero == 1) param_slice_ = Tensor::zeros({slice_size_}, device);
   if (config_.grad_reduce_dtype == DType::kBF16 && dp_.size() > 1) {
     wire_ = Tensor::zeros({padded_size_}, device, DType::kBF16);
     if (config_.zero == 1) wire_slice_ = Tensor::zeros({slice_size_}, device, DType::kBF16);
   }
-  exp_avg_ = Tensor::zeros({slice_size_}, device);
-  exp_avg_sq_ = Tensor::zeros({slice_size_}, device);
+  for (Bucket& bucket : buckets_) {
+    bucket.flat = flat_.slice(0, bucket.begin, bucket.size);
+    bucket.part = grad_slice_.slice(0, bucket.slice_offset, bucket.part_size);
+    if (wire_.owns_storage()) {
+      bucket.wire = wire_.slice(0, bucket.begin, bucket.size);
+      if (config_.zero == 1)
+        bucket.wire_part = wire_slice_.slice(0, bucket.slice_offset, bucket.part_size);
+    }
+    if (config_.zero == 1) {
+      bucket.params_part = param_slice_.slice(0, bucket.slice_offset, bucket.part_size);
+    }
+  }
+  reported_.assign(params_.size(), false);
+  started_.assign(buckets_.size(), false);
+  unreported_.clear();
+  for (const Bucket& bucket : buckets_) unreported_.push_back(bucket.params.size());
 }
 
 void AdamW::zero_grad() {
   for (Parameter* p : params_) p->zero_grad();
 }
 
-double AdamW::step(float lr) {
-  const double norm = reduce_and_norm();
+double AdamW::step(float lr, int micro_batches) {
+  const double norm = reduce_and_norm(micro_batches);
   // A NaN or Inf anywhere: no rank updates anything (the norm is the same
   // on every rank), so the weights and moments stay as they were.
   if (!std::isfinite(norm)) return norm;
@@ -70,59 +113,97 @@ double AdamW::step(float lr) {
   return norm;
 }
 
-// The part of parameter i inside this rank's slice: [begin, end) of the flat
-// layout, empty when begin >= end.
-std::pair<int64_t, int64_t> AdamW::in_slice(size_t i) const {
-  return {std::max(offsets_[i], slice_begin_),
-          std::min(offsets_[i] + params_[i]->value.numel(), slice_begin_ + slice_size_)};
+AdamW::Owned AdamW::owned(size_t i) const {
+  const Bucket& bucket = buckets_[bucket_of_[i]];
+  const int64_t begin = std::max(offsets_[i], bucket.part_begin);
+  const int64_t end =
+      std::min(offsets_[i] + params_[i]->value.numel(), bucket.part_begin + bucket.part_size);
+  return {begin, end, bucket.slice_offset + (begin - bucket.part_begin)};
 }
 
-void AdamW::pack_grads(Tensor& buffer) {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    buffer.slice(0, offsets_[i], params_[i]->grad.numel())
-        .view(params_[i]->grad.shape())
-        .convert_from(params_[i]->grad);  // a copy, or the one rounding to bf16
+void AdamW::pack_bucket(const Bucket& bucket, Tensor& buffer) {
+  int64_t end = bucket.begin;
+  for (size_t i : bucket.params) {
+    const Tensor& grad = params_[i]->grad;
+    buffer.slice(0, offsets_[i], grad.numel())
+        .view(grad.shape())
+        .convert_from(grad);  // a copy, or the one rounding to bf16
+    end = offsets_[i] + grad.numel();
   }
-  buffer.slice(0, total_size_, padded_size_ - total_size_).zero();
+  buffer.slice(0, end, bucket.begin + bucket.size - end).zero();
+}
+
+void AdamW::grads_ready(const std::vector<size_t>& indices) {
+  if (!config_.overlap_grad_reduce || dp_.size() == 1) return;
+  for (size_t i : indices) {
+    if (i >= params_.size() || reported_[i]) {
+      throw InternalError(
+          "[adamw] grads_ready: parameter " + std::to_string(i) +
+          (i >= params_.size() ? " is not in the optimizer" : " was reported twice in one step"));
+    }
+    reported_[i] = true;
+    const size_t b = bucket_of_[i];
+    if (--unreported_[b] == 0) start_bucket(b);
+  }
+}
+
+void AdamW::start_bucket(size_t b) {
+  Bucket& bucket = buckets_[b];
+  started_[b] = true;
+  const bool bf16_wire = wire_.owns_storage();
+  pack_bucket(bucket, bf16_wire ? wire_ : flat_);  // while the one before crosses
+  if (in_flight_) in_flight_->wait();
+  in_flight_.reset();
+  if (bf16_wire) {
+    // [dp grads] sum bucket b over dp as bf16 (no started form: at once)
+    if (config_.zero == 0) {
+      dp_.all_reduce_sum_bf16_wire(bucket.wire);
+    } else {
+      dp_.reduce_scatter_sum_bf16_wire(bucket.wire, bucket.wire_part);
+    }
+  } else if (config_.zero == 0) {
+    // [dp grads] all-reduce bucket b over dp; its part of grad_slice_ is itself
+    in_flight_ = dp_.start_all_reduce_sum(bucket.flat);
+  } else {
+    // [dp grads] reduce-scatter bucket b over dp: [size] -> this rank's [size/dp]
+    in_flight_ = dp_.start_reduce_scatter_sum(bucket.flat, bucket.part);
+  }
 }
 
 void AdamW::reduce_grads() {
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    if (!started_[b]) start_bucket(b);
+  }
+  if (in_flight_) in_flight_->wait();
+  in_flight_.reset();
   if (wire_.owns_storage()) {
-    pack_grads(wire_);  // each rank's gradients, rounded to bf16
     if (config_.zero == 0) {
-      // [dp grads] all-reduce the flat grads over dp, as bf16; grad_slice_ is flat_
-      dp_.all_reduce_sum_bf16_wire(wire_);
       flat_.convert_from(wire_);
     } else {
-      // [dp grads] reduce-scatter the flat grads over dp, as bf16: [padded] -> [padded/dp]
-      dp_.reduce_scatter_sum_bf16_wire(wire_, wire_slice_);
       grad_slice_.convert_from(wire_slice_);
     }
-    return;
   }
-  pack_grads(flat_);
-  if (config_.zero == 0) {
-    // [dp grads] all-reduce the flat grads over dp; grad_slice_ is flat_
-    dp_.all_reduce_sum(flat_);
-  } else {
-    // [dp grads] reduce-scatter the flat grads over dp: [padded] -> [padded/dp]
-    dp_.reduce_scatter_sum(flat_, grad_slice_);
-  }
+  reset_buckets();
+}
+
+void AdamW::reset_buckets() {
+  std::fill(reported_.begin(), reported_.end(), false);
+  std::fill(started_.begin(), started_.end(), false);
+  for (size_t b = 0; b < buckets_.size(); ++b) unreported_[b] = buckets_[b].params.size();
 }
 
 // grads -> grad_slice_ (dp-averaged); returns the global norm of the averaged grads.
-double AdamW::reduce_and_norm() {
+double AdamW::reduce_and_norm(int micro_batches) {
   reduce_grads();
   // The same float division in both modes, so equal sums give equal averages.
-  ops::divide(grad_slice_, static_cast<float>(dp_.size()));
+  ops::divide(grad_slice_, static_cast<float>(dp_.size()) * static_cast<float>(micro_batches));
 
   // Squares of the counted parameters' elements inside this rank's slice.
   std::vector<Tensor> counted, uncounted;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [begin, end] = in_slice(i);
+    const auto [begin, end, local] = owned(i);
     if (begin < end) {
-      (counted_[i] ? counted : uncounted)
-          .push_back(grad_slice_.slice(0, begin - slice_begin_, end - begin));
+      (counted_[i] ? counted : uncounted).push_back(grad_slice_.slice(0, local, end - begin));
     }
   }
   double partial = ops::sum_of_squares(counted);
@@ -158,9 +239,9 @@ void AdamW::update(float lr, float grad_scale) {
   step.grad_scale = grad_scale;
   std::vector<ops::AdamWSegment> segments;
   for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [begin, end] = in_slice(i);
+    const auto [begin, end, local] = owned(i);
     if (begin >= end) continue;
-    const int64_t n = end - begin, local = begin - slice_begin_;
+    const int64_t n = end - begin;
     ops::AdamWSegment segment;
     segment.param =
         params_[i]->value.view({params_[i]->value.numel()}).slice(0, begin - offsets_[i], n);
@@ -182,19 +263,39 @@ void AdamW::update(float lr, float grad_scale) {
 // zero 1: every dp rank's updated slice -> every parameter on every dp rank.
 void AdamW::gather_parameters() {
   for (size_t i = 0; i < params_.size(); ++i) {
-    const auto [begin, end] = in_slice(i);
+    const auto [begin, end, local] = owned(i);
     if (begin >= end) continue;
-    param_slice_.slice(0, begin - slice_begin_, end - begin)
+    param_slice_.slice(0, local, end - begin)
         .copy_from(params_[i]
                        ->value.view({params_[i]->value.numel()})
                        .slice(0, begin - offsets_[i], end - begin));
   }
-  // [dp params] all-gather the updated slices over dp: [padded/dp] -> [padded]
-  dp_.all_gather(param_slice_, flat_);
+  for (Bucket& bucket : buckets_) {
+    // [dp params] all-gather bucket b's updated parts over dp: [size/dp] -> [size]
+    dp_.all_gather(bucket.params_part, bucket.flat);
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& value = params_[i]->value;
     value.copy_from(flat_.slice(0, offsets_[i], value.numel()).view(value.shape()));
     params_[i]->refresh_compute();  // the other ranks' slices of it changed too
+  }
+}
+
+Tensor AdamW::gather_slices(const Tensor& slice) {
+  if (config_.zero == 0) return slice;
+  Tensor whole = Tensor::zeros({padded_size_}, slice.device());
+  for (const Bucket& bucket : buckets_) {
+    Tensor out = whole.slice(0, bucket.begin, bucket.size);
+    // [dp] every rank's part of bucket b
+    dp_.all_gather(slice.slice(0, bucket.slice_offset, bucket.part_size), out);
+  }
+  return whole;
+}
+
+void AdamW::copy_own_slice(const Tensor& whole, Tensor& slice) const {
+  for (const Bucket& bucket : buckets_) {
+    slice.slice(0, bucket.slice_offset, bucket.part_size)
+        .copy_from(whole.slice(0, bucket.part_begin, bucket.part_size));
   }
 }
 

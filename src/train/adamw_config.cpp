@@ -30,6 +30,10 @@ void validate(const AdamWConfig& c) {
     throw ConfigError("[adamw] zero (" + std::to_string(c.zero) +
                       ") must be 0 or 1. Use 1 to shard the optimizer state over dp.");
   }
+  if (c.bucket_size < 0) {
+    throw ConfigError("[adamw] bucket_size (" + std::to_string(c.bucket_size) +
+                      ") must be >= 0 elements. Use 0 for one bucket of every gradient.");
+  }
   if (!c.decays) throw ConfigError("[adamw] decays must be set. Use decays_matrices.");
 }
 

@@ -58,7 +58,8 @@ PipelineRunner::Slot& PipelineRunner::slot_for(int micro_batch) {
   return slot;
 }
 
-double PipelineRunner::train_step(int micro_batches, const std::function<Batch(int)>& batch) {
+double PipelineRunner::train_step(int micro_batches, const std::function<Batch(int)>& batch,
+                                  const GptModel::GradsReady& on_grads_ready) {
   const PipelineStage& stage = model_.stage();
   const int prev = pp_.rank() - 1, next = pp_.rank() + 1;
   std::vector<Batch> batches;
@@ -101,11 +102,16 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
                      model_.compute_dtype());
         pp_.recv(grad_input_, next, kGradients);
         break;
-      case PipelineOp::kBackward:
-        sent[j] =
-            slots_[slot_of_[j]].model->backward_stage(stage.is_last() ? nullptr : &grad_input_);
+      case PipelineOp::kBackward: {
+        GptModel& model = *slots_[slot_of_[j]].model;
+        // The last backward finishes the gradients: their reduction may start.
+        const bool reports = on_grads_ready && j == micro_batches - 1;
+        if (reports) model.set_on_grads_ready(on_grads_ready);
+        sent[j] = model.backward_stage(stage.is_last() ? nullptr : &grad_input_);
+        if (reports) model.set_on_grads_ready({});
         if (stage.is_first()) slot_of_[j] = -1;  // its activations are spent
         break;
+      }
       case PipelineOp::kSendBackward:
         slots_[slot_of_[j]].sends.push_back(pp_.start_send(*sent[j], prev, kGradients));
         slot_of_[j] = -1;

@@ -61,15 +61,6 @@ void remove_stale_checkpoints(const std::string& run_dir, const std::string& kee
   for (const std::string& name : stale) remove_tree(run_dir + "/" + name);
 }
 
-// A moment of AdamW (its dp slice of the flat [padded] layout) as one whole
-// flat array on every dp rank: gathered over dp under ZeRO-1.
-Tensor whole_moment(AdamW& opt, Tensor& slice, Communicator& dp) {
-  if (opt.slice_size() == opt.padded_size()) return slice;
-  Tensor whole = Tensor::empty({opt.padded_size()}, slice.device());
-  dp.all_gather(slice, whole);  // every replica's slice of the moments
-  return whole;
-}
-
 // Views of parameter i's segment of a flat array, in the parameter's shape.
 Tensor segment(AdamW& opt, const Tensor& flat, size_t i) {
   const Parameter& p = *opt.params()[i];
@@ -135,8 +126,8 @@ std::string save_training_checkpoint(GptModel& model, AdamW& opt, const TrainSta
   const std::string final_dir = run_dir + "/" + step_name(state.step);
   const std::string tmp_dir = final_dir + ".tmp";
   // Moments gathered over dp first: every rank takes part.
-  const Tensor exp_avg = whole_moment(opt, opt.exp_avg(), mesh.dp());
-  const Tensor exp_avg_sq = whole_moment(opt, opt.exp_avg_sq(), mesh.dp());
+  const Tensor exp_avg = opt.gather_slices(opt.exp_avg());
+  const Tensor exp_avg_sq = opt.gather_slices(opt.exp_avg_sq());
   // An I/O error (a full disk, a vanished directory) fails the writers
   // alike (SafetensorsWriter agrees on it); write_state is rank 0's alone.
   // Every rank learns it below and stops, so no step goes unsaved.
@@ -227,7 +218,7 @@ TrainState load_training_checkpoint(GptModel& model, AdamW& opt, const std::stri
     load_tensors(
         bindings, step_dir + "/" + file, [&views](Parameter& p) -> Tensor& { return views.of(p); },
         false, model.tp());
-    moment->copy_from(whole.slice(0, opt.slice_begin(), opt.slice_size()));
+    opt.copy_own_slice(whole, *moment);
   }
   opt.set_step_count(j.value("adam_steps", state.step));
   return state;

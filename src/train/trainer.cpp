@@ -155,6 +155,10 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << "  mesh tp " << tp_size << " x pp " << o.pp << " x dp " << o.dp << ", ZeRO-" << zero
         << (plan.adam.grad_reduce_dtype == DType::kBF16 && o.dp > 1 ? ", grads reduced in bf16"
                                                                     : "")
+        << (plan.adam.overlap_grad_reduce && o.dp > 1
+                ? ", grads reduced during backward in " + std::to_string(optimizer.bucket_count()) +
+                      " bucket(s)"
+                : "")
         << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
@@ -184,6 +188,10 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   const double flops_per_token = training_flops_per_token(config, o.seq_len);
   const double peak = peak_flops(placement);
   StepProfile profile(o.profile);
+  GptModel::GradsReady grads_ready;
+  if (plan.adam.overlap_grad_reduce && o.dp > 1) {
+    grads_ready = [&optimizer](const std::vector<size_t>& ready) { optimizer.grads_ready(ready); };
+  }
   while (state.step < o.steps) {
     profile.begin_step(state.step + 1, o.steps);
     // The bubble needs each forward's and backward's time: free on the CPU;
@@ -196,20 +204,24 @@ int run_training(const TrainOptions& o, const Launch& launch) {
     phase.emplace(o.grad_accum == 1 ? std::string("forward and backward pass")
                                     : "forward and backward passes of " +
                                           std::to_string(o.grad_accum) + " micro-batches");
-    // 1F1B over the micro-batches (pp = 1: forward, backward, forward, ...)
-    double loss = runner.train_step(static_cast<int>(o.grad_accum), [&](int micro) {
-      return data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
-                              mesh.dp_size(), mesh.dp_rank(), o.seq_len);
-    });
+    // Before backward, which adds to it: a gradient may cross dp during backward.
     faults.poison_gradient_if_due(state.step + 1, params);
+    // 1F1B over the micro-batches (pp = 1: forward, backward, forward, ...);
+    // with overlap, the last backward starts the buckets' dp reductions
+    double loss = runner.train_step(
+        static_cast<int>(o.grad_accum),
+        [&](int micro) {
+          return data.train_batch(state.seed, state.step * o.grad_accum + micro, o.batch,
+                                  mesh.dp_size(), mesh.dp_rank(), o.seq_len);
+        },
+        grads_ready);
     faults.kill_if_due(FaultKind::kKillInStep, state.step + 1);
     faults.fail_if_due(state.step + 1);
-    if (o.grad_accum > 1) {  // the mean over micro-batches
-      for (Parameter* p : params) ops::divide(p->grad, static_cast<float>(o.grad_accum));
-    }
     phase.emplace("optimizer step");
-    // dp reduce, clip, update; no update anywhere when the norm is not finite
-    const double grad_norm = optimizer.step(static_cast<float>(lr));  // compute copies too
+    // dp reduce (the rest of it), mean over micro-batches, clip, update; no
+    // update anywhere when the norm is not finite
+    const double grad_norm = optimizer.step(static_cast<float>(lr),
+                                            static_cast<int>(o.grad_accum));  // compute copies too
     phase.reset();
     optimizer.zero_grad();
     ++state.step;

@@ -14,6 +14,9 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw ConfigError("[train] " + message);
 }
 
+// PyTorch DDP's bucket_cap_mb (25 MiB), in fp32 gradients.
+constexpr int64_t kDefaultOverlapBucketSize = (int64_t{25} << 20) / 4;
+
 }  // namespace
 
 TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int world_size) {
@@ -59,6 +62,13 @@ TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int
   adam.grad_clip = static_cast<float>(o.grad_clip);
   adam.zero = o.zero >= 0 ? o.zero : (o.dp > 1 ? 1 : 0);
   adam.grad_reduce_dtype = parse_dtype("--grad-reduce-dtype", o.grad_reduce_dtype);
+  adam.overlap_grad_reduce = o.overlap_grad_reduce;
+  require(o.ddp_bucket_size >= -1,
+          "ddp_bucket_size (" + std::to_string(o.ddp_bucket_size) +
+              ") must be a count of elements, or 0 for one bucket of every gradient.");
+  adam.bucket_size = o.ddp_bucket_size >= 0  ? o.ddp_bucket_size
+                     : o.overlap_grad_reduce ? kDefaultOverlapBucketSize
+                                             : 0;
   validate(adam);
   return plan;
 }

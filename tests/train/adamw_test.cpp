@@ -5,7 +5,8 @@
 // clipping; ZeRO-1 against zero 0; the global norm across meshes; weight decay
 // on matrices only; the exact collectives of one step; configuration errors;
 // gradients reduced over dp as bf16 (--grad-reduce-dtype bf16); the bf16
-// compute copies renewed by every step.
+// compute copies renewed by every step; gradient buckets, reduced in the step
+// or during backward (overlap).
 #include "colrow/train/adamw.h"
 
 #include <gtest/gtest.h>
@@ -419,7 +420,11 @@ TEST(AdamW, OneStepIssuesExactlyTheseCollectives) {
       } else {
         EXPECT_EQ(adamw.padded_size(), padded);
         EXPECT_EQ(adamw.slice_size(), padded / dp_size);
-        EXPECT_EQ(adamw.slice_begin(), padded / dp_size * mesh.dp_rank());
+        std::vector<float> positions(padded);
+        for (int64_t j = 0; j < padded; ++j) positions[j] = static_cast<float>(j);
+        Tensor mine = Tensor::zeros({adamw.slice_size()});
+        adamw.copy_own_slice(Tensor::from_vector({padded}, positions), mine);
+        EXPECT_EQ(mine.data()[0], padded / dp_size * mesh.dp_rank());  // the dp_rank-th part
         EXPECT_EQ(dp.events(), (std::vector<E>{{"reduce_scatter_sum" + wire, padded, 0},
                                                {"all_gather", 2, 0},  // norm partials
                                                {"all_gather", padded / dp_size, 0}}));
@@ -476,6 +481,139 @@ TEST(AdamW, Bf16GradReduceRoundsEachRanksGradients) {
   }
 }
 
+// Buckets (AdamWConfig::bucket_size) change which collective carries each
+// gradient and, under ZeRO-1, which rank updates it, not the arithmetic: with
+// dyadic gradients the dp sums are exact, so one parameter per bucket, a few
+// parameters per bucket, and either of them reduced during "backward"
+// (grads_ready, reported as the model does: last parameters first, some never)
+// give the parameters of one bucket bit for bit, and the norm to its double
+// partial sums' order (see ZeroOneGivesTheSameParametersAsZeroZero).
+TEST(AdamW, BucketsAndOverlapGiveTheBitsOfOneBucket) {
+  struct Layout {
+    int64_t bucket_size;
+    bool overlap;
+  };
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      TrainRun one = train(mesh.tp(), mesh.dp(), zero, kSteps);
+      for (Layout layout :
+           {Layout{1, false}, Layout{1, true}, Layout{20, false}, Layout{20, true}}) {
+        SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                     std::to_string(zero) + " bucket_size " + std::to_string(layout.bucket_size) +
+                     (layout.overlap ? " overlap" : ""));
+        TrainRun run;
+        AdamWConfig config = config_with(zero);
+        config.bucket_size = layout.bucket_size;
+        config.overlap_grad_reduce = layout.overlap;
+        AdamW adamw(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, run.params),
+                    config);
+        if (layout.bucket_size == 1) {
+          EXPECT_EQ(adamw.bucket_count(), kCount);
+        } else {  // some bucket holds several parameters
+          EXPECT_GT(adamw.bucket_count(), 1u);
+          EXPECT_LT(adamw.bucket_count(), kCount);
+        }
+        for (int s = 0; s < kSteps; ++s) {
+          set_grads(run.params, mesh.dp_rank(), s);
+          adamw.grads_ready({4, 3});  // the step takes 0, 1 and 2
+          run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
+        }
+        for (size_t i = 0; i < kCount; ++i) {
+          EXPECT_EQ(run.params[i]->value.to_vector(), one.params[i]->value.to_vector())
+              << kTensors[i].name;
+        }
+        for (int s = 0; s < kSteps; ++s) {
+          EXPECT_NEAR(run.norms[s], one.norms[s], 1e-14 * one.norms[s]);
+        }
+      }
+    }
+  }
+}
+
+// With overlap each bucket's collective starts the moment its last gradient
+// is reported, in the order reported, and step() starts the rest in bucket
+// order. Bucket 0 holds the last parameter of the list.
+TEST(AdamW, OverlapStartsEachBucketWhenItsGradientsAreReady) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                   std::to_string(zero));
+      RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());
+      std::vector<std::unique_ptr<Parameter>> params;
+      AdamWConfig config = config_with(zero);
+      config.bucket_size = 1;  // one parameter each
+      config.overlap_grad_reduce = true;
+      AdamW adamw(tp, dp, initial_params(mesh.tp_rank(), tp_size, params), config);
+      ASSERT_EQ(adamw.bucket_count(), kCount);
+      auto sizes = [&](size_t i) {  // a bucket's elements, and this rank's part of them
+        const int64_t parts = zero == 1 ? dp_size : 1;
+        const int64_t padded = (params[i]->value.numel() + parts - 1) / parts * parts;
+        return std::pair{padded, padded / parts};
+      };
+      using E = CollectiveEvent;
+      const std::string sum = zero == 0 ? "all_reduce_sum" : "reduce_scatter_sum";
+      std::vector<E> expected;
+      // dp > 1: parameters 3 and 1 go as reported; step() sends the rest in
+      // bucket order (bucket 0 holds parameter 4). dp 1: all in step().
+      for (size_t i : {3, 1}) {
+        adamw.grads_ready({i});
+        if (dp_size > 1) expected.push_back({sum, sizes(i).first, 0});
+        EXPECT_EQ(dp.events(), expected) << "after reporting parameter " << i;
+      }
+      adamw.step(0.01f);
+      const std::vector<size_t> rest =
+          dp_size > 1 ? std::vector<size_t>{4, 2, 0} : std::vector<size_t>{4, 3, 2, 1, 0};
+      for (size_t i : rest) expected.push_back({sum, sizes(i).first, 0});
+      if (zero == 1) {
+        expected.push_back({"all_gather", 2, 0});  // norm partials
+        for (size_t i : {4, 3, 2, 1, 0}) expected.push_back({"all_gather", sizes(i).second, 0});
+      }
+      EXPECT_EQ(dp.events(), expected);
+      if (dp_size > 1) {  // at dp 1 nothing crosses, and reports are not looked at
+        EXPECT_THROW(adamw.grads_ready({kCount}), InternalError);
+        adamw.grads_ready({2});
+        EXPECT_THROW(adamw.grads_ready({2}), InternalError);  // twice in one step
+      }
+    }
+  }
+}
+
+// The moments of a run with buckets, gathered whole (the checkpoint's
+// layout), equal those of one bucket at zero 0, element by element; and
+// copy_own_slice gives each rank back its own slice.
+TEST(AdamW, BucketMomentsGatherToTheFlatLayout) {
+  for (auto [tp_size, dp_size] : meshes()) {
+    ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
+    SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size));
+    std::vector<std::unique_ptr<Parameter>> plain_params, bucket_params;
+    AdamW plain(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, plain_params),
+                config_with(0));
+    AdamWConfig config = config_with(1);
+    config.bucket_size = 20;
+    AdamW bucketed(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, bucket_params),
+                   config);
+    set_grads(plain_params, mesh.dp_rank(), 0);
+    set_grads(bucket_params, mesh.dp_rank(), 0);
+    plain.step(0.01f);
+    bucketed.step(0.01f);
+    for (auto moment : {&AdamW::exp_avg, &AdamW::exp_avg_sq}) {
+      const Tensor whole = bucketed.gather_slices((bucketed.*moment)());
+      ASSERT_EQ(whole.numel(), bucketed.padded_size());
+      for (size_t i = 0; i < kCount; ++i) {
+        const int64_t n = plain_params[i]->value.numel();
+        EXPECT_EQ(whole.slice(0, bucketed.offset(i), n).to_vector(),
+                  (plain.*moment)().slice(0, plain.offset(i), n).to_vector())
+            << kTensors[i].name;
+      }
+      Tensor mine = Tensor::zeros({bucketed.slice_size()});
+      bucketed.copy_own_slice(whole, mine);
+      EXPECT_EQ(mine.to_vector(), (bucketed.*moment)().to_vector());
+    }
+  }
+}
+
 TEST(AdamW, BadConfigurationsFailOnEveryRankBeforeAnyCollective) {
   auto message = [](AdamWConfig c) {
     try {
@@ -498,6 +636,9 @@ TEST(AdamW, BadConfigurationsFailOnEveryRankBeforeAnyCollective) {
   c = config_with(0);
   c.weight_decay = -1.0f;
   EXPECT_NE(message(c).find("weight_decay (-1.0"), std::string::npos);
+  c = config_with(0);
+  c.bucket_size = -1;
+  EXPECT_NE(message(c).find("bucket_size (-1) must be >= 0"), std::string::npos);
   c = config_with(2);
   EXPECT_NE(message(c).find("zero (2) must be 0 or 1"), std::string::npos);
   RecordingCommunicator tp(world()), dp(world());

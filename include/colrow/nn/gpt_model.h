@@ -13,8 +13,10 @@
 // stage does not hold are not built.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "colrow/dist/communicator.h"
@@ -74,6 +76,17 @@ class GptModel {
   // (sequence parallel: the partial gradients of norm weights and biases
   // summed over tp, so every rank holds the whole gradient, as without it).
   void backward();
+
+  // While set, every backward reports the parameters whose gradients it
+  // has finished, as indices into parameters(), so that their dp reduction
+  // can start while backward goes on (AdamW::grads_ready): the output head's
+  // and final norm's, then each block's, last block first. Never reported
+  // (the optimizer takes them in its step): sequence-parallel parameters at
+  // tp > 1 (summed over tp at the end of backward), and the embeddings, whose
+  // gradients come last or are finished by the caller (a tied table's two
+  // pipeline copies). An empty function (the default) reports nothing.
+  using GradsReady = std::function<void(const std::vector<size_t>&)>;
+  void set_on_grads_ready(GradsReady on_grads_ready);
 
   // A pipeline stage's forward of one micro-batch. The first stage reads
   // `ids`, the others `input`: the previous stage's output, [boundary_rows,
@@ -152,6 +165,8 @@ class GptModel {
   const Tensor& head_backward();
   void embedding_backward(const Tensor& dx);
   void require_whole_model(const char* what) const;
+  // Calls on_grads_ready_ with `group`'s reportable parameters, if any.
+  void report_grads_ready(const std::vector<Parameter*>& group);
   // This model's parameters become handles onto `owner`'s (same stage:
   // names and shapes checked).
   void share_parameters_of(GptModel& owner);
@@ -181,6 +196,8 @@ class GptModel {
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce
   Tensor sp_grad_stash_;  // their gradients before this backward, packed
+  GradsReady on_grads_ready_;
+  std::unordered_map<const Parameter*, size_t> parameter_index_;  // in parameters(), while set
   Tensor position_rows_;  // decoding: [tokens, d_model], wpe's rows at the tokens' positions
 };
 

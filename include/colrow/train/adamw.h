@@ -2,16 +2,20 @@
 // optional ZeRO-1 (Megatron's DistributedOptimizer): the moments and the update
 // are split over the dp ranks. One step, in this order:
 //   average grads over dp -> global grad norm -> clip -> AdamW update.
-// Collectives per step: zero 0: one all_reduce_sum over dp of the flat grads
-// (all_reduce_sum_bf16_wire, and reduce_scatter_sum_bf16_wire below, when
-// config.grad_reduce_dtype is bf16),
-// one all_gather over tp (and one over pp, pipelined) for the norm. zero 1: one reduce_scatter_sum
-// over dp, one all_gather over dp and one over tp for the norm, one all_gather over dp of the
-// updated parameters.
+// The gradients cross dp in buckets (AdamWConfig::bucket_size; one bucket by
+// default), each bucket's collective started in step() or, with
+// overlap_grad_reduce, as soon as backward reports its gradients final
+// (grads_ready). Collectives per step: zero 0: one all_reduce_sum over dp per
+// bucket (all_reduce_sum_bf16_wire, and reduce_scatter_sum_bf16_wire below,
+// when config.grad_reduce_dtype is bf16), one all_gather over tp (and one over
+// pp, pipelined) for the norm. zero 1: one reduce_scatter_sum over dp per
+// bucket, one all_gather over dp and one over tp for the norm, one all_gather
+// over dp of the updated parameters per bucket.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -32,44 +36,88 @@ class AdamW {
   AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params, AdamWConfig config,
         Communicator* pp = nullptr);
 
-  // Averages grads over dp, clips by the global norm, updates every parameter
-  // with rate `lr`. Returns the global grad norm before clipping (the same on
-  // every rank; non-finite when a gradient is, on any rank). A non-finite
-  // norm updates nothing: parameters, moments and the step count stay as
-  // they were, on every rank (the caller stops or skips the step). Parameter::grad is left as
-  // backward wrote it: the averaged, clipped grads live in the flat buffer.
-  // Each updated parameter's bf16 compute copy (Parameter::compute) is
-  // renewed with it, in the update's own pass where no dp gather follows.
-  double step(float lr);
+  // Averages grads over dp (and over `micro_batches`: the grads hold the sum
+  // of that many micro-batches' mean-loss gradients), clips by the global
+  // norm, updates every parameter with rate `lr`. Returns the global grad norm before clipping (the
+  // same on every rank; non-finite when a gradient is, on any rank). A non-finite norm updates
+  // nothing: parameters, moments and the step count stay as they were, on every rank (the caller
+  // stops or skips the step). Parameter::grad is left as backward wrote it: the averaged, clipped
+  // grads live in the flat buffer. Each updated parameter's bf16 compute copy (Parameter::compute)
+  // is renewed with it, in the update's own pass where no dp gather follows.
+  double step(float lr, int micro_batches = 1);
   void zero_grad();
+
+  // Overlap (config.overlap_grad_reduce, dp > 1): backward reports that the
+  // gradients of params()[i] for every i in `indices` are final for this
+  // step. A bucket whose parameters are all reported is packed and its dp
+  // collective started at once, while backward goes on; one bucket's
+  // collective is in flight at a time (the Communicator's rule), so starting
+  // the next waits for the one before. Every dp rank reports in the same
+  // order (one model, one backward), so the collectives pair up. step()
+  // starts the buckets never reported and waits for all. A no-op without
+  // overlap or at dp 1. Reporting an index twice in one step is an
+  // InternalError.
+  void grads_ready(const std::vector<size_t>& indices);
 
   // --- state, for checkpoints ---
   // The flat layout: parameter i occupies [offset(i), offset(i) + numel) of a
-  // buffer of padded_size() elements (local parameters in order, zero-padded
-  // to a multiple of dp). This rank's moments cover
-  // [slice_begin(), slice_begin() + slice_size()): everything under zero 0,
-  // the dp_rank-th of dp equal parts under zero 1.
+  // buffer of padded_size() elements, made of the buckets one after another
+  // (bucket 0 holds the last parameters of the list; within a bucket they
+  // keep the list's order), each zero-padded under zero 1 to a multiple of
+  // dp. This rank's moments (its slice, slice_size() elements) are the whole
+  // buffer under zero 0; under zero 1 the dp_rank-th of dp equal parts of
+  // every bucket, bucket after bucket. One bucket (the default) is the
+  // parameters in list order, padded once.
   const std::vector<Parameter*>& params() const { return params_; }
   int64_t offset(size_t i) const { return offsets_[i]; }
   int64_t padded_size() const { return padded_size_; }
-  int64_t slice_begin() const { return slice_begin_; }
   int64_t slice_size() const { return slice_size_; }
+  size_t bucket_count() const { return buckets_.size(); }
   Tensor& exp_avg() { return exp_avg_; }        // [slice_size]: first moment
   Tensor& exp_avg_sq() { return exp_avg_sq_; }  // [slice_size]: second moment
+  // A slice-shaped tensor (a moment) of every dp rank, as one [padded_size]
+  // buffer in the flat layout on every dp rank. Collective over dp.
+  Tensor gather_slices(const Tensor& slice);
+  // This rank's slice of a [padded_size] buffer in the flat layout.
+  void copy_own_slice(const Tensor& whole, Tensor& slice) const;
   int64_t step_count() const { return step_count_; }
   void set_step_count(int64_t steps) { step_count_ = steps; }
   const AdamWConfig& config() const { return config_; }
 
  private:
-  std::pair<int64_t, int64_t> in_slice(size_t i) const;
-  // buffer: [padded_size] = every local grad in order (in buffer's dtype),
-  // then zero padding.
-  void pack_grads(Tensor& buffer);
-  // This rank's grads -> grad_slice_, summed over dp (through wire_ when set).
+  // A bucket: [begin, begin + size) of the flat layout (size a multiple of
+  // dp under zero 1), its parameters, and where this rank's part of it
+  // (size / dp elements from begin + dp_rank size / dp under zero 1, all of
+  // it under zero 0) lies in the slice arrays.
+  struct Bucket {
+    int64_t begin = 0, size = 0;
+    int64_t part_begin = 0, part_size = 0;  // this rank's part, in the flat layout
+    int64_t slice_offset = 0;               // where the part starts in the slice arrays
+    std::vector<size_t> params;
+    // Views of the buffers over this bucket, made once: a started
+    // collective holds references to its tensors until it is waited for.
+    Tensor flat, part, wire, wire_part;  // flat_, grad_slice_, wire_, wire_slice_
+    Tensor params_part;                  // param_slice_ (zero 1)
+  };
+  void lay_out_buckets(Device device);
+  // The part of parameter i that this rank updates: [begin, end) of the flat
+  // layout (empty when begin >= end), starting at `local` in the slice arrays.
+  struct Owned {
+    int64_t begin, end, local;
+  };
+  Owned owned(size_t i) const;
+  // Bucket b's grads (in the buffer's dtype: a copy, or the one rounding to
+  // bf16) and zero padding -> its range of `buffer`.
+  void pack_bucket(const Bucket& bucket, Tensor& buffer);
+  // Packs bucket b and starts its dp sum into grad_slice_ (through wire_ when
+  // set), after waiting for the collective in flight.
+  void start_bucket(size_t b);
+  // Every bucket not started yet, then waits: grad_slice_ holds the dp sums.
   void reduce_grads();
-  double reduce_and_norm();
+  double reduce_and_norm(int micro_batches);
   void update(float lr, float grad_scale);
   void gather_parameters();
+  void reset_buckets();
 
   Communicator& tp_;
   Communicator& dp_;
@@ -77,11 +125,18 @@ class AdamW {
   std::vector<Parameter*> params_;
   AdamWConfig config_;
   std::vector<int64_t> offsets_;
+  std::vector<size_t> bucket_of_;  // parameter -> bucket
+  std::vector<Bucket> buckets_;
+  // This step's progress: parameters reported, per bucket those still
+  // unreported, buckets started (in order), the collective in flight.
+  std::vector<bool> reported_;
+  std::vector<size_t> unreported_;
+  std::vector<bool> started_;
+  std::unique_ptr<PendingCollective> in_flight_;
   std::vector<bool> counted_;  // adds to the norm on this tp rank
   std::vector<bool> decayed_;
   int64_t total_size_ = 0;   // sum of local numels
-  int64_t padded_size_ = 0;  // total_size_ rounded up to a multiple of dp
-  int64_t slice_begin_ = 0;
+  int64_t padded_size_ = 0;  // total_size_ and the buckets' padding
   int64_t slice_size_ = 0;
   int64_t step_count_ = 0;
   Tensor flat_;         // [padded_size]: grads in, then (zero 1) gathered parameters

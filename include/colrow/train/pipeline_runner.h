@@ -36,8 +36,12 @@ class PipelineRunner {
   // every stage reads the ids or targets it needs), accumulating every
   // gradient; then the tied embeddings' gradients are summed over the first
   // and last stage. Returns the sum of the micro-batches' mean losses on the
-  // last stage, 0 elsewhere.
-  double train_step(int micro_batches, const std::function<Batch(int)>& batch);
+  // last stage, 0 elsewhere. `on_grads_ready`, when set, hears the last
+  // micro-batch's backward report the gradients it finishes
+  // (GptModel::set_on_grads_ready): the step's final values, except the
+  // tied embeddings', which are summed afterwards and never reported.
+  double train_step(int micro_batches, const std::function<Batch(int)>& batch,
+                    const GptModel::GradsReady& on_grads_ready = {});
 
   // Forward only. Returns {sum of per-token losses (in double, token by
   // token), tokens counted} on the

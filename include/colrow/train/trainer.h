@@ -32,6 +32,9 @@ struct TrainOptions {
   int dp = 1;
   int zero = -1;                           // -1: 1 when dp > 1
   std::string grad_reduce_dtype = "fp32";  // what gradients cross dp ranks as: fp32 or bf16
+  bool overlap_grad_reduce = false;        // start each bucket's dp reduction during backward
+  int64_t ddp_bucket_size = -1;            // elements per gradient bucket; 0: one bucket; -1: one
+                                           // bucket, or 25 MiB of fp32 with overlap (PyTorch DDP's)
   bool sequence_parallel = false;          // Megatron's: norms and residuals on tokens / tp rows
   std::string out;                         // run directory for checkpoints ("" = none)
   int64_t save_every = 0;                  // 0: only at the end
