@@ -151,9 +151,7 @@ void AdamW::start_bucket(size_t b) {
   Bucket& bucket = buckets_[b];
   started_[b] = true;
   const bool bf16_wire = wire_.owns_storage();
-  pack_bucket(bucket, bf16_wire ? wire_ : flat_);  // while the one before crosses
-  if (in_flight_) in_flight_->wait();
-  in_flight_.reset();
+  pack_bucket(bucket, bf16_wire ? wire_ : flat_);  // while the ones before cross
   if (bf16_wire) {
     // [dp grads] sum bucket b over dp as bf16 (no started form: at once)
     if (config_.zero == 0) {
@@ -163,10 +161,10 @@ void AdamW::start_bucket(size_t b) {
     }
   } else if (config_.zero == 0) {
     // [dp grads] all-reduce bucket b over dp; its part of grad_slice_ is itself
-    in_flight_ = dp_.start_all_reduce_sum(bucket.flat);
+    in_flight_.push_back(dp_.start_all_reduce_sum(bucket.flat));
   } else {
     // [dp grads] reduce-scatter bucket b over dp: [size] -> this rank's [size/dp]
-    in_flight_ = dp_.start_reduce_scatter_sum(bucket.flat, bucket.part);
+    in_flight_.push_back(dp_.start_reduce_scatter_sum(bucket.flat, bucket.part));
   }
 }
 
@@ -174,8 +172,8 @@ void AdamW::reduce_grads() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     if (!started_[b]) start_bucket(b);
   }
-  if (in_flight_) in_flight_->wait();
-  in_flight_.reset();
+  for (auto& pending : in_flight_) pending->wait();
+  in_flight_.clear();
   if (wire_.owns_storage()) {
     if (config_.zero == 0) {
       flat_.convert_from(wire_);

@@ -257,8 +257,9 @@ TEST_F(ShmCommunicatorTest, BackToBackCollectivesReuseTheSlotsSafely) {
 }
 
 // start_* runs on the background thread: the results of the blocking calls,
-// bitwise; nothing else may start until wait(); an unwaited handle waits
-// when dropped.
+// bitwise; several may be in flight (queued, run in the order started, waited
+// for in any order), bf16 ones included; no blocking collective may run
+// meanwhile; an unwaited handle waits when dropped.
 TEST_F(ShmCommunicatorTest, StartedCollectivesEqualBlockingOnes) {
   auto shm = shm_group();
   const int ranks = shm->size(), me = shm->rank();
@@ -280,12 +281,35 @@ TEST_F(ShmCommunicatorTest, StartedCollectivesEqualBlockingOnes) {
     shm->reduce_scatter_sum(gb, sb);
     EXPECT_TRUE(same_bits(sa, sb)) << "reduce_scatter n = " << n;
   }
+  for (int64_t n : kSizes) {  // three in flight at once, one of them bf16
+    Tensor a = randoms(me, n, 31), b = a.clone();
+    Tensor h = randoms(me, ranks * n, 32).to(DType::kBF16), hb = h.clone();
+    const Tensor in = randoms(me, ranks * n, 33);
+    Tensor sa = Tensor::empty({n}), sb = Tensor::empty({n});
+    auto first = shm->start_all_reduce_sum(a);
+    auto second = shm->start_all_reduce_sum(h);
+    auto third = shm->start_reduce_scatter_sum(in, sa);
+    third->wait();  // any order
+    first->wait();
+    second->wait();
+    shm->all_reduce_sum(b);
+    shm->all_reduce_sum(hb);
+    shm->reduce_scatter_sum(in, sb);
+    EXPECT_TRUE(same_bits(a, b)) << "all_reduce in flight with others, n = " << n;
+    EXPECT_EQ(h.to_vector(), hb.to_vector()) << "bf16 all_reduce in flight, n = " << n;
+    EXPECT_TRUE(same_bits(sa, sb)) << "reduce_scatter in flight with others, n = " << n;
+  }
   if (ranks > 1) {
     Tensor x = Tensor::full({64}, 1.0f), y = Tensor::full({64}, 1.0f);
     auto pending = shm->start_all_reduce_sum(x);
+    auto more = shm->start_all_reduce_sum(y);
     EXPECT_THROW(shm->all_reduce_sum(y), InternalError);  // refused locally, nothing shared
     pending->wait();
+    EXPECT_THROW(shm->barrier(), InternalError);  // one still in flight
+    more->wait();
     EXPECT_EQ(x.data()[0], static_cast<float>(ranks));
+    EXPECT_EQ(y.data()[0], static_cast<float>(ranks));
+    shm->barrier();  // idle again
   }
 }
 

@@ -56,11 +56,13 @@ class Communicator {
 
   // The same collectives, started so that the caller can compute meanwhile
   // (Megatron's asynchronous input-gradient all-reduce and sequence-parallel
-  // all-gather overlap the weight-gradient GEMM). Every rank starts the same
-  // collectives in the same order; no other collective on this communicator
-  // may start before wait(). This default runs the collective at once and
-  // returns a finished handle, so every backend is correct; backends that
-  // can progress in the background override them.
+  // all-gather overlap the weight-gradient GEMM; the dp reduction's buckets
+  // overlap backward). Every rank starts the same collectives in the same
+  // order. Several may be in flight on one communicator: they run in the
+  // order started, and each must be waited for. No blocking collective may
+  // run on the communicator while one is in flight. This default runs the
+  // collective at once and returns a finished handle, so every backend is
+  // correct; backends that can progress in the background override them.
   virtual std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x);
   virtual std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out);
   virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,

@@ -50,9 +50,9 @@ class AdamW {
   // Overlap (config.overlap_grad_reduce, dp > 1): backward reports that the
   // gradients of params()[i] for every i in `indices` are final for this
   // step. A bucket whose parameters are all reported is packed and its dp
-  // collective started at once, while backward goes on; one bucket's
-  // collective is in flight at a time (the Communicator's rule), so starting
-  // the next waits for the one before. Every dp rank reports in the same
+  // collective started at once, while backward goes on (several may be in
+  // flight; the Communicator runs them in the order started, on a GPU on a
+  // stream of their own). Every dp rank reports in the same
   // order (one model, one backward), so the collectives pair up. step()
   // starts the buckets never reported and waits for all. A no-op without
   // overlap or at dp 1. Reporting an index twice in one step is an
@@ -110,7 +110,7 @@ class AdamW {
   // bf16) and zero padding -> its range of `buffer`.
   void pack_bucket(const Bucket& bucket, Tensor& buffer);
   // Packs bucket b and starts its dp sum into grad_slice_ (through wire_ when
-  // set), after waiting for the collective in flight.
+  // set: at once, as the bf16 wire's sums have no started form).
   void start_bucket(size_t b);
   // Every bucket not started yet, then waits: grad_slice_ holds the dp sums.
   void reduce_grads();
@@ -128,11 +128,11 @@ class AdamW {
   std::vector<size_t> bucket_of_;  // parameter -> bucket
   std::vector<Bucket> buckets_;
   // This step's progress: parameters reported, per bucket those still
-  // unreported, buckets started (in order), the collective in flight.
+  // unreported, buckets started, the collectives in flight (in order).
   std::vector<bool> reported_;
   std::vector<size_t> unreported_;
   std::vector<bool> started_;
-  std::unique_ptr<PendingCollective> in_flight_;
+  std::vector<std::unique_ptr<PendingCollective>> in_flight_;
   std::vector<bool> counted_;  // adds to the norm on this tp rank
   std::vector<bool> decayed_;
   int64_t total_size_ = 0;   // sum of local numels

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -195,16 +196,18 @@ void ShmCommunicator::all_reduce(E* data, int64_t n, Reduction reduction) {
 
 void ShmCommunicator::all_reduce_sum(Tensor& x) {
   require_idle("all_reduce_sum");
-  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_sum(w); })) return;
-  require_host_contiguous(x, "all_reduce_sum", name());
-  all_reduce(x.data(), x.numel(), Reduction::kSum);
+  reduce_all(x, Reduction::kSum, "all_reduce_sum");
 }
 
 void ShmCommunicator::all_reduce_max(Tensor& x) {
   require_idle("all_reduce_max");
-  if (dist::on_fp32_wire(x, [this](Tensor& w) { all_reduce_max(w); })) return;
-  require_host_contiguous(x, "all_reduce_max", name());
-  all_reduce(x.data(), x.numel(), Reduction::kMax);
+  reduce_all(x, Reduction::kMax, "all_reduce_max");
+}
+
+void ShmCommunicator::reduce_all(Tensor& x, Reduction reduction, const char* what) {
+  if (dist::on_fp32_wire(x, [&](Tensor& w) { reduce_all(w, reduction, what); })) return;
+  require_host_contiguous(x, what, name());
+  all_reduce(x.data(), x.numel(), reduction);
 }
 
 void ShmCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
@@ -223,18 +226,25 @@ void ShmCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out
 
 void ShmCommunicator::all_gather(const Tensor& in, Tensor& out) {
   require_idle("all_gather");
-  if (dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) { all_gather(i, o); })) return;
+  gather_any(in, out);
+}
+
+void ShmCommunicator::gather_any(const Tensor& in, Tensor& out) {
+  if (dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) { gather_any(i, o); })) return;
   check_gather(in, out);
   gather(in, out);
 }
 
 void ShmCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
   require_idle("reduce_scatter_sum");
-  if (dist::on_fp32_wire(in, out,
-                         [this](const Tensor& i, Tensor& o) { reduce_scatter_sum(i, o); })) {
+  scatter_any(in, out, "reduce_scatter_sum");
+}
+
+void ShmCommunicator::scatter_any(const Tensor& in, Tensor& out, const char* what) {
+  if (dist::on_fp32_wire(in, out, [&](const Tensor& i, Tensor& o) { scatter_any(i, o, what); })) {
     return;
   }
-  check_scatter(in, out, "reduce_scatter_sum");
+  check_scatter(in, out, what);
   scatter(in, out);
 }
 
@@ -320,7 +330,8 @@ void ShmCommunicator::recv(Tensor& x, int src, int tag) {
   host_->recv(x, src, tag);
 }
 
-// One thread that runs the collectives handed to it, one at a time.
+// One thread that runs the collectives handed to it, in the order handed,
+// one at a time: several may wait in its queue.
 class ShmCommunicator::Background {
  public:
   Background() : thread_([this] { loop(); }) {}
@@ -338,8 +349,7 @@ class ShmCommunicator::Background {
     std::future<void> done = task.get_future();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      task_ = std::move(task);
-      has_task_ = true;
+      queue_.push_back(std::move(task));
     }
     wake_.notify_all();
     return done;
@@ -352,10 +362,10 @@ class ShmCommunicator::Background {
       std::packaged_task<void()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stop_ || has_task_; });
-        if (!has_task_) return;
-        task = std::move(task_);
-        has_task_ = false;
+        wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopped, and every handle has waited
+        task = std::move(queue_.front());
+        queue_.pop_front();
       }
       task();  // an exception goes to the future
     }
@@ -363,8 +373,7 @@ class ShmCommunicator::Background {
 
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::packaged_task<void()> task_;
-  bool has_task_ = false;
+  std::deque<std::packaged_task<void()>> queue_;
   bool stop_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };
@@ -374,24 +383,24 @@ namespace {
 // A collective running on the background thread.
 class BackgroundCollective final : public PendingCollective {
  public:
-  BackgroundCollective(std::future<void> done, std::shared_ptr<std::atomic<bool>> pending)
+  BackgroundCollective(std::future<void> done, std::shared_ptr<std::atomic<int>> pending)
       : done_(std::move(done)), pending_(std::move(pending)) {}
   ~BackgroundCollective() override {
     if (!done_.valid()) return;
     done_.wait();
-    pending_->store(false);
+    pending_->fetch_sub(1);
   }
   void wait() override {
     if (!done_.valid()) return;
     std::future<void> done = std::move(done_);
     done.wait();
-    pending_->store(false);
+    pending_->fetch_sub(1);
     done.get();  // rethrows the collective's error
   }
 
  private:
   std::future<void> done_;
-  std::shared_ptr<std::atomic<bool>> pending_;
+  std::shared_ptr<std::atomic<int>> pending_;  // the communicator's count of started ones
 };
 
 }  // namespace
@@ -399,44 +408,39 @@ class BackgroundCollective final : public PendingCollective {
 ShmCommunicator::~ShmCommunicator() = default;
 
 void ShmCommunicator::require_idle(const char* what) const {
-  if (pending_->load()) {
+  if (pending_->load() > 0) {
     throw InternalError("[dist] " + std::string(what) + " over " + name() +
                         " while a started collective is not waited for: wait() first");
   }
 }
 
 std::unique_ptr<PendingCollective> ShmCommunicator::start(std::function<void()> collective) {
-  pending_->store(true);
+  pending_->fetch_add(1);
   if (!background_) background_ = std::make_unique<Background>();
   return std::make_unique<BackgroundCollective>(background_->run(std::move(collective)), pending_);
 }
 
+// Operands are checked here, on the caller's thread, so that a bad call
+// throws at once; bf16 ones are widened and rounded back inside the queued
+// collective, whose copy then lives until it is done.
 std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum(Tensor& x) {
-  require_idle("start_all_reduce_sum");
   require_host_contiguous(x, "all_reduce_sum", name());
-  // At once for one rank, and for bf16, whose widened copy must outlive the wait.
-  if (size() == 1 || x.dtype() != DType::kF32) return Communicator::start_all_reduce_sum(x);
-  return start([this, &x] { all_reduce(x.data(), x.numel(), Reduction::kSum); });
+  if (size() == 1) return Communicator::start_all_reduce_sum(x);
+  return start([this, &x] { reduce_all(x, Reduction::kSum, "all_reduce_sum"); });
 }
 
 std::unique_ptr<PendingCollective> ShmCommunicator::start_all_gather(const Tensor& in,
                                                                      Tensor& out) {
-  require_idle("start_all_gather");
   check_gather(in, out);
-  if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
-    return Communicator::start_all_gather(in, out);
-  }
-  return start([this, &in, &out] { gather(in, out); });
+  if (size() == 1) return Communicator::start_all_gather(in, out);
+  return start([this, &in, &out] { gather_any(in, out); });
 }
 
 std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(const Tensor& in,
                                                                              Tensor& out) {
-  require_idle("start_reduce_scatter_sum");
   check_scatter(in, out, "start_reduce_scatter_sum");
-  if (size() == 1 || in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
-    return Communicator::start_reduce_scatter_sum(in, out);
-  }
-  return start([this, &in, &out] { scatter(in, out); });
+  if (size() == 1) return Communicator::start_reduce_scatter_sum(in, out);
+  return start([this, &in, &out] { scatter_any(in, out, "start_reduce_scatter_sum"); });
 }
 
 std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {

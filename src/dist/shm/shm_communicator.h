@@ -25,8 +25,10 @@
 // shared by the whole group and stepped through by barriers, while a message
 // involves two ranks only.
 // start_* runs the same collective on a background thread of this
-// communicator (one thread, one collective at a time, single-threaded copies
-// so that it takes one core from the computation it overlaps).
+// communicator (one thread, collectives queued and run one at a time in the
+// order started, single-threaded copies so that it takes one core from the
+// computation it overlaps). A blocking collective waits for none of them:
+// it is refused while any is not waited for.
 #pragma once
 
 #include <atomic>
@@ -84,9 +86,10 @@ class ShmCommunicator final : public Communicator {
 
  private:
   class Background;  // the thread behind start_*
-  // Runs `collective` on the background thread; InternalError if one is pending.
+  // Queues `collective` on the background thread.
   std::unique_ptr<PendingCollective> start(std::function<void()> collective);
-  // InternalError naming `what` while a started collective is not waited for.
+  // InternalError naming `what` while a started collective is not waited for
+  // (the blocking collectives: they would share the slots with it).
   void require_idle(const char* what) const;
   // The operand checks, and the collectives' bodies after them.
   void check_gather(const Tensor& in, const Tensor& out) const;
@@ -95,6 +98,11 @@ class ShmCommunicator final : public Communicator {
   // The reductions over E = float or bf16 bits (uint16_t), on checked
   // operands of a group of two or more: n elements reduced, or per rank.
   enum class Reduction { kSum, kMax };
+  // The collectives' bodies on tensors of either dtype (bf16 on the fp32
+  // wire), without the idle check: the blocking calls and the queued ones.
+  void reduce_all(Tensor& x, Reduction reduction, const char* what);
+  void gather_any(const Tensor& in, Tensor& out);
+  void scatter_any(const Tensor& in, Tensor& out, const char* what);
   template <typename E>
   void all_reduce(E* data, int64_t n, Reduction reduction);
   template <typename E>
@@ -119,7 +127,8 @@ class ShmCommunicator final : public Communicator {
   uint64_t arrivals_ = 0;  // barriers passed so far, the same count on every rank
   int set_ = 0;
   std::unique_ptr<Background> background_;  // started by the first start_*
-  std::shared_ptr<std::atomic<bool>> pending_ = std::make_shared<std::atomic<bool>>(false);
+  // Started collectives not yet waited for, shared with their handles.
+  std::shared_ptr<std::atomic<int>> pending_ = std::make_shared<std::atomic<int>>(0);
 };
 
 // Whether every rank of `comm`'s group is on this rank's node. Collective.
