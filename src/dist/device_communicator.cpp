@@ -164,7 +164,7 @@ std::string to_string(CommKind kind) {
 
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
                                                        Device device, CommKind kind,
-                                                       bool point_to_point) {
+                                                       bool point_to_point, bool side_stream) {
   COLROW_CHECK(host != nullptr, "make_device_communicator needs the group's MPI communicator");
   check_comm_kind(kind, device);
   if (device.is_cpu()) return make_host_communicator(std::move(host), kind, point_to_point);
@@ -173,7 +173,7 @@ std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communica
   }
 
   const SharedGpu shared = first_shared_gpu(gather_placements(*host, device));
-  if (shared.ranks.empty()) return make_nccl_communicator(std::move(host), device);
+  if (shared.ranks.empty()) return make_nccl_communicator(std::move(host), device, side_stream);
   if (kind == CommKind::kAuto) {
     return std::make_unique<StagedCommunicator>(std::move(host), device);
   }

@@ -130,6 +130,47 @@ void DeviceGroupCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Ten
   reduce_scatter(in, out, Wire::kBf16);
 }
 
+namespace {
+
+class FinishedOnDevice final : public PendingCollective {
+ public:
+  void wait() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::device_start(
+    const std::function<void()>& collective) {
+  collective();
+  return std::make_unique<FinishedOnDevice>();
+}
+
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_all_reduce_sum(Tensor& x) {
+  if (all_on_host("start_all_reduce_sum", {&x})) return host_->start_all_reduce_sum(x);
+  if (x.dtype() != DType::kF32) return Communicator::start_all_reduce_sum(x);
+  return device_start([this, &x] { all_reduce_sum(x); });
+}
+
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_all_gather(const Tensor& in,
+                                                                             Tensor& out) {
+  if (all_on_host("start_all_gather", {&in, &out})) return host_->start_all_gather(in, out);
+  if (in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
+    return Communicator::start_all_gather(in, out);
+  }
+  return device_start([this, &in, &out] { all_gather(in, out); });
+}
+
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_reduce_scatter_sum(
+    const Tensor& in, Tensor& out) {
+  if (all_on_host("start_reduce_scatter_sum", {&in, &out})) {
+    return host_->start_reduce_scatter_sum(in, out);
+  }
+  if (in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
+    return Communicator::start_reduce_scatter_sum(in, out);
+  }
+  return device_start([this, &in, &out] { reduce_scatter_sum(in, out); });
+}
+
 void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   if (all_on_host("broadcast", {&x})) {
     host_->broadcast(x, root);

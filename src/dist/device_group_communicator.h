@@ -7,6 +7,7 @@
 // hands the remaining GPU work to its backend.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -34,6 +35,14 @@ class DeviceGroupCommunicator : public Communicator {
   // the bf16 operands themselves, which it carries as bf16.
   void all_reduce_sum_bf16_wire(Tensor& x) override;
   void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
+  // Started collectives: host tensors start on the MPI group; fp32 ones on
+  // device() run the blocking collective through device_start (the backend
+  // may put it beside the compute stream); bf16 ones, whose widened copies
+  // the compute stream owns, run at once.
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                              Tensor& out) override;
   // Host tensors go to the MPI group; device ones, checked (contiguous, on
   // device(), peer and tag), to the backend.
   std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override;
@@ -64,6 +73,10 @@ class DeviceGroupCommunicator : public Communicator {
   virtual std::unique_ptr<PendingCollective> device_start_send(const Tensor& x, int dst,
                                                                int tag) = 0;
   virtual void device_recv(Tensor& x, int src, int tag) = 0;
+  // Runs `collective` (one blocking collective of this communicator on fp32
+  // operands on device()) as a started one. This default runs it at once on
+  // the compute stream and returns a finished handle.
+  virtual std::unique_ptr<PendingCollective> device_start(const std::function<void()>& collective);
   // The same backend over a split of the MPI group.
   virtual std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) = 0;
 

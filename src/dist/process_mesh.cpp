@@ -78,7 +78,9 @@ ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp, Device dev
     : ProcessMesh(world, tp, pp, dp) {
   tp_ = make_device_communicator(std::move(tp_), device, comm);
   pp_ = make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true);
-  dp_ = make_device_communicator(std::move(dp_), device, comm);
+  // dp's started collectives (the gradient buckets) run beside backward
+  dp_ = make_device_communicator(std::move(dp_), device, comm, /*point_to_point=*/false,
+                                 /*side_stream=*/true);
 }
 
 }  // namespace colrow

@@ -4,7 +4,7 @@
 // rank; collectives queued back to back with no host synchronization; bad
 // operands rejected on every rank before NCCL is called; split; CPU tensors
 // passed to MPI; auto's choice; messages (held sends grouped with the next
-// receive). NCCL refuses two ranks on one GPU, so with
+// receive); started collectives on a side stream. NCCL refuses two ranks on one GPU, so with
 // more ranks than GPUs on a node (np 2 on one GPU) these tests skip, except the
 // one that checks that refusal.
 #include <gtest/gtest.h>
@@ -122,6 +122,49 @@ TEST(NcclCommunicatorTest, QueuedCollectivesFollowStreamOrder) {
   int mismatches = 0;
   for (float value : v) mismatches += value != expected;
   EXPECT_EQ(mismatches, 0) << "elements differ from " << expected;
+}
+
+// A dp-style group (side_stream): started collectives run on a stream of
+// their own in the order started; the compute stream's work queued before
+// each start is in its operands, and what is queued after wait() sees its
+// result, with no host synchronization in between. Several in flight at
+// once, waited for in another order; each equals the blocking collective.
+TEST(NcclCommunicatorTest, StartedCollectivesOnTheSideStreamKeepStreamOrder) {
+  COLROW_REQUIRE_GPU();
+  COLROW_REQUIRE_GPU_PER_RANK();
+  Communicator& world = testing::world();
+  auto c = make_device_communicator(world.split(0, world.rank(), "dp"), gpu(), CommKind::kNccl,
+                                    /*point_to_point=*/false, /*side_stream=*/true);
+  ASSERT_TRUE(is_nccl(*c));
+  const int size = c->size(), rank = c->rank();
+  for (int64_t n : {int64_t{1}, int64_t{1001}, int64_t{1} << 22}) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    Tensor a = Tensor::zeros({n}, gpu());
+    a.fill(static_cast<float>(rank + 1));  // queued on the compute stream just before
+    Tensor b = Tensor::full({size * n}, static_cast<float>(2 * rank + 1), gpu());
+    Tensor scattered = Tensor::full({n}, -1.0f, gpu());
+    auto first = c->start_all_reduce_sum(a);
+    auto second = c->start_reduce_scatter_sum(b, scattered);
+    Tensor gathered = Tensor::full({size * n}, -1.0f, gpu());
+    auto third = c->start_all_gather(scattered, gathered);  // reads the scatter's result
+    third->wait();
+    first->wait();
+    second->wait();
+    const Tensor copied = a.clone();  // a copy queued after the wait: sees the sum
+    const float sum = static_cast<float>(size * (size + 1) / 2);
+    const float odd_sum = static_cast<float>(size * size);  // 1 + 3 + ... + (2 size - 1)
+    const std::vector<float> got_a = copied.to_vector(), got_s = scattered.to_vector(),
+                             got_g = gathered.to_vector();
+    int wrong = 0;
+    for (float v : got_a) wrong += v != sum;
+    for (float v : got_s) wrong += v != odd_sum;
+    for (float v : got_g) wrong += v != odd_sum;
+    EXPECT_EQ(wrong, 0);
+  }
+  // A handle dropped unwaited still orders the compute stream after it.
+  Tensor x = Tensor::full({4096}, 1.0f, gpu());
+  { auto dropped = c->start_all_reduce_sum(x); }
+  EXPECT_EQ(x.clone().to_vector()[4095], static_cast<float>(size));
 }
 
 TEST(NcclCommunicatorTest, BadOperandsAreRejectedAtEverySize) {

@@ -42,8 +42,12 @@ void check_comm_kind(CommKind kind, Device device);
 // `point_to_point`: the group carries a pipeline's messages; in shared memory
 // they then go through mailboxes (dist/shm/shm_mailboxes.h), which need no
 // help from the sender to arrive.
+// `side_stream`: with NCCL, the group's started collectives run on a stream
+// beside the compute stream (the dp group: gradient buckets overlapping
+// backward); elsewhere it changes nothing.
 std::unique_ptr<Communicator> make_device_communicator(std::unique_ptr<Communicator> host,
                                                        Device device, CommKind kind,
-                                                       bool point_to_point = false);
+                                                       bool point_to_point = false,
+                                                       bool side_stream = false);
 
 }  // namespace colrow

@@ -148,8 +148,10 @@ class NcclCommunicator::SendQueue::HeldSend final : public PendingCollective {
   uint64_t ticket_;
 };
 
-NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device device)
-    : DeviceGroupCommunicator(std::move(host), device, "NcclCommunicator") {
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device device,
+                                   bool side_stream)
+    : DeviceGroupCommunicator(std::move(host), device, "NcclCommunicator"),
+      side_stream_(side_stream) {
   stream_of(device);  // cudaSetDevice: ncclCommInitRank binds to the current device
 
   // Rank 0 makes the id; it travels with rank 0's result, so a failure there
@@ -208,20 +210,92 @@ NcclCommunicator::~NcclCommunicator() {
   } else {
     ncclCommDestroy(comm_);
   }
+  if (side_ != nullptr) cudaStreamDestroy(side_);  // freed once its queued work is done
+}
+
+cudaStream_t NcclCommunicator::stream() const {
+  cudaStream_t compute = stream_of(device());  // also makes the device current
+  return on_side_ ? side_ : compute;
+}
+
+namespace {
+
+// A collective queued on the side stream: wait() makes the compute stream
+// wait for its event, so what is queued there next sees the result. The
+// destructor does the same, so a dropped handle never lets the compute stream
+// run ahead of the collective's buffers.
+class SideStreamCollective final : public PendingCollective {
+ public:
+  SideStreamCollective(cudaEvent_t done, int device) : done_(done), device_(device) {}
+  ~SideStreamCollective() override {
+    try {
+      wait();
+    } catch (...) {  // a destructor cannot report it; the next CUDA call will
+    }
+  }
+  void wait() override {
+    if (done_ == nullptr) return;
+    const cudaEvent_t done = done_;
+    done_ = nullptr;
+    const cudaError_t waited = cudaStreamWaitEvent(cuda::compute_stream(device_), done, 0);
+    cudaEventDestroy(done);  // released once the wait has been satisfied
+    COLROW_CUDA_CHECK(waited);
+  }
+
+ private:
+  cudaEvent_t done_;
+  int device_;
+};
+
+// An event for ordering only (no timing: cheaper to record and wait on).
+cudaEvent_t ordering_event() {
+  cudaEvent_t event = nullptr;
+  COLROW_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> NcclCommunicator::device_start(
+    const std::function<void()>& collective) {
+  if (!side_stream_) return DeviceGroupCommunicator::device_start(collective);
+  const cudaStream_t compute = stream_of(device());
+  if (side_ == nullptr) COLROW_CUDA_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+  // The side stream starts where the compute stream is now: the operands
+  // are written.
+  const cudaEvent_t ready = ordering_event();
+  const cudaError_t recorded = cudaEventRecord(ready, compute);
+  const cudaError_t waited =
+      recorded == cudaSuccess ? cudaStreamWaitEvent(side_, ready, 0) : recorded;
+  cudaEventDestroy(ready);
+  COLROW_CUDA_CHECK(waited);
+  on_side_ = true;
+  try {
+    collective();  // the checks, then the NCCL call on stream(): the side stream
+  } catch (...) {
+    on_side_ = false;
+    throw;
+  }
+  on_side_ = false;
+  const cudaEvent_t done = ordering_event();
+  const cudaError_t marked = cudaEventRecord(done, side_);
+  if (marked != cudaSuccess) cudaEventDestroy(done);
+  COLROW_CUDA_CHECK(marked);
+  return std::make_unique<SideStreamCollective>(done, device().index);
 }
 
 void NcclCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
   sends_->issue();  // held sends go first: every rank's NCCL calls keep program order
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
   COLROW_NCCL_CHECK(ncclAllReduce(x.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()),
-                                  nccl_type(x), op, comm_, stream_of(device())));
+                                  nccl_type(x), op, comm_, stream()));
 }
 
 void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
   sends_->issue();
   // in: [n, ...] -> out: [size*n, ...], rank r's block at r*n
   COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), ncclFloat,
-                                  comm_, stream_of(device())));
+                                  comm_, stream()));
 }
 
 void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
@@ -229,13 +303,13 @@ void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) 
   // in: [size*n, ...] -> out: [n, ...], this rank's block of the sum
   COLROW_NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(),
                                       static_cast<size_t>(out.numel()), nccl_type(in), ncclSum,
-                                      comm_, stream_of(device())));
+                                      comm_, stream()));
 }
 
 void NcclCommunicator::device_broadcast(Tensor& x, int root) {
   sends_->issue();
   COLROW_NCCL_CHECK(ncclBroadcast(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat,
-                                  root, comm_, stream_of(device())));
+                                  root, comm_, stream()));
 }
 
 std::unique_ptr<PendingCollective> NcclCommunicator::device_start_send(const Tensor& x, int dst,
@@ -249,12 +323,12 @@ void NcclCommunicator::device_recv(Tensor& x, int src, int /*tag*/) {
 }
 
 std::unique_ptr<Communicator> NcclCommunicator::over(std::unique_ptr<Communicator> host) {
-  return make_nccl_communicator(std::move(host), device());
+  return make_nccl_communicator(std::move(host), device(), side_stream_);
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
-                                                     Device device) {
-  return std::make_unique<NcclCommunicator>(std::move(host), device);
+                                                     Device device, bool side_stream) {
+  return std::make_unique<NcclCommunicator>(std::move(host), device, side_stream);
 }
 
 }  // namespace colrow

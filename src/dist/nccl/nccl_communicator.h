@@ -4,6 +4,15 @@
 // barrier, all_ranks_failing and abort, so errors and stops never wait on NCCL.
 // GPU collectives are queued on the device's compute stream and return at
 // once; the next kernel or copy on that stream sees the result.
+// With `side_stream`, started collectives (start_*, fp32) run on a stream of
+// their own, as PyTorch's NCCL process groups and llm.c's gradient reductions
+// do: the side stream waits for the compute stream's work queued before the
+// start (an event), the collective is queued there, and wait() makes the
+// compute stream wait for it (another event): no host synchronization, and
+// the kernels queued meanwhile run beside it. Started collectives therefore
+// run in the order started, as the Communicator promises. The dp group gets
+// one (its gradient buckets overlap backward); tp's stay on the compute
+// stream, where every layer waits for them anyway.
 // Messages (ncclSend/ncclRecv, same stream): NCCL pairs a send with a receive
 // only inside one ncclGroupStart/End, so two ranks that both send first would
 // wait for each other. A started send is therefore held back and goes out in
@@ -27,20 +36,21 @@
 #include "colrow/dist/communicator.h"
 #include "dist/device_group_communicator.h"
 
-struct ncclComm;  // nccl.h: typedef struct ncclComm* ncclComm_t
+struct ncclComm;     // nccl.h: typedef struct ncclComm* ncclComm_t
+struct CUstream_st;  // cuda_runtime.h: typedef struct CUstream_st* cudaStream_t
 
 namespace colrow {
 
 // Collective over `host`'s group: every rank passes its own GPU (no two ranks
 // of the group on one GPU: NCCL refuses that, see make_device_communicator).
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> host,
-                                                     Device device);
+                                                     Device device, bool side_stream = false);
 
 // Defined only in builds with NCCL; everything else uses the factory above.
 // Host tensors, checks and control traffic: DeviceGroupCommunicator.
 class NcclCommunicator final : public DeviceGroupCommunicator {
  public:
-  NcclCommunicator(std::unique_ptr<Communicator> host, Device device);
+  NcclCommunicator(std::unique_ptr<Communicator> host, Device device, bool side_stream);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
@@ -52,6 +62,10 @@ class NcclCommunicator final : public DeviceGroupCommunicator {
   void device_broadcast(Tensor& x, int root) override;
   std::unique_ptr<PendingCollective> device_start_send(const Tensor& x, int dst, int tag) override;
   void device_recv(Tensor& x, int src, int tag) override;
+  std::unique_ptr<PendingCollective> device_start(const std::function<void()>& collective) override;
+  // Where this communicator's NCCL calls are queued now: the side stream
+  // while device_start runs a collective there, the compute stream otherwise.
+  CUstream_st* stream() const;
   // Builds a new NCCL communicator over the split MPI group.
   std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) override;
 
@@ -59,6 +73,9 @@ class NcclCommunicator final : public DeviceGroupCommunicator {
 
   ncclComm* comm_ = nullptr;
   std::shared_ptr<SendQueue> sends_;
+  bool side_stream_;
+  CUstream_st* side_ = nullptr;  // cudaStream_t, made at the first start
+  bool on_side_ = false;
 };
 
 }  // namespace colrow

@@ -7,7 +7,7 @@
 namespace colrow {
 
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> /*host*/,
-                                                     Device /*device*/) {
+                                                     Device /*device*/, bool /*side_stream*/) {
   throw ConfigError(
       "[dist] comm (nccl) needs colrow built with CUDA and NCCL. Rebuild with -DCOLROW_CUDA=ON, "
       "or use --comm staged.");
