@@ -76,10 +76,9 @@ void place(ParallelMLP& mlp, Device device, DType dtype) {
   }
 }
 
-// The largest relative error between the sharded MLP and the unsharded one on
-// x and dy: output, input gradient, and every parameter gradient's shard.
-// The sharded MLP on `device` against the unsharded one on the CPU (the
-// reference path), both in `dtype`.
+// The largest relative error between the sharded MLP on `device` and the
+// unsharded one on the CPU (the reference path), both in `dtype`, on x and
+// dy: output, input gradient, and every parameter gradient's shard.
 double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const Tensor& dy,
               Device device, DType dtype) {
   ParallelMLP sharded(tp, config);

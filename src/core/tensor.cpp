@@ -287,7 +287,9 @@ void ensure_shape(Tensor& t, const Shape& shape, Device device, DType dtype) {
 
 void require_device(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors) {
-    if (t == nullptr || t->numel() == 0 || t->device() == device) continue;
+    // An undefined tensor (an optional operand left out, e.g. AdamW's compute
+    // copy in fp32) has no device: Tensor() reads as one cpu element.
+    if (t == nullptr || !t->defined() || t->numel() == 0 || t->device() == device) continue;
     throw InternalError(std::string("[device] ") + what + ": an operand lives on " +
                         t->device().str() + ", the others on " + device.str() +
                         ". Move it with to() first: colrow never copies between devices "

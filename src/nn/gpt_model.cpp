@@ -313,15 +313,19 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
   }
   stash_sequence_parallel_grads();
   const Tensor* dx = grad_output;
+  // Reports only while someone listens: the lists cost an allocation each.
+  const bool reports = static_cast<bool>(on_grads_ready_);
   if (stage_.is_last()) {
     dx = &head_backward();
-    std::vector<Parameter*> head = final_norm_->parameters();
-    if (lm_head_) head.push_back(&lm_head_->weight());
-    report_grads_ready(head);
+    if (reports) {
+      std::vector<Parameter*> head = final_norm_->parameters();
+      if (lm_head_) head.push_back(&lm_head_->weight());
+      report_grads_ready(head);
+    }
   }
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
     dx = &(*it)->backward(*dx);
-    report_grads_ready((*it)->parameters());
+    if (reports) report_grads_ready((*it)->parameters());
   }
   if (stage_.is_first()) {
     embedding_backward(*dx);
@@ -355,14 +359,13 @@ const Tensor& GptModel::head_backward() {
 
 void GptModel::set_on_grads_ready(GradsReady on_grads_ready) {
   on_grads_ready_ = std::move(on_grads_ready);
-  parameter_index_.clear();
-  if (!on_grads_ready_) return;
+  if (!on_grads_ready_ || !parameter_index_.empty()) return;
+  // Once: the parameters never change place (to() moves their tensors only).
   const std::vector<Parameter*> params = parameters();
   for (size_t i = 0; i < params.size(); ++i) parameter_index_[params[i]] = i;
 }
 
 void GptModel::report_grads_ready(const std::vector<Parameter*>& group) {
-  if (!on_grads_ready_) return;
   std::vector<size_t> ready;
   for (const Parameter* p : group) {
     // summed over tp only at the end of backward

@@ -49,7 +49,6 @@ void AdamW::lay_out_buckets(Device device) {
     groups.back().insert(groups.back().begin(), i);
     filled += params_[i]->value.numel();
   }
-  if (groups.empty()) groups.emplace_back();  // no parameters: one empty bucket
   const int64_t dp_size = config_.zero == 1 ? dp_.size() : 1;
   offsets_.assign(params_.size(), 0);
   bucket_of_.assign(params_.size(), 0);
@@ -92,9 +91,8 @@ void AdamW::lay_out_buckets(Device device) {
     }
   }
   reported_.assign(params_.size(), false);
-  started_.assign(buckets_.size(), false);
-  unreported_.clear();
-  for (const Bucket& bucket : buckets_) unreported_.push_back(bucket.params.size());
+  unreported_.assign(buckets_.size(), 0);
+  reset_buckets();
 }
 
 void AdamW::zero_grad() {
@@ -149,7 +147,7 @@ void AdamW::grads_ready(const std::vector<size_t>& indices) {
 
 void AdamW::start_bucket(size_t b) {
   Bucket& bucket = buckets_[b];
-  started_[b] = true;
+  unreported_[b] = 0;  // started: step() leaves it to its collective
   const bool bf16_wire = wire_.owns_storage();
   pack_bucket(bucket, bf16_wire ? wire_ : flat_);  // while the ones before cross
   if (bf16_wire) {
@@ -170,7 +168,7 @@ void AdamW::start_bucket(size_t b) {
 
 void AdamW::reduce_grads() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    if (!started_[b]) start_bucket(b);
+    if (unreported_[b] > 0) start_bucket(b);
   }
   for (auto& pending : in_flight_) pending->wait();
   in_flight_.clear();
@@ -186,7 +184,6 @@ void AdamW::reduce_grads() {
 
 void AdamW::reset_buckets() {
   std::fill(reported_.begin(), reported_.end(), false);
-  std::fill(started_.begin(), started_.end(), false);
   for (size_t b = 0; b < buckets_.size(); ++b) unreported_[b] = buckets_[b].params.size();
 }
 
@@ -281,7 +278,7 @@ void AdamW::gather_parameters() {
 
 Tensor AdamW::gather_slices(const Tensor& slice) {
   if (config_.zero == 0) return slice;
-  Tensor whole = Tensor::zeros({padded_size_}, slice.device());
+  Tensor whole = Tensor::empty({padded_size_}, slice.device());  // the buckets tile it
   for (const Bucket& bucket : buckets_) {
     Tensor out = whole.slice(0, bucket.begin, bucket.size);
     // [dp] every rank's part of bucket b

@@ -158,6 +158,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
         << (plan.adam.overlap_grad_reduce && o.dp > 1
                 ? ", grads reduced during backward in " + std::to_string(optimizer.bucket_count()) +
                       " bucket(s)"
+            : optimizer.bucket_count() > 1
+                ? ", grads reduced in " + std::to_string(optimizer.bucket_count()) + " bucket(s)"
                 : "")
         << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params

@@ -9,10 +9,8 @@
 # order, and nothing may depend on time or addresses.
 #   determinism_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
-i=0; while [ $i -lt 400 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
+. "$(dirname "$0")/train_fixture.sh"
+write_corpus "$dir/text.txt" 400
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --batch 4 --steps 4"
 
 for mesh in "--tp 2" "--tp 2 --sequence-parallel" "--dp 2 --tp 1" "--pp 2 --tp 1 --grad-accum 2"; do

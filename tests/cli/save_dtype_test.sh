@@ -11,10 +11,8 @@
 #  - a dtype colrow does not know is one error line on every rank.
 #   save_dtype_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
-i=0; while [ $i -lt 300 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
+. "$(dirname "$0")/train_fixture.sh"
+write_corpus "$dir/text.txt" 300
 python3 -c "import struct,sys; open(sys.argv[2],'wb').write(b''.join(struct.pack('<H', c) for c in open(sys.argv[1],'rb').read()))" "$dir/text.txt" "$dir/tokens.bin"
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --batch 4 --steps 10"
 

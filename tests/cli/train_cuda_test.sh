@@ -8,16 +8,14 @@
 # Without a usable GPU it prints "GPU test skipped: <why>" (ctest: skipped).
 #   train_cuda_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
+. "$(dirname "$0")/train_fixture.sh"
 
 if ! run 1 bench mlp --d-model 48 --tokens 8 --device cuda > "$dir/probe.txt" 2>&1; then
   echo "GPU test skipped: $(grep -m1 '\[device\]' "$dir/probe.txt" || tail -n1 "$dir/probe.txt")"
   exit 0
 fi
 
-i=0; while [ $i -lt 400 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
+write_corpus "$dir/text.txt" 400
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --steps 20"
 
 for device in cpu cuda; do

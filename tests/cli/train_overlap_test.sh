@@ -12,12 +12,9 @@
 #  - a bucket size below 0 is refused on every rank.
 #   train_overlap_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
-i=0; while [ $i -lt 400 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; data parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
-mkdir "$dir/gpt2-4l"
-echo '{"model_type": "gpt2", "n_layer": 4, "n_head": 4, "n_embd": 64, "vocab_size": 256, "n_positions": 128}' > "$dir/gpt2-4l/config.json"
+. "$(dirname "$0")/train_fixture.sh"
+write_corpus "$dir/text.txt" 400
+write_gpt2_4l "$dir/gpt2-4l"
 common="--model $dir/gpt2-4l --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --steps 10 --batch 2"
 overlap="--overlap-grad-reduce --ddp-bucket-size 20000"
 

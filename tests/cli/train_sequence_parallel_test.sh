@@ -6,10 +6,8 @@
 # one line on every rank.
 #   train_sequence_parallel_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
-i=0; while [ $i -lt 300 ]; do echo "line $i: sequence parallel ranks hold a block of tokens each."; i=$((i+1)); done > "$dir/text.txt"
+. "$(dirname "$0")/train_fixture.sh"
+write_corpus "$dir/text.txt" 300 "sequence parallel ranks hold a block of tokens each."
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --steps 8 --eval-every 4 --eval-windows 7"
 for mesh in "2 --tp 2 --batch 4" "4 --tp 4 --batch 2 --grad-accum 2" "4 --tp 2 --dp 2 --batch 2"; do
   set -- $mesh

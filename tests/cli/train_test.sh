@@ -11,9 +11,7 @@
 #  - bad configurations and data fail before training, on every rank.
 #   train_test.sh COLROW MPIEXEC
 set -eu
-colrow=$1; mpiexec=$2
-dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
+. "$(dirname "$0")/train_fixture.sh"
 # Waits (up to 2 minutes) until the command holds: the kills and signals
 # below must reach a run that trains, however slowly it starts (under
 # cli_tcp_namespaces an rsh launch and two daemons come first).
@@ -25,7 +23,7 @@ await() {
   done
 }
 trained() { grep -q '^step ' "$1"; }  # the run logged a finished step
-i=0; while [ $i -lt 400 ]; do echo "line $i: the quick brown fox jumps over the lazy dog; tensor parallel ranks agree."; i=$((i+1)); done > "$dir/text.txt"
+write_corpus "$dir/text.txt" 400
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8"
 
 run 1 train $common --steps 20 --batch 4 --metrics "$dir/m11.jsonl" --out "$dir/run11" > /dev/null

@@ -72,8 +72,7 @@ TEST(Device, AllocationFailureNamesBytesAndPhase) {
   } catch (const BackendError& e) {
     const std::string message = e.what();
     EXPECT_NE(message.find("1152921504606846976 bytes"), std::string::npos) << message;
-    EXPECT_NE(message.find("while allocating for train step 3 > backward pass"),
-              std::string::npos)
+    EXPECT_NE(message.find("while allocating for train step 3 > backward pass"), std::string::npos)
         << message;
   }
 }
@@ -118,8 +117,10 @@ TEST(Device, NoGpuIsOneClearError) {
 
 TEST(Device, MixedDevicesAreRefused) {
   const Tensor a = Tensor::zeros({2});
-  Tensor fake_gpu_view;  // an undefined tensor is ignored by the check
-  EXPECT_NO_THROW(require_device("op", Device::cpu(), {&a, &fake_gpu_view}));
+  Tensor absent;  // an undefined tensor (an optional operand) is ignored by the check,
+  // whatever the device asked for: Tensor() reads as one element on the cpu
+  EXPECT_NO_THROW(require_device("op", Device::cpu(), {&a, &absent}));
+  EXPECT_NO_THROW(require_device("op", Device::cuda(0), {&absent}));
   try {
     require_device("op", Device::cuda(0), {&a});
     ADD_FAILURE() << "a cpu tensor passed as cuda:0";

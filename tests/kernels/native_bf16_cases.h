@@ -230,6 +230,34 @@ inline void expect_mixed_dtypes_refused(Device device) {
   // Parameter gradients stay fp32.
   Tensor db16 = Tensor::zeros({4}, device, DType::kBF16);
   EXPECT_THROW(ops::accumulate_bias_grad(x16, db16), InternalError);
+  // Attention, whichever kernel the device picks, refuses by the dtypes
+  // themselves (every shape here is valid): a bf16 out for fp32 q, k, v, and
+  // an fp32 dq among bf16 gradients.
+  const ops::AttentionSize size{1, 2, 3, 64};
+  const int64_t width = size.n_head * size.head_dim;
+  const Tensor q = Tensor::zeros({3, width}, device), k = q, v = q;
+  Tensor saved = Tensor::empty(ops::attention_saved_shape(device, size), device);
+  Tensor out16 = Tensor::zeros({3, width}, device, DType::kBF16);
+  auto expect_dtype_refusal = [](const std::function<void()>& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " took mixed dtypes";
+    } catch (const InternalError& e) {
+      EXPECT_NE(std::string(e.what()).find("operands of dtypes"), std::string::npos) << e.what();
+    }
+  };
+  expect_dtype_refusal([&] { ops::attention_forward(q, k, v, 0, saved, out16); },
+                       "attention_forward");
+  const Tensor q16 = q.to(DType::kBF16), k16 = q16, v16 = q16, dout16 = q16;
+  Tensor out = Tensor::zeros({3, width}, device, DType::kBF16);
+  ops::attention_forward(q16, k16, v16, 0, saved, out);
+  Tensor dq32 = Tensor::zeros({3, width}, device), dk16 = out16.clone(), dv16 = out16.clone();
+  Tensor scratch = Tensor::zeros(ops::attention_backward_scratch_shape(device, size), device);
+  expect_dtype_refusal(
+      [&] {
+        ops::attention_backward(q16, k16, v16, out, saved, dout16, 0, dq32, dk16, dv16, scratch);
+      },
+      "attention_backward");
 }
 
 }  // namespace colrow::testing

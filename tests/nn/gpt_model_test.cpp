@@ -5,6 +5,7 @@
 // needs padding. Central finite differences confirm the unsharded gradients,
 // so together they confirm the sharded ones. Checkpoints saved at tp = world
 // load at tp = 1 with identical outputs and save again byte for byte.
+// Backward reports the gradients it finishes (the dp overlap's signal).
 #include "colrow/nn/gpt_model.h"
 
 #include <gtest/gtest.h>
@@ -283,6 +284,62 @@ TEST(GptModelTest, IndivisibleHeadsAreAConfigErrorOnEveryRank) {
   } catch (const ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "[config] n_head (4) must be divisible by tp (3). Choose tp in {1, 2, 4}.");
+  }
+}
+
+// set_on_grads_ready (the dp overlap's signal): backward reports every
+// parameter whose gradient it finishes exactly once, and the gradient it
+// reports is already the final one; the head's group first, then the blocks
+// last-first; never the embeddings (finished last, or by the caller), nor,
+// under sequence parallelism at tp > 1, the parameters summed over tp at the
+// end. Unset, it reports nothing.
+TEST(GptModelTest, BackwardReportsEachFinishedGradientOnce) {
+  Communicator& tp = world();
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, tp.size())) continue;
+    for (bool sp : {false, true}) {
+      if (sp && kBatch * kSeq % tp.size() != 0) continue;
+      SCOPED_TRACE(std::string(c.name) + (sp ? ", sequence parallel" : ""));
+      GptModel model(tp, c.config, kSeed, sp);
+      const std::vector<Parameter*> params = model.parameters();
+      std::vector<int> reported(params.size(), 0);
+      std::vector<std::vector<float>> when_reported(params.size());
+      std::vector<size_t> first_of_each_call;
+      model.set_on_grads_ready([&](const std::vector<size_t>& ready) {
+        ASSERT_FALSE(ready.empty());
+        first_of_each_call.push_back(ready.front());
+        for (size_t i : ready) {
+          ASSERT_LT(i, params.size());
+          ++reported[i];
+          when_reported[i] = params[i]->grad.to_vector();
+        }
+      });
+      const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
+      const std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
+      model.forward(ids, targets, kBatch, kSeq);
+      model.backward();
+      for (size_t i = 0; i < params.size(); ++i) {
+        const Parameter& p = *params[i];
+        const bool embedding = &p == model.word_embeddings() || p.name == "wpe.weight";
+        const bool summed_at_end = sp && tp.size() > 1 && p.sequence_parallel;
+        EXPECT_EQ(reported[i], embedding || summed_at_end ? 0 : 1) << p.name;
+        if (reported[i] == 1) {
+          EXPECT_EQ(when_reported[i], p.grad.to_vector()) << p.name << ": reported unfinished";
+        }
+      }
+      // The head's group (after every block), then each block before the last.
+      for (size_t call = 1; call < first_of_each_call.size(); ++call) {
+        EXPECT_LT(first_of_each_call[call], first_of_each_call[call - 1]) << "call " << call;
+      }
+      const size_t calls = first_of_each_call.size();
+      // The head's group is empty when it is only the final norm, summed at the end.
+      const bool head_reports = !c.config.tie_word_embeddings || !(sp && tp.size() > 1);
+      EXPECT_EQ(calls, static_cast<size_t>(c.config.n_layer) + (head_reports ? 1 : 0));
+      model.set_on_grads_ready({});
+      model.forward(ids, targets, kBatch, kSeq);
+      model.backward();
+      EXPECT_EQ(first_of_each_call.size(), calls) << "reported while unset";
+    }
   }
 }
 

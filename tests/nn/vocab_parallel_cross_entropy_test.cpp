@@ -136,13 +136,17 @@ TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
       in_place.forward(again, targets);
       EXPECT_EQ(in_place.backward().to_vector(), want);
       // Off again: the gradient goes to the layer's own buffer, never into the
-      // earlier logits, which stay the caller's.
-      const std::vector<float> earlier = again.to_vector();
+      // earlier logits, which stay the caller's (refilled with the logits, so
+      // a gradient landing there shows).
+      again.copy_from(mine);
       in_place.set_gradient_in_place(false);
       Tensor third = mine.clone();
       in_place.forward(third, targets);
-      EXPECT_EQ(in_place.backward().to_vector(), want);
-      EXPECT_EQ(again.to_vector(), earlier);
+      const Tensor& separate_again = in_place.backward();
+      EXPECT_NE(separate_again.raw_data(), again.raw_data()) << "written into earlier logits";
+      EXPECT_NE(separate_again.raw_data(), third.raw_data()) << "written over the logits";
+      EXPECT_EQ(separate_again.to_vector(), want);
+      EXPECT_EQ(again.to_vector(), mine.to_vector());
       EXPECT_EQ(third.to_vector(), mine.to_vector());
     }
   }

@@ -135,8 +135,8 @@ class Tensor {
 // buffers across steps so the step loop does not allocate.
 void ensure_shape(Tensor& t, const Shape& shape, Device device, DType dtype = DType::kF32);
 
-// Throws InternalError unless every defined tensor lives on `device`; `what`
-// names the operation for the message.
+// Throws InternalError unless every defined, non-empty tensor lives on
+// `device`; `what` names the operation for the message.
 void require_device(const char* what, Device device, std::initializer_list<const Tensor*> tensors);
 
 }  // namespace colrow

@@ -165,7 +165,7 @@ class GptModel {
   const Tensor& head_backward();
   void embedding_backward(const Tensor& dx);
   void require_whole_model(const char* what) const;
-  // Calls on_grads_ready_ with `group`'s reportable parameters, if any.
+  // Calls on_grads_ready_ (set) with `group`'s reportable parameters, if any.
   void report_grads_ready(const std::vector<Parameter*>& group);
   // This model's parameters become handles onto `owner`'s (same stage:
   // names and shapes checked).
@@ -197,7 +197,7 @@ class GptModel {
   Tensor sp_grads_;       // their gradients, packed for one all-reduce
   Tensor sp_grad_stash_;  // their gradients before this backward, packed
   GradsReady on_grads_ready_;
-  std::unordered_map<const Parameter*, size_t> parameter_index_;  // in parameters(), while set
+  std::unordered_map<const Parameter*, size_t> parameter_index_;  // in parameters(), made once
   Tensor position_rows_;  // decoding: [tokens, d_model], wpe's rows at the tokens' positions
 };
 

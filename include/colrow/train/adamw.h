@@ -117,6 +117,7 @@ class AdamW {
   double reduce_and_norm(int micro_batches);
   void update(float lr, float grad_scale);
   void gather_parameters();
+  // Every parameter unreported, every bucket waiting: the next step's start.
   void reset_buckets();
 
   Communicator& tp_;
@@ -128,10 +129,10 @@ class AdamW {
   std::vector<size_t> bucket_of_;  // parameter -> bucket
   std::vector<Bucket> buckets_;
   // This step's progress: parameters reported, per bucket those still
-  // unreported, buckets started, the collectives in flight (in order).
+  // unreported (0 once the bucket is started), the collectives in flight
+  // (in order).
   std::vector<bool> reported_;
   std::vector<size_t> unreported_;
-  std::vector<bool> started_;
   std::vector<std::unique_ptr<PendingCollective>> in_flight_;
   std::vector<bool> counted_;  // adds to the norm on this tp rank
   std::vector<bool> decayed_;

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
@@ -111,10 +112,15 @@ void sums_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& r
     if (targets[t] == ignore || m == -kInf) continue;
     const E* row = x + t * ld;
     const E* chunk = row + j0;
-    partial[2 * task] = lane_sum(
-        j1 - j0, [&](int64_t j) -> double { return exp_nonpositive(widen(chunk[j]) - m); });
-    partial[2 * task + 1] =
-        lane_sum(j1 - j0, [&](int64_t j) -> double { return widen(chunk[j]) - m; });
+    if (smoothing) {  // and sum (x - max), label smoothing's term, in the same pass
+      std::tie(partial[2 * task], partial[2 * task + 1]) = lane_sums(j1 - j0, [&](int64_t j) {
+        const float shifted = widen(chunk[j]) - m;
+        return std::pair<double, double>{exp_nonpositive(shifted), shifted};
+      });
+    } else {
+      partial[2 * task] = lane_sum(
+          j1 - j0, [&](int64_t j) -> double { return exp_nonpositive(widen(chunk[j]) - m); });
+    }
   }
   for (int64_t t = 0; t < tokens; ++t) {
     float* out = packed + t * width;

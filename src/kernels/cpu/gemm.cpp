@@ -49,8 +49,10 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
 
 // c32[i, j] = alpha sum_p a[i, p] w[j, p] + beta c32[i, j] for i < m, j < n:
 // a [m, k] (widened once: m k elements), w [n, k] bf16 read natively. Each
-// output is one thread's fixed-order fp32 sum, so the bits do not depend on
-// the thread count (--deterministic holds without blocking).
+// output is one thread's fp32 sum, its order fixed when compiled (the omp simd
+// reduction's lanes), so the bits do not depend on the thread count
+// (--deterministic holds without blocking); another build or -march may sum
+// in other lanes.
 void bf16_rows_times_weights_t(float alpha, const Tensor& a, const Tensor& w, float beta,
                                Tensor& c32) {
   const int64_t m = a.size(0), k = a.size(1), n = w.size(0);

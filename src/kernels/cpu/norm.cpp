@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "colrow/core/bfloat16.h"
 #include "kernels/checks/norm.h"
@@ -76,12 +77,10 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
     for (int64_t t = 0; t < tokens; ++t) {
       const E *xr = in + t * ldx, *dyr = grad + t * lddy;
       const float m = mean_in[t], r = rstd_in[t];
-      const double sum_g =
-          lane_sum(d, [&](int64_t j) -> double { return widen(dyr[j]) * widen(g[j]); });
-      const double sum_gx = lane_sum(d, [&](int64_t j) {
+      const auto [sum_g, sum_gx] = lane_sums(d, [&](int64_t j) {
         const float gj = widen(dyr[j]) * widen(g[j]);
         const float xhat = (widen(xr[j]) - m) * r;
-        return static_cast<double>(gj) * xhat;
+        return std::pair<double, double>{gj, static_cast<double>(gj) * xhat};
       });
       const float mean_g = static_cast<float>(sum_g * inv_d);
       const float mean_gx = static_cast<float>(sum_gx * inv_d);

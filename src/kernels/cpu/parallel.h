@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 #if defined(_OPENMP)
 #include <omp.h>
@@ -92,6 +93,33 @@ double lane_sum(int64_t n, Term&& term) {
   double sum = 0.0;
   for (int k = 0; k < kSumLanes; ++k) sum += lanes[k];
   return sum;
+}
+
+// Two such sums in one pass: terms(j) returns {a_j, b_j}; each sum runs in
+// lane_sum's order, so the bits are those of two lane_sum calls.
+template <typename Terms>
+std::pair<double, double> lane_sums(int64_t n, Terms&& terms) {
+  double a[kSumLanes] = {}, b[kSumLanes] = {};
+  int64_t j = 0;
+  for (; j + kSumLanes <= n; j += kSumLanes) {
+#pragma omp simd
+    for (int k = 0; k < kSumLanes; ++k) {
+      const std::pair<double, double> t = terms(j + k);
+      a[k] += t.first;
+      b[k] += t.second;
+    }
+  }
+  for (int k = 0; j + k < n; ++k) {
+    const std::pair<double, double> t = terms(j + k);
+    a[k] += t.first;
+    b[k] += t.second;
+  }
+  double sum_a = 0.0, sum_b = 0.0;
+  for (int k = 0; k < kSumLanes; ++k) {
+    sum_a += a[k];
+    sum_b += b[k];
+  }
+  return {sum_a, sum_b};
 }
 
 // body(i0, i1) over [0, n) in blocks of kElementBlock, in parallel above
