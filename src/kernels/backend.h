@@ -33,6 +33,7 @@ struct CrossEntropyRows {
 // The sizes of one causal attention call (kernels/cpu/attention.h's legend).
 struct AttentionSize {
   int64_t batch = 0, n_head = 0, seq = 0, head_dim = 0;
+  DType dtype = DType::kF32;  // of q, k, v and out (the kernel may depend on it)
 };
 
 // Which causal attention kernel training uses (--attention): the fused one

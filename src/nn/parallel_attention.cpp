@@ -264,9 +264,10 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   ensure_shape(dv_, k.shape(), k.device(), d_attn.dtype());
   {  // scratch lives for this call only: one layer's at a time (on a GPU the
      // dP/dS or dQ shares go back to the cache for the next layer)
-    Tensor scratch = Tensor::empty(ops::attention_backward_scratch_shape(
-                                       q.device(), {batch_, n_head_local_, seq_, config_.head_dim}),
-                                   q.device());
+    Tensor scratch =
+        Tensor::empty(ops::attention_backward_scratch_shape(
+                          q.device(), {batch_, n_head_local_, seq_, config_.head_dim, q.dtype()}),
+                      q.device());
     ops::attention_backward(q, k, v_proj_.output(), attn_out_, saved_, d_attn, config_.window, dq_,
                             dk_, dv_, scratch);
   }

@@ -34,22 +34,21 @@
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
-#include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
+#include "kernels/cuda/attention_tiles.cuh"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/tensor_core_attention.h"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 namespace {
 
-constexpr int kTile = 64;                // queries per query tile, keys per key tile
 constexpr int kSide = 16;                // the thread block is kSide x kSide
 constexpr int kThreads = kSide * kSide;  // 256
 constexpr int kPer = kTile / kSide;      // 4: a thread's rows (and columns) of a score tile
 constexpr int kTStride = kTile + 4;      // transposed and score tiles: rows stay float4-aligned
 constexpr int64_t kMaxHeadDim = 128;
-constexpr int64_t kMaxTiles = 65535;  // query tiles ride on gridDim.y
 
 // Shared-memory sizes in floats, for HSP = 16 TE columns.
 constexpr int64_t row_tile(int hsp) {
@@ -86,20 +85,6 @@ struct BackwardLayout {
         dO(Q + row_tile(hsp)),
         floats(dO + row_tile(hsp)) {}
 };
-
-// Query tile qt meets key tile kt when some query of qt sees some key of kt:
-// the diagonal bounds kt <= qt, and the window's first key of qt's first
-// query (the smallest of the tile's) must not lie past kt's last key.
-__host__ __device__ inline int64_t first_key_tile(int64_t qt, int64_t window) {
-  return first_visible_key(qt * kTile, window) / kTile;
-}
-__host__ __device__ inline bool tiles_meet(int64_t kt, int64_t qt, int64_t window) {
-  return kt <= qt && kt >= first_key_tile(qt, window);
-}
-
-__device__ inline bool visible(int64_t i, int64_t j, int64_t seq, int64_t window) {
-  return i < seq && j <= i && j >= first_visible_key(i, window);
-}
 
 // Max and sum over the 16 threads of one score row (lanes tx of one ty: the
 // xor offsets stay inside a half warp); every lane gets the same bits.
@@ -265,22 +250,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// d[b, h, i] = dO . O over head h of token b*T + i: one warp per (token, head).
-template <typename E>
-__global__ void rows_dot(const E* dout, int64_t lddo, const E* out, int64_t ldo, int64_t tokens,
-                         int64_t seq, int64_t n_head, int64_t head_dim, float* d) {
-  const int64_t w = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (w >= tokens * n_head) return;  // the whole warp leaves together
-  const int lane = static_cast<int>(threadIdx.x % kWarp);
-  const int64_t row = w / n_head, h = w % n_head;
-  const E* x = dout + row * lddo + h * head_dim;
-  const E* y = out + row * ldo + h * head_dim;
-  float sum = 0.0f;
-  for (int64_t e = lane; e < head_dim; e += kWarp) sum = fmaf(widen(x[e]), widen(y[e]), sum);
-  sum = warp_sum(sum);
-  if (lane == 0) d[((row / seq) * n_head + h) * seq + row % seq] = sum;
-}
-
 template <typename E>
 struct Gradients {
   const E* dout;
@@ -431,14 +400,6 @@ int columns_per_thread(int64_t head_dim) {  // TE
   return head_dim <= 16 ? 1 : head_dim <= 32 ? 2 : head_dim <= 64 ? 4 : 8;
 }
 
-int64_t key_tiles(int64_t seq) {
-  return (seq + kTile - 1) / kTile;
-}
-
-float softmax_scale(int64_t head_dim) {
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-
 // q, k, v as E (with_element_type checked they share it).
 template <typename E>
 Operands<E> operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
@@ -506,6 +467,11 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   check_window(window, what);
   const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out});
   check_supported(d, device, what);
+  if (flash_attention_uses_tensor_cores(shared_dtype(what, {&q, &k, &v, &out}), d.head_dim,
+                                        device)) {
+    tensor_core_attention_forward(q, k, v, d, window, lse, out);
+    return;
+  }
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   with_element_type(what, {&q, &k, &v, &out}, [&](auto e) {
     using E = decltype(e);
@@ -527,9 +493,15 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
   });
 }
 
+bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device) {
+  return dtype == DType::kBF16 && tensor_core_attention_supports(head_dim, device);
+}
+
 Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
-                                             int64_t head_dim) {
-  return {batch * n_head * seq + key_tiles(seq) * batch * seq * n_head * head_dim};
+                                             int64_t head_dim, DType dtype, int device) {
+  const int64_t row_dots = batch * n_head * seq;
+  if (flash_attention_uses_tensor_cores(dtype, head_dim, device)) return {row_dots};
+  return {row_dots + key_tiles(seq) * batch * seq * n_head * head_dim};
 }
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -540,24 +512,27 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_attention_operands({d.batch, d.seq, d.n_head, 0, 0, 0}, q, k, v, lse, out, what);
   check_attention_grads(q, k, d, dq, dk, dv, what);
   check_window(window, what);
-  const Shape need = flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq, d.head_dim);
+  const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
+  const DType dtype = shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
+  const Shape need =
+      flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq, d.head_dim, dtype, device);
   if (!scratch.is_contiguous() || scratch.numel() < need[0]) {
     attention_fail(what, "scratch " + shape_to_string(scratch.shape()) +
                              " must be contiguous and hold at least " + shape_to_string(need));
   }
-  const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
   check_supported(d, device, what);
+  if (flash_attention_uses_tensor_cores(dtype, d.head_dim, device)) {
+    tensor_core_attention_backward(q, k, v, out, lse, dout, d, window, dq, dk, dv, scratch.data());
+    return;
+  }
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   const int64_t tokens = d.batch * d.seq, rows = tokens * d.n_head;
   float* row_dots = scratch.data();  // [B, NH, T]
   float* shares = row_dots + rows;   // [key tiles, B*T, NH*HS]
   with_element_type(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, [&](auto e) {
     using E = decltype(e);
-    constexpr int kRowsPerBlock = 8;
-    rows_dot<<<colrow::cuda::blocks_for(rows, kRowsPerBlock), kRowsPerBlock * kWarp, 0, stream>>>(
-        elements<E>(dout), dout.row_stride(), elements<E>(out), out.row_stride(), tokens, d.seq,
-        d.n_head, d.head_dim, row_dots);
-    COLROW_CUDA_CHECK_LAUNCH();
+    launch_rows_dot(elements<E>(dout), dout.row_stride(), elements<E>(out), out.row_stride(),
+                    tokens, d.seq, d.n_head, d.head_dim, row_dots, stream);
     const Operands<E> a = operands<E>(q, k, v, d, window);
     const Gradients<E> gr{elements<E>(dout), dout.row_stride(), lse.data(),
                           row_dots,          elements<E>(dk),   dk.row_stride(),

@@ -1,5 +1,6 @@
-// Fused causal attention on the GPU (FlashAttention's scheme, computed in
-// fp32; q, k, v, out and their gradients fp32 or bf16, lse fp32): the scores
+// Fused causal attention on the GPU (FlashAttention's scheme; q, k, v, out and
+// their gradients fp32 or bf16, lse fp32; computed in fp32, or for bf16 with
+// tensor cores where tensor_core_attention.h takes the head_dim): the scores
 // and probabilities of a tile of 64 queries against 64 keys live in registers
 // and shared memory only, so the [B, NH, T, T] probabilities are never
 // written. Forward keeps each row's log-sum-exp of its scaled scores;
@@ -29,10 +30,15 @@ bool flash_attention_supports(int64_t head_dim, int device);
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                              Tensor& lse, Tensor& out);
 
-// The scratch backward needs: the rows' dO . O, then one dQ partial per key
-// tile of 64 ([key tiles, batch*seq, n_head*head_dim]), flat.
+// Whether operands of `dtype` with this head_dim run on tensor cores
+// (tensor_core_attention.h: bf16, head_dim a multiple of 32, sm_80 or newer);
+// else on the fp32 kernels, widening bf16 as they load.
+bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device);
+
+// The scratch backward needs: the rows' dO . O, then (the fp32 kernels) one dQ
+// partial per key tile of 64 ([key tiles, batch*seq, n_head*head_dim]), flat.
 Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
-                                             int64_t head_dim);
+                                             int64_t head_dim, DType dtype, int device);
 
 // q, k, v, out, lse as given to / produced by flash_attention_forward, window
 // the same; dout: like out -> dq: like q, dk, dv: like k (overwritten).

@@ -4,7 +4,11 @@
 // and MQA; head_dim 8, 20, 32, 64, 96 and 128 (whole and partial column
 // groups); sliding windows shorter and longer than a tile; strided q/k/v views
 // of a fused qkv buffer; the row log-sum-exp against double; repeated runs give
-// the same bits (no atomics); backend dispatch and shape errors.
+// the same bits (no atomics); backend dispatch and shape errors. In bf16 on
+// tensor cores (head dims 32, 64, 96 and 128): against the double reference
+// within bounds derived from bf16's unit roundoff, against the plain fp32
+// kernels at T = 1, 17, 64, 1024 and 2048 with and without GQA, the same bits
+// run after run and from aligned or unaligned rows.
 #include "kernels/cuda/flash_attention.h"
 
 #include <gtest/gtest.h>
@@ -65,17 +69,20 @@ struct Outputs {
   Tensor lse, out, dq, dk, dv;
 };
 
-// q, k, v, dout already on `dev` (possibly strided views). Outputs and scratch
-// start as 7s, so an element left unwritten shows.
+// q, k, v, dout already on `dev` (possibly strided views), all of one dtype:
+// out and the gradients get it too. Outputs and scratch start as 7s, so an
+// element left unwritten shows.
 Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& dout, Device dev) {
+  const DType dtype = q.dtype();
   Outputs o{Tensor::full({c.batch, c.n_head, c.seq}, 7.0f, dev),
-            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev),
-            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev),
-            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev),
-            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev)};
-  Tensor scratch = Tensor::full(
-      gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq, c.head_dim), 7.0f, dev);
+            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev, dtype),
+            Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev, dtype),
+            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev, dtype),
+            Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev, dtype)};
+  Tensor scratch = Tensor::full(gpu::flash_attention_backward_scratch_shape(
+                                    c.batch, c.n_head, c.seq, c.head_dim, dtype, dev.index),
+                                7.0f, dev);
   gpu::flash_attention_forward(q, k, v, c.window, o.lse, o.out);
   gpu::flash_attention_backward(q, k, v, o.out, o.lse, dout, c.window, o.dq, o.dk, o.dv, scratch);
   return o;
@@ -309,11 +316,168 @@ TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
   EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, small),
                InternalError)
       << "scratch too small";
-  Tensor scratch = Tensor::empty(
-      gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq, c.head_dim), dev);
+  Tensor scratch = Tensor::empty(gpu::flash_attention_backward_scratch_shape(
+                                     c.batch, c.n_head, c.seq, c.head_dim, DType::kF32, dev.index),
+                                 dev);
   Tensor bad_dk = Tensor::empty(q.shape(), dev);
   EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, bad_dk, dv, scratch),
                InternalError);
+}
+
+// ---- bf16 on tensor cores (kernels/cuda/tensor_core_attention.h) ----
+
+constexpr double kBf16U = 1.0 / 256;  // bf16's unit roundoff: 8 significant bits
+
+// Head dims that are multiples of 32 up to 128.
+const Case kTensorCoreCases[] = {
+    {2, 1, 2, 2, 64},           // one query, one key
+    {2, 17, 6, 2, 64},          // GQA, a partial tile
+    {1, 64, 4, 1, 128},         // MQA, exactly one tile, the widest head
+    {2, 65, 3, 3, 32},          // two tiles, the second of one row
+    {1, 100, 6, 2, 96, 40},     // a window shorter than a tile
+    {1, 300, 4, 4, 64, 100},    // a window spanning several tiles
+    {1, 1024, 4, 2, 64},        // 16 tiles, GQA
+    {1, 1100, 2, 2, 128, 300},  // a window over several tiles, the widest head
+};
+
+// in with every value rounded to bf16: the exact inputs of the reference.
+Inputs bf16_values(const Inputs& in) {
+  auto round = [](const Tensor& t) { return t.to(DType::kBF16).to(DType::kF32); };
+  return {round(in.q), round(in.k), round(in.v), round(in.dout)};
+}
+
+Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
+  auto on = [&](const Tensor& t) { return t.to(DType::kBF16).to(dev); };
+  return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev);
+}
+
+// What bf16 adds to the fused kernels' fp32 bound, per output, in units of
+// bf16's unit roundoff u_b times the reference magnitude m (every product
+// and sum is still fp32's, so fused_relative_error's terms stay):
+//   out = sum_j bf16(P_j) V_j / l: P rounded as P V's operand (u_b m), the
+//     output rounded once (u_b |out| <= u_b m): 2.
+//   dV = sum_i bf16(P_i)^T dO_i: the same, 2.
+//   D = dO . O reads the bf16 output, within 2 u_b m(O) per element, so D is
+//     within 2 u_b m(D) (m(D) = sum_e |dO_e| m(O_e) = sum_j P_j m(dP_j), the
+//     reference's own magnitude of D); dS = P (dP - D) is then within
+//     2 u_b m(dS) and is rounded to bf16 as its products' operand: 3;
+//     dQ = scale dS K and dK = scale dS^T Q inherit that and round once: 4.
+// Doubled, for the second-order terms and a margin. A wrong index or a lost
+// tile is an O(1) error of m.
+double bf16_relative_error(const Case& c, int roundings) {
+  return fused_relative_error(c) + 2.0 * roundings * kBf16U;
+}
+
+void expect_bf16_matches_reference(const Case& c, const Inputs& exact_inputs, const Outputs& o) {
+  const reference::CoreResult ref = reference_of(c, exact_inputs);
+  expect_close_to_reference("out", o.out, ref.out, bf16_relative_error(c, 2));
+  expect_close_to_reference("dq", o.dq, ref.dq, bf16_relative_error(c, 4));
+  expect_close_to_reference("dk", o.dk, ref.dk, bf16_relative_error(c, 4));
+  expect_close_to_reference("dv", o.dv, ref.dv, bf16_relative_error(c, 2));
+  expect_lse(c, exact_inputs, o.lse);  // fp32 scores and sums: fp32's bound
+}
+
+TEST(CudaFlashAttentionTest, Bf16RunsOnTensorCoresWhereTheyTakeTheHeadDim) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  for (int64_t hd : {32, 64, 96, 128}) {
+    EXPECT_TRUE(gpu::flash_attention_uses_tensor_cores(DType::kBF16, hd, dev.index))
+        << "head_dim " << hd << ": colrow builds for sm_90, which has bf16 tensor cores";
+  }
+  for (int64_t hd : {8, 48, 72, 160}) {
+    EXPECT_FALSE(gpu::flash_attention_uses_tensor_cores(DType::kBF16, hd, dev.index)) << hd;
+  }
+  EXPECT_FALSE(gpu::flash_attention_uses_tensor_cores(DType::kF32, 64, dev.index));
+  // No dQ partials on tensor cores: the scratch is the rows' dO . O only.
+  EXPECT_EQ(gpu::flash_attention_backward_scratch_shape(2, 3, 100, 64, DType::kBF16, dev.index),
+            (Shape{2 * 3 * 100}));
+  EXPECT_EQ(gpu::flash_attention_backward_scratch_shape(2, 3, 100, 64, DType::kF32, dev.index),
+            (Shape{2 * 3 * 100 + 2 * 2 * 100 * 3 * 64}));
+}
+
+TEST(CudaFlashAttentionTest, Bf16OnTensorCoresMatchesReference) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  uint32_t seed = 700;
+  for (const Case& c : kTensorCoreCases) {
+    SCOPED_TRACE(c.name());
+    const Inputs in = bf16_values(inputs(c, seed += 10));
+    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
+  }
+}
+
+// T = 1, 17, 64, 1024 and 2048, with and without GQA: the tensor-core
+// kernels against the plain fp32 kernels (part 1's reference, which stores
+// P) on the same bf16 values, within the sum of their two bounds.
+TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  for (int64_t seq : {1, 17, 64, 1024, 2048}) {
+    for (int64_t n_kv_head : {2, 1}) {
+      const Case c{1, seq, 2, n_kv_head, 64};
+      SCOPED_TRACE(c.name());
+      const Inputs in = bf16_values(inputs(c, 800 + static_cast<uint32_t>(seq + n_kv_head)));
+      const Outputs f = run_flash_bf16(c, in, dev);
+      const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
+      Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
+      Tensor out = Tensor::empty(q.shape(), dev), dq = Tensor::empty(q.shape(), dev),
+             dk = Tensor::empty(k.shape(), dev), dv = Tensor::empty(k.shape(), dev);
+      Tensor scratch =
+          Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+      gpu::attention_forward(q, k, v, c.window, probs, out);
+      gpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
+      const reference::CoreResult ref = reference_of(c, in);
+      for (const auto& [what, fused, plain, exact, roundings] :
+           {std::tuple{"out", &f.out, &out, &ref.out, 2}, std::tuple{"dq", &f.dq, &dq, &ref.dq, 4},
+            std::tuple{"dk", &f.dk, &dk, &ref.dk, 4}, std::tuple{"dv", &f.dv, &dv, &ref.dv, 2}}) {
+        const std::vector<float> a = fused->to_vector(), b = plain->to_vector();
+        const double relative = bf16_relative_error(c, roundings);
+        int64_t violations = 0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double bound = 4.0 * (*exact)[i].e + (relative + 2e-12) * (*exact)[i].m;
+          if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= bound)) ++violations;
+        }
+        EXPECT_EQ(violations, 0) << what << ": tensor-core and plain differ past their bounds";
+      }
+    }
+  }
+}
+
+// No atomics, so repeated runs give the same bits; and the rows are read
+// alike whether they start on 16 bytes (q, k, v as column blocks of one fused
+// qkv buffer: vector loads) or not (the blocks shifted by one element:
+// element loads), so those runs give the contiguous run's bits too.
+TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{2, 333, 6, 2, 64, 100};
+  const Inputs in = bf16_values(inputs(c, 900));
+  const Outputs a = run_flash_bf16(c, in, dev);
+  const Outputs b = run_flash_bf16(c, in, dev);
+  for (const auto& [what, x, y] :
+       {std::tuple{"lse", &a.lse, &b.lse}, std::tuple{"out", &a.out, &b.out},
+        std::tuple{"dq", &a.dq, &b.dq}, std::tuple{"dk", &a.dk, &b.dk},
+        std::tuple{"dv", &a.dv, &b.dv}}) {
+    testing::expect_same_bits(std::string("repeated ") + what, *x, *y);
+  }
+  for (int64_t shift : {0, 1}) {
+    SCOPED_TRACE("columns shifted by " + std::to_string(shift));
+    Tensor fused =
+        Tensor::empty({c.tokens(), shift + c.q_width() + 2 * c.kv_width()}, dev, DType::kBF16);
+    Tensor q = fused.slice(1, shift, c.q_width());
+    Tensor k = fused.slice(1, shift + c.q_width(), c.kv_width());
+    Tensor v = fused.slice(1, shift + c.q_width() + c.kv_width(), c.kv_width());
+    q.copy_from(in.q.to(DType::kBF16).to(dev));
+    k.copy_from(in.k.to(DType::kBF16).to(dev));
+    v.copy_from(in.v.to(DType::kBF16).to(dev));
+    const Outputs s = run_flash(c, q, k, v, in.dout.to(DType::kBF16).to(dev), dev);
+    for (const auto& [what, x, y] :
+         {std::tuple{"lse", &s.lse, &a.lse}, std::tuple{"out", &s.out, &a.out},
+          std::tuple{"dq", &s.dq, &a.dq}, std::tuple{"dk", &s.dk, &a.dk},
+          std::tuple{"dv", &s.dv, &a.dv}}) {
+      testing::expect_same_bits(what, *x, *y);
+    }
+  }
 }
 
 }  // namespace
