@@ -28,4 +28,15 @@ std::unique_ptr<PendingCollective> Communicator::start_reduce_scatter_sum(const 
   return std::make_unique<FinishedCollective>();
 }
 
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce_sum_bf16_wire(Tensor& x) {
+  all_reduce_sum_bf16_wire(x);
+  return std::make_unique<FinishedCollective>();
+}
+
+std::unique_ptr<PendingCollective> Communicator::start_reduce_scatter_sum_bf16_wire(
+    const Tensor& in, Tensor& out) {
+  reduce_scatter_sum_bf16_wire(in, out);
+  return std::make_unique<FinishedCollective>();
+}
+
 }  // namespace colrow

@@ -171,6 +171,22 @@ std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_reduce_scatter
   return device_start([this, &in, &out] { reduce_scatter_sum(in, out); });
 }
 
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_all_reduce_sum_bf16_wire(
+    Tensor& x) {
+  if (all_on_host("start_all_reduce_sum_bf16_wire", {&x})) {
+    return host_->start_all_reduce_sum_bf16_wire(x);
+  }
+  return device_start([this, &x] { all_reduce_sum_bf16_wire(x); });
+}
+
+std::unique_ptr<PendingCollective> DeviceGroupCommunicator::start_reduce_scatter_sum_bf16_wire(
+    const Tensor& in, Tensor& out) {
+  if (all_on_host("start_reduce_scatter_sum_bf16_wire", {&in, &out})) {
+    return host_->start_reduce_scatter_sum_bf16_wire(in, out);
+  }
+  return device_start([this, &in, &out] { reduce_scatter_sum_bf16_wire(in, out); });
+}
+
 void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   if (all_on_host("broadcast", {&x})) {
     host_->broadcast(x, root);

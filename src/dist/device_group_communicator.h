@@ -36,10 +36,14 @@ class DeviceGroupCommunicator : public Communicator {
   void all_reduce_sum_bf16_wire(Tensor& x) override;
   void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   // Started collectives: host tensors start on the MPI group; fp32 ones on
-  // device() run the blocking collective through device_start (the backend
-  // may put it beside the compute stream); bf16 ones, whose widened copies
-  // the compute stream owns, run at once.
+  // device(), and the bf16 wire's sums (bf16 operands carried as they are),
+  // run the blocking collective through device_start (the backend may put it
+  // beside the compute stream); other bf16 ones, whose widened copies the
+  // compute stream owns, run at once.
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_reduce_sum_bf16_wire(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum_bf16_wire(const Tensor& in,
+                                                                        Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;
@@ -74,7 +78,7 @@ class DeviceGroupCommunicator : public Communicator {
                                                                int tag) = 0;
   virtual void device_recv(Tensor& x, int src, int tag) = 0;
   // Runs `collective` (one blocking collective of this communicator on fp32
-  // operands on device()) as a started one. This default runs it at once on
+  // operands on device(), or a bf16 wire's sum) as a started one. This default runs it at once on
   // the compute stream and returns a finished handle.
   virtual std::unique_ptr<PendingCollective> device_start(const std::function<void()>& collective);
   // The same backend over a split of the MPI group.

@@ -79,6 +79,18 @@ std::unique_ptr<PendingCollective> RecordingCommunicator::start_reduce_scatter_s
                         [&] { return inner_.start_reduce_scatter_sum(in, out); });
 }
 
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_all_reduce_sum_bf16_wire(
+    Tensor& x) {
+  return record_started("all_reduce_sum_bf16_wire", x.numel(),
+                        [&] { return inner_.start_all_reduce_sum_bf16_wire(x); });
+}
+
+std::unique_ptr<PendingCollective> RecordingCommunicator::start_reduce_scatter_sum_bf16_wire(
+    const Tensor& in, Tensor& out) {
+  return record_started("reduce_scatter_sum_bf16_wire", in.numel(),
+                        [&] { return inner_.start_reduce_scatter_sum_bf16_wire(in, out); });
+}
+
 std::unique_ptr<PendingCollective> RecordingCommunicator::start_send(const Tensor& x, int dst,
                                                                      int tag) {
   std::unique_ptr<PendingCollective> sent =

@@ -150,13 +150,12 @@ void AdamW::start_bucket(size_t b) {
   unreported_[b] = 0;  // started: step() leaves it to its collective
   const bool bf16_wire = wire_.owns_storage();
   pack_bucket(bucket, bf16_wire ? wire_ : flat_);  // while the ones before cross
-  if (bf16_wire) {
-    // [dp grads] sum bucket b over dp as bf16 (no started form: at once)
-    if (config_.zero == 0) {
-      dp_.all_reduce_sum_bf16_wire(bucket.wire);
-    } else {
-      dp_.reduce_scatter_sum_bf16_wire(bucket.wire, bucket.wire_part);
-    }
+  if (bf16_wire && config_.zero == 0) {
+    // [dp grads] all-reduce bucket b over dp as bf16
+    in_flight_.push_back(dp_.start_all_reduce_sum_bf16_wire(bucket.wire));
+  } else if (bf16_wire) {
+    // [dp grads] reduce-scatter bucket b over dp as bf16
+    in_flight_.push_back(dp_.start_reduce_scatter_sum_bf16_wire(bucket.wire, bucket.wire_part));
   } else if (config_.zero == 0) {
     // [dp grads] all-reduce bucket b over dp; its part of grad_slice_ is itself
     in_flight_.push_back(dp_.start_all_reduce_sum(bucket.flat));

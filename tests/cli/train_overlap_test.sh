@@ -6,7 +6,9 @@
 #    micro-batch's backward on each stage reports) and with sequence
 #    parallelism, over shared memory and Open MPI (several buckets' collectives
 #    in flight at once), at ZeRO-1 and zero 0, with one bucket per block or less
-#    (--ddp-bucket-size 20000 on a model of 4 blocks of 49k elements);
+#    (--ddp-bucket-size 20000 on a model of 4 blocks of 49k elements); and
+#    on the bf16 wire (--grad-reduce-dtype bf16) over both, whose started
+#    sums of two ranks are exact in either order too;
 #  - stop at step 5 and resume to 10 with overlap and buckets = 10 steps
 #    uninterrupted, bitwise (the moments cross the checkpoint per bucket);
 #  - a bucket size below 0 is refused on every rank.
@@ -18,7 +20,8 @@ write_gpt2_4l "$dir/gpt2-4l"
 common="--model $dir/gpt2-4l --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --steps 10 --batch 2"
 overlap="--overlap-grad-reduce --ddp-bucket-size 20000"
 
-for spec in "2:--dp 2" "2:--dp 2 --comm mpi" "4:--tp 2 --dp 2" "4:--tp 2 --dp 2 --sequence-parallel" "4:--pp 2 --dp 2 --grad-accum 2"; do
+for spec in "2:--dp 2" "2:--dp 2 --comm mpi" "2:--dp 2 --grad-reduce-dtype bf16" \
+  "2:--dp 2 --grad-reduce-dtype bf16 --comm mpi" "4:--tp 2 --dp 2" "4:--tp 2 --dp 2 --sequence-parallel" "4:--pp 2 --dp 2 --grad-accum 2"; do
   np=${spec%%:*}; mesh=${spec#*:}
   for zero in 0 1; do
     name=$(echo "$mesh z$zero" | tr -d ' -')
@@ -39,7 +42,7 @@ d = sys.argv[1]
 def curve(path):
     return [json.loads(l) for l in open(path)]
 names = sorted(os.path.basename(p)[:-len("-blocking.jsonl")] for p in glob.glob(f"{d}/*-blocking.jsonl"))
-assert len(names) == 10, names
+assert len(names) == 14, names
 for name in names:
     blocking, overlap = curve(f"{d}/{name}-blocking.jsonl"), curve(f"{d}/{name}-overlap.jsonl")
     assert len(blocking) == len(overlap) == 10, name
@@ -61,7 +64,7 @@ full, resumed = curve(f"{d}/dp2z1-overlap.jsonl"), curve(f"{d}/resumed.jsonl")
 assert [r["step"] for r in resumed] == list(range(6, 11)), [r["step"] for r in resumed]
 for a, b in zip(full[5:], resumed):
     assert a["loss"] == b["loss"] and a["grad_norm"] == b["grad_norm"], ("resume is not bitwise", a["step"])
-print("overlapped bucketed reduction = blocking at 5 meshes, zero 0 and 1; resume bitwise")
+print("overlapped bucketed reduction = blocking at 5 meshes and on the bf16 wire, zero 0 and 1; resume bitwise")
 PY
 
 if out=$(run 2 train $common --dp 2 --ddp-bucket-size -2 2>&1); then echo "FAIL: bucket size -2 accepted"; exit 1; fi

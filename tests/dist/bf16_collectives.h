@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -94,7 +95,7 @@ inline float wire_value(int rank, int64_t k) {
 // and every partial sum is at most sum|x_r|). `rounds_once` (shared memory):
 // each result is the fp32 sum over ranks 0..R-1 rounded once, bit for bit.
 // Also: the same bits on every rank and on a second call, and fp32 operands
-// refused before anything is sent.
+// refused before anything is sent. The started forms likewise.
 inline void check_bf16_wire_sums(Communicator& c, const std::string& what, int64_t n,
                                  bool rounds_once, Device device = Device::cpu()) {
   const int rank = c.rank(), size = c.size();
@@ -154,11 +155,33 @@ inline void check_bf16_wire_sums(Communicator& c, const std::string& what, int64
   c.reduce_scatter_sum_bf16_wire(stacked, block_again);
   EXPECT_EQ(block_again.to_vector(), block.to_vector()) << what << " reduce_scatter twice";
 
+  // The started forms, both in flight at once and waited for in reverse
+  // order: the same bounds, the same bits on every rank, and where the
+  // backend rounds once the blocking forms' bits.
+  Tensor started = bf16_of(operand(rank, 0, n), {n}, device);
+  Tensor started_block = Tensor::empty({n}, device, DType::kBF16);
+  {
+    std::unique_ptr<PendingCollective> reduce = c.start_all_reduce_sum_bf16_wire(started);
+    std::unique_ptr<PendingCollective> scatter =
+        c.start_reduce_scatter_sum_bf16_wire(stacked, started_block);
+    scatter->wait();
+    reduce->wait();
+  }
+  check(started.to_vector(), 0, "started all_reduce");
+  check(started_block.to_vector(), rank * n, "started reduce_scatter");
+  same_on_every_rank(started, "started all_reduce");
+  if (rounds_once) {
+    EXPECT_EQ(started.to_vector(), x.to_vector()) << what << " started all_reduce";
+    EXPECT_EQ(started_block.to_vector(), block.to_vector()) << what << " started reduce_scatter";
+  }
+
   // fp32 operands: refused on every rank, before anything crosses.
   Tensor fp32 = Tensor::zeros({n}, device);
   EXPECT_THROW(c.all_reduce_sum_bf16_wire(fp32), InternalError) << what;
+  EXPECT_THROW(c.start_all_reduce_sum_bf16_wire(fp32), InternalError) << what;
   Tensor fp32_block = Tensor::zeros({n}, device);
   EXPECT_THROW(c.reduce_scatter_sum_bf16_wire(stacked, fp32_block), InternalError) << what;
+  EXPECT_THROW(c.start_reduce_scatter_sum_bf16_wire(stacked, fp32_block), InternalError) << what;
   const Tensor fp32_stacked = Tensor::zeros({size * n}, device);
   EXPECT_THROW(c.reduce_scatter_sum_bf16_wire(fp32_stacked, block), InternalError) << what;
 }

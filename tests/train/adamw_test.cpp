@@ -487,96 +487,105 @@ TEST(AdamW, Bf16GradReduceRoundsEachRanksGradients) {
 // parameters per bucket, and either of them reduced during "backward"
 // (grads_ready, reported as the model does: last parameters first, some never)
 // give the parameters of one bucket bit for bit, and the norm to its double
-// partial sums' order (see ZeroOneGivesTheSameParametersAsZeroZero).
+// partial sums' order (see ZeroOneGivesTheSameParametersAsZeroZero). The
+// same on the bf16 wire, with gradients whose every partial sum bf16 holds.
 TEST(AdamW, BucketsAndOverlapGiveTheBitsOfOneBucket) {
   struct Layout {
     int64_t bucket_size;
     bool overlap;
   };
+  struct Wire {
+    DType dtype;
+    GradFn grad_of;
+  };
   for (auto [tp_size, dp_size] : meshes()) {
     ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
-    for (int zero : {0, 1}) {
-      TrainRun one = train(mesh.tp(), mesh.dp(), zero, kSteps);
-      for (Layout layout :
-           {Layout{1, false}, Layout{1, true}, Layout{20, false}, Layout{20, true}}) {
-        SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
-                     std::to_string(zero) + " bucket_size " + std::to_string(layout.bucket_size) +
-                     (layout.overlap ? " overlap" : ""));
-        TrainRun run;
-        AdamWConfig config = config_with(zero);
-        config.bucket_size = layout.bucket_size;
-        config.overlap_grad_reduce = layout.overlap;
-        AdamW adamw(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, run.params),
-                    config);
-        if (layout.bucket_size == 1) {
-          EXPECT_EQ(adamw.bucket_count(), kCount);
-        } else {  // some bucket holds several parameters
-          EXPECT_GT(adamw.bucket_count(), 1u);
-          EXPECT_LT(adamw.bucket_count(), kCount);
-        }
-        for (int s = 0; s < kSteps; ++s) {
-          set_grads(run.params, mesh.dp_rank(), s);
-          adamw.grads_ready({4, 3});  // the step takes 0, 1 and 2
-          run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
-        }
-        for (size_t i = 0; i < kCount; ++i) {
-          EXPECT_EQ(run.params[i]->value.to_vector(), one.params[i]->value.to_vector())
-              << kTensors[i].name;
-        }
-        for (int s = 0; s < kSteps; ++s) {
-          EXPECT_NEAR(run.norms[s], one.norms[s], 1e-14 * one.norms[s]);
+    for (auto [dtype, grad_of] : {Wire{DType::kF32, full_grad}, Wire{DType::kBF16, coarse_grad}})
+      for (int zero : {0, 1}) {
+        TrainRun one = train(mesh.tp(), mesh.dp(), zero, kSteps, dtype, grad_of);
+        for (Layout layout :
+             {Layout{1, false}, Layout{1, true}, Layout{20, false}, Layout{20, true}}) {
+          SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) +
+                       " zero " + std::to_string(zero) + " bucket_size " +
+                       std::to_string(layout.bucket_size) + (layout.overlap ? " overlap" : "") +
+                       " grad_reduce_dtype " + dtype_name(dtype));
+          TrainRun run;
+          AdamWConfig config = config_with(zero, dtype);
+          config.bucket_size = layout.bucket_size;
+          config.overlap_grad_reduce = layout.overlap;
+          AdamW adamw(mesh.tp(), mesh.dp(), initial_params(mesh.tp_rank(), tp_size, run.params),
+                      config);
+          if (layout.bucket_size == 1) {
+            EXPECT_EQ(adamw.bucket_count(), kCount);
+          } else {  // some bucket holds several parameters
+            EXPECT_GT(adamw.bucket_count(), 1u);
+            EXPECT_LT(adamw.bucket_count(), kCount);
+          }
+          for (int s = 0; s < kSteps; ++s) {
+            set_grads(run.params, mesh.dp_rank(), s, grad_of);
+            adamw.grads_ready({4, 3});  // the step takes 0, 1 and 2
+            run.norms.push_back(adamw.step(static_cast<float>(lr_of(s))));
+          }
+          for (size_t i = 0; i < kCount; ++i) {
+            EXPECT_EQ(run.params[i]->value.to_vector(), one.params[i]->value.to_vector())
+                << kTensors[i].name;
+          }
+          for (int s = 0; s < kSteps; ++s) {
+            EXPECT_NEAR(run.norms[s], one.norms[s], 1e-14 * one.norms[s]);
+          }
         }
       }
-    }
   }
 }
 
 // With overlap each bucket's collective starts the moment its last gradient
 // is reported, in the order reported, and step() starts the rest in bucket
-// order. Bucket 0 holds the last parameter of the list.
+// order. Bucket 0 holds the last parameter of the list. On the bf16 wire too.
 TEST(AdamW, OverlapStartsEachBucketWhenItsGradientsAreReady) {
   for (auto [tp_size, dp_size] : meshes()) {
     ProcessMesh mesh(world(), tp_size, /*pp=*/1, dp_size);
-    for (int zero : {0, 1}) {
-      SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
-                   std::to_string(zero));
-      RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());
-      std::vector<std::unique_ptr<Parameter>> params;
-      AdamWConfig config = config_with(zero);
-      config.bucket_size = 1;  // one parameter each
-      config.overlap_grad_reduce = true;
-      AdamW adamw(tp, dp, initial_params(mesh.tp_rank(), tp_size, params), config);
-      ASSERT_EQ(adamw.bucket_count(), kCount);
-      auto sizes = [&](size_t i) {  // a bucket's elements, and this rank's part of them
-        const int64_t parts = zero == 1 ? dp_size : 1;
-        const int64_t padded = (params[i]->value.numel() + parts - 1) / parts * parts;
-        return std::pair{padded, padded / parts};
-      };
-      using E = CollectiveEvent;
-      const std::string sum = zero == 0 ? "all_reduce_sum" : "reduce_scatter_sum";
-      std::vector<E> expected;
-      // dp > 1: parameters 3 and 1 go as reported; step() sends the rest in
-      // bucket order (bucket 0 holds parameter 4). dp 1: all in step().
-      for (size_t i : {3, 1}) {
-        adamw.grads_ready({i});
-        if (dp_size > 1) expected.push_back({sum, sizes(i).first, 0});
-        EXPECT_EQ(dp.events(), expected) << "after reporting parameter " << i;
+    for (DType dtype : {DType::kF32, DType::kBF16})
+      for (int zero : {0, 1}) {
+        SCOPED_TRACE("tp " + std::to_string(tp_size) + " dp " + std::to_string(dp_size) + " zero " +
+                     std::to_string(zero) + " grad_reduce_dtype " + dtype_name(dtype));
+        RecordingCommunicator tp(mesh.tp()), dp(mesh.dp());
+        std::vector<std::unique_ptr<Parameter>> params;
+        AdamWConfig config = config_with(zero, dtype);
+        config.bucket_size = 1;  // one parameter each
+        config.overlap_grad_reduce = true;
+        AdamW adamw(tp, dp, initial_params(mesh.tp_rank(), tp_size, params), config);
+        ASSERT_EQ(adamw.bucket_count(), kCount);
+        auto sizes = [&](size_t i) {  // a bucket's elements, and this rank's part of them
+          const int64_t parts = zero == 1 ? dp_size : 1;
+          const int64_t padded = (params[i]->value.numel() + parts - 1) / parts * parts;
+          return std::pair{padded, padded / parts};
+        };
+        using E = CollectiveEvent;
+        const std::string wire = dtype == DType::kBF16 && dp_size > 1 ? "_bf16_wire" : "";
+        const std::string sum = (zero == 0 ? "all_reduce_sum" : "reduce_scatter_sum") + wire;
+        std::vector<E> expected;
+        // dp > 1: parameters 3 and 1 go as reported; step() sends the rest in
+        // bucket order (bucket 0 holds parameter 4). dp 1: all in step().
+        for (size_t i : {3, 1}) {
+          adamw.grads_ready({i});
+          if (dp_size > 1) expected.push_back({sum, sizes(i).first, 0});
+          EXPECT_EQ(dp.events(), expected) << "after reporting parameter " << i;
+        }
+        adamw.step(0.01f);
+        const std::vector<size_t> rest =
+            dp_size > 1 ? std::vector<size_t>{4, 2, 0} : std::vector<size_t>{4, 3, 2, 1, 0};
+        for (size_t i : rest) expected.push_back({sum, sizes(i).first, 0});
+        if (zero == 1) {
+          expected.push_back({"all_gather", 2, 0});  // norm partials
+          for (size_t i : {4, 3, 2, 1, 0}) expected.push_back({"all_gather", sizes(i).second, 0});
+        }
+        EXPECT_EQ(dp.events(), expected);
+        if (dp_size > 1) {  // at dp 1 nothing crosses, and reports are not looked at
+          EXPECT_THROW(adamw.grads_ready({kCount}), InternalError);
+          adamw.grads_ready({2});
+          EXPECT_THROW(adamw.grads_ready({2}), InternalError);  // twice in one step
+        }
       }
-      adamw.step(0.01f);
-      const std::vector<size_t> rest =
-          dp_size > 1 ? std::vector<size_t>{4, 2, 0} : std::vector<size_t>{4, 3, 2, 1, 0};
-      for (size_t i : rest) expected.push_back({sum, sizes(i).first, 0});
-      if (zero == 1) {
-        expected.push_back({"all_gather", 2, 0});  // norm partials
-        for (size_t i : {4, 3, 2, 1, 0}) expected.push_back({"all_gather", sizes(i).second, 0});
-      }
-      EXPECT_EQ(dp.events(), expected);
-      if (dp_size > 1) {  // at dp 1 nothing crosses, and reports are not looked at
-        EXPECT_THROW(adamw.grads_ready({kCount}), InternalError);
-        adamw.grads_ready({2});
-        EXPECT_THROW(adamw.grads_ready({2}), InternalError);  // twice in one step
-      }
-    }
   }
 }
 

@@ -67,6 +67,11 @@ class Communicator {
   virtual std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out);
   virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                                       Tensor& out);
+  // The bf16 wire's sums, started (gradient buckets under --grad-reduce-dtype
+  // bf16 overlap backward too); the same rules and the same default.
+  virtual std::unique_ptr<PendingCollective> start_all_reduce_sum_bf16_wire(Tensor& x);
+  virtual std::unique_ptr<PendingCollective> start_reduce_scatter_sum_bf16_wire(const Tensor& in,
+                                                                                Tensor& out);
 
   // Point to point, for pipeline stages: activations go to the next stage,
   // gradients back to the previous one. Only the two ranks take part; `dst`

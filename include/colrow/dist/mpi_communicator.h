@@ -38,6 +38,9 @@ class MpiCommunicator final : public Communicator {
   // MPI's non-blocking collectives (MPI_Iallreduce, ...). Open MPI moves them
   // on inside MPI calls, so they overlap little; correct either way.
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_reduce_sum_bf16_wire(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum_bf16_wire(const Tensor& in,
+                                                                        Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;

@@ -43,6 +43,9 @@ class RecordingCommunicator final : public Communicator {
   // Recorded when started, under the blocking op's name; the event's seconds
   // are those spent starting and waiting (the communication not hidden).
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_reduce_sum_bf16_wire(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum_bf16_wire(const Tensor& in,
+                                                                        Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;

@@ -109,8 +109,8 @@ class AdamW {
   // Bucket b's grads (in the buffer's dtype: a copy, or the one rounding to
   // bf16) and zero padding -> its range of `buffer`.
   void pack_bucket(const Bucket& bucket, Tensor& buffer);
-  // Packs bucket b and starts its dp sum into grad_slice_ (through wire_ when
-  // set: at once, as the bf16 wire's sums have no started form).
+  // Packs bucket b and starts its dp sum into grad_slice_ (through wire_, the
+  // bf16 wire's buffer, when set).
   void start_bucket(size_t b);
   // Every bucket not started yet, then waits: grad_slice_ holds the dp sums.
   void reduce_grads();

@@ -217,6 +217,35 @@ std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum(con
   return std::make_unique<MpiPending>(request);
 }
 
+// The bf16 wire needs no widened copy, so its sums start for real, with the
+// blocking form's user-defined operation.
+std::unique_ptr<PendingCollective> MpiCommunicator::start_all_reduce_sum_bf16_wire(Tensor& x) {
+  require_host_contiguous(x, "all_reduce_sum_bf16_wire", name_);
+  collective_checks::require_bf16({&x}, "all_reduce_sum_bf16_wire", name_);
+  if (size_ == 1 || x.numel() > kMaxChunk) return Communicator::start_all_reduce_sum_bf16_wire(x);
+  MPI_Request request;
+  COLROW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x.raw_data(), static_cast<int>(x.numel()),
+                                  MPI_UINT16_T, bf16_sum_, comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
+std::unique_ptr<PendingCollective> MpiCommunicator::start_reduce_scatter_sum_bf16_wire(
+    const Tensor& in, Tensor& out) {
+  const char* what = "reduce_scatter_sum_bf16_wire";
+  require_host_contiguous(in, what, name_);
+  require_host_contiguous(out, what, name_);
+  collective_checks::require_bf16({&in, &out}, what, name_);
+  collective_checks::require_scatter_sizes(in, out, size_, name_);
+  if (size_ == 1 || out.numel() > kMaxChunk) {
+    return Communicator::start_reduce_scatter_sum_bf16_wire(in, out);
+  }
+  MPI_Request request;
+  COLROW_MPI_CHECK(MPI_Ireduce_scatter_block(in.raw_data(), out.raw_data(),
+                                             static_cast<int>(out.numel()), MPI_UINT16_T, bf16_sum_,
+                                             comm_, &request));
+  return std::make_unique<MpiPending>(request);
+}
+
 void MpiCommunicator::check_p2p(const Tensor& x, int peer, const char* role, int tag,
                                 const char* what) const {
   require_host_contiguous(x, what, name_);

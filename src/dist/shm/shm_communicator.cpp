@@ -443,6 +443,21 @@ std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum(con
   return start([this, &in, &out] { scatter_any(in, out, "start_reduce_scatter_sum"); });
 }
 
+std::unique_ptr<PendingCollective> ShmCommunicator::start_all_reduce_sum_bf16_wire(Tensor& x) {
+  require_host_contiguous(x, "all_reduce_sum_bf16_wire", name());
+  collective_checks::require_bf16({&x}, "all_reduce_sum_bf16_wire", name());
+  if (size() == 1) return Communicator::start_all_reduce_sum_bf16_wire(x);
+  return start([this, &x] { all_reduce(x.bf16_data(), x.numel(), Reduction::kSum); });
+}
+
+std::unique_ptr<PendingCollective> ShmCommunicator::start_reduce_scatter_sum_bf16_wire(
+    const Tensor& in, Tensor& out) {
+  check_scatter(in, out, "reduce_scatter_sum_bf16_wire");
+  collective_checks::require_bf16({&in, &out}, "reduce_scatter_sum_bf16_wire", name());
+  if (size() == 1) return Communicator::start_reduce_scatter_sum_bf16_wire(in, out);
+  return start([this, &in, &out] { scatter(in, out); });
+}
+
 std::unique_ptr<Communicator> ShmCommunicator::split(int color, int key, const std::string& name) {
   // The sub-group is on this node too: its collectives stay in shared memory.
   std::unique_ptr<MpiCommunicator> sub = host_->split_group(color, key, name);

@@ -73,6 +73,9 @@ class ShmCommunicator final : public Communicator {
   void all_reduce_sum_bf16_wire(Tensor& x) override;
   void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_all_reduce_sum_bf16_wire(Tensor& x) override;
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum_bf16_wire(const Tensor& in,
+                                                                        Tensor& out) override;
   std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override;
   std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
                                                               Tensor& out) override;
