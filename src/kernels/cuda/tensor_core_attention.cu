@@ -30,9 +30,11 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "colrow/core/bfloat16.h"
+#include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/cuda/attention_tiles.cuh"
@@ -320,6 +322,8 @@ __global__ void __launch_bounds__(kThreads)
       dst[(row0 + rr) * ldo + e] = narrow<uint16_t>(O[rr * OLD + e] * row_inv);
     }
   }
+#else
+  __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
@@ -396,6 +400,8 @@ __global__ void __launch_bounds__(kThreads) tc_backward_kv(Operands a, Gradients
   const int64_t row0 = j0 + warp * kFrag;
   write_rows<HS>(dk, rows, a.scale, row0, T, gr.dk + b * T * gr.lddk + g * HS, gr.lddk);
   write_rows<HS>(dv, rows, 1.0f, row0, T, gr.dv + b * T * gr.lddv + g * HS, gr.lddv);
+#else
+  __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
@@ -456,6 +462,8 @@ __global__ void __launch_bounds__(kThreads) tc_backward_q(Operands a, Gradients 
   }
   __syncwarp();
   write_rows<HS>(dq, S, a.scale, i0 + warp * kFrag, T, gr.dq + b * T * gr.lddq + h * HS, gr.lddq);
+#else
+  __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
@@ -525,8 +533,12 @@ void with_head_dim(int64_t head_dim, Fn&& fn) {
     case 96:
       fn(std::integral_constant<int, 96>{});
       break;
-    default:
+    case 128:
       fn(std::integral_constant<int, 128>{});
+      break;
+    default:
+      throw InternalError("[attention] tensor-core kernels for head_dim " +
+                          std::to_string(head_dim) + ": ask tensor_core_attention_supports first");
   }
 }
 
@@ -538,7 +550,13 @@ bool tensor_core_attention_supports(int64_t head_dim, int device) {
   COLROW_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   COLROW_CUDA_CHECK(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  return major >= 8 && shared_bytes(static_cast<int>(head_dim)) <= optin;
+  if (major < 8 || shared_bytes(static_cast<int>(head_dim)) > optin) return false;
+  // The code the GPU runs must have been compiled for sm_80 or newer too (a
+  // build for an older architecture JITs kernels whose bodies trap).
+  colrow::cuda::compute_stream(device);  // makes `device` current
+  cudaFuncAttributes built{};
+  COLROW_CUDA_CHECK(cudaFuncGetAttributes(&built, tc_forward<64>));
+  return built.ptxVersion >= 80;
 }
 
 void tensor_core_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,

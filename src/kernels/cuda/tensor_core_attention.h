@@ -22,7 +22,8 @@
 namespace colrow::kernels::cuda {
 
 // head_dim a multiple of 32 up to 128, a GPU of compute capability 8.0 or
-// newer, and the kernels' shared memory within its per-block limit.
+// newer running code built for one, and the kernels' shared memory within
+// its per-block limit.
 bool tensor_core_attention_supports(int64_t head_dim, int device);
 
 // As flash_attention_forward, with q, k, v, out bf16 (checked by the caller).
