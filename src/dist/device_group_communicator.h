@@ -78,8 +78,9 @@ class DeviceGroupCommunicator : public Communicator {
                                                                int tag) = 0;
   virtual void device_recv(Tensor& x, int src, int tag) = 0;
   // Runs `collective` (one blocking collective of this communicator on fp32
-  // operands on device(), or a bf16 wire's sum) as a started one. This default runs it at once on
-  // the compute stream and returns a finished handle.
+  // operands on device(), or a bf16 wire's sum) as a started one. This
+  // default runs it at once on the compute stream and returns a finished
+  // handle.
   virtual std::unique_ptr<PendingCollective> device_start(const std::function<void()>& collective);
   // The same backend over a split of the MPI group.
   virtual std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) = 0;

@@ -1,7 +1,8 @@
 // What the fused attention kernels (flash_attention.cu, fp32 arithmetic on
 // CUDA cores; tensor_core_attention.cu, bf16 products on tensor cores) share:
-// tiles of 64 queries against 64 keys, which tiles meet under the causal mask
-// and the sliding window, the softmax scale, and backward's D_i = dO_i . O_i.
+// their operands, tiles of 64 queries against 64 keys, which tiles meet under
+// the causal mask and the sliding window, the softmax scale, backward's
+// D_i = dO_i . O_i, and the shared memory a launch asks for.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,11 +10,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "colrow/core/tensor.h"
+
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/attention_window.h"
+#include "kernels/checks/attention.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
 
@@ -26,6 +31,51 @@ __host__ __device__ inline int64_t key_tiles(int64_t seq) {
 
 inline float softmax_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+// Whether every row of t starts on 16 bytes (its data and its row stride).
+inline bool aligned_rows(const Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 &&
+         t.row_stride() * static_cast<int64_t>(dtype_bytes(t.dtype())) % 16 == 0;
+}
+
+// q, k, v as E (float, or uint16_t for bf16 bits) and what every kernel
+// needs to know of them.
+template <typename E>
+struct Operands {
+  const E* q;
+  const E* k;
+  const E* v;
+  int64_t ldq, ldk, ldv;
+  int64_t seq, n_head, group, head_dim, window;
+  float scale;
+  bool aligned;  // every row of q, k, v starts on 16 bytes (vector loads may read it)
+};
+
+// q, k, v as E (with_element_type checked they share it).
+template <typename E>
+Operands<E> operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
+                     int64_t window) {
+  return {elements<E>(q),
+          elements<E>(k),
+          elements<E>(v),
+          q.row_stride(),
+          k.row_stride(),
+          v.row_stride(),
+          d.seq,
+          d.n_head,
+          d.group,
+          d.head_dim,
+          window,
+          softmax_scale(d.head_dim),
+          aligned_rows(q) && aligned_rows(k) && aligned_rows(v)};
+}
+
+// Lets `kernel` take `bytes` of dynamic shared memory (above 48 KiB needs it).
+template <typename Kernel>
+void allow_shared_bytes(Kernel kernel, int64_t bytes) {
+  COLROW_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(bytes)));
 }
 
 // Query tile qt meets key tile kt when some query of qt sees some key of kt:

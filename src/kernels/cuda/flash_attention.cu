@@ -149,16 +149,6 @@ __device__ void load_tile(const E* src, int64_t ld, int64_t r0, int64_t T, int64
   }
 }
 
-template <typename E>
-struct Operands {
-  const E* q;
-  const E* k;
-  const E* v;
-  int64_t ldq, ldk, ldv;
-  int64_t seq, n_head, group, head_dim, window;
-  float scale;
-};
-
 template <int TE, typename E>
 __global__ void __launch_bounds__(kThreads)
     flash_forward(Operands<E> a, E* out, int64_t ldo, float* lse) {
@@ -400,15 +390,6 @@ int columns_per_thread(int64_t head_dim) {  // TE
   return head_dim <= 16 ? 1 : head_dim <= 32 ? 2 : head_dim <= 64 ? 4 : 8;
 }
 
-// q, k, v as E (with_element_type checked they share it).
-template <typename E>
-Operands<E> operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
-                     int64_t window) {
-  return {elements<E>(q), elements<E>(k), elements<E>(v), q.row_stride(),
-          k.row_stride(), v.row_stride(), d.seq,          d.n_head,
-          d.group,        d.head_dim,     window,         softmax_scale(d.head_dim)};
-}
-
 void check_supported(const AttentionDims& d, int device, const char* what) {
   if (!flash_attention_supports(d.head_dim, device)) {
     attention_fail(what, "head_dim " + std::to_string(d.head_dim) +
@@ -421,17 +402,11 @@ void check_supported(const AttentionDims& d, int device, const char* what) {
   }
 }
 
-template <typename Kernel>
-void allow_shared(Kernel kernel, int64_t floats) {
-  COLROW_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(floats * sizeof(float))));
-}
-
 template <int TE, typename E>
 void launch_forward(const Operands<E>& a, int64_t batch, E* out, int64_t ldo, float* lse,
                     cudaStream_t stream) {
   const int64_t floats = ForwardLayout(TE * kSide).floats;
-  allow_shared(flash_forward<TE, E>, floats);
+  allow_shared_bytes(flash_forward<TE, E>, floats * sizeof(float));
   const dim3 grid(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq)));
   flash_forward<TE, E><<<grid, kThreads, floats * sizeof(float), stream>>>(a, out, ldo, lse);
   COLROW_CUDA_CHECK_LAUNCH();
@@ -441,7 +416,7 @@ template <int TE, typename E>
 void launch_backward_kv(const Operands<E>& a, int64_t batch, const Gradients<E>& gr,
                         cudaStream_t stream) {
   const int64_t floats = BackwardLayout(TE * kSide).floats;
-  allow_shared(flash_backward_kv<TE, E>, floats);
+  allow_shared_bytes(flash_backward_kv<TE, E>, floats * sizeof(float));
   const dim3 grid(static_cast<unsigned>(batch * (a.n_head / a.group)),
                   static_cast<unsigned>(key_tiles(a.seq)));
   flash_backward_kv<TE, E><<<grid, kThreads, floats * sizeof(float), stream>>>(a, gr);
@@ -497,11 +472,21 @@ bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device
   return dtype == DType::kBF16 && tensor_core_attention_supports(head_dim, device);
 }
 
+namespace {
+
+// The rows' dO . O, then (the fp32 kernels) the dQ partials.
+int64_t scratch_floats(int64_t batch, int64_t n_head, int64_t seq, int64_t head_dim,
+                       bool tensor_cores) {
+  const int64_t row_dots = batch * n_head * seq;
+  return tensor_cores ? row_dots : row_dots + key_tiles(seq) * batch * seq * n_head * head_dim;
+}
+
+}  // namespace
+
 Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
                                              int64_t head_dim, DType dtype, int device) {
-  const int64_t row_dots = batch * n_head * seq;
-  if (flash_attention_uses_tensor_cores(dtype, head_dim, device)) return {row_dots};
-  return {row_dots + key_tiles(seq) * batch * seq * n_head * head_dim};
+  return {scratch_floats(batch, n_head, seq, head_dim,
+                         flash_attention_uses_tensor_cores(dtype, head_dim, device))};
 }
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -513,15 +498,15 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   check_attention_grads(q, k, d, dq, dk, dv, what);
   check_window(window, what);
   const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
-  const DType dtype = shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
-  const Shape need =
-      flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq, d.head_dim, dtype, device);
-  if (!scratch.is_contiguous() || scratch.numel() < need[0]) {
+  const bool tensor_cores = flash_attention_uses_tensor_cores(
+      shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}), d.head_dim, device);
+  const int64_t need = scratch_floats(d.batch, d.n_head, d.seq, d.head_dim, tensor_cores);
+  if (!scratch.is_contiguous() || scratch.numel() < need) {
     attention_fail(what, "scratch " + shape_to_string(scratch.shape()) +
-                             " must be contiguous and hold at least " + shape_to_string(need));
+                             " must be contiguous and hold at least " + shape_to_string({need}));
   }
   check_supported(d, device, what);
-  if (flash_attention_uses_tensor_cores(dtype, d.head_dim, device)) {
+  if (tensor_cores) {
     tensor_core_attention_backward(q, k, v, out, lse, dout, d, window, dq, dk, dv, scratch.data());
     return;
   }

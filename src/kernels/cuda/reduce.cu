@@ -14,8 +14,8 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/cuda/chunk_table.cuh"
-#include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/reductions.cuh"
 
 namespace colrow::kernels::cuda {
 namespace {

@@ -112,15 +112,8 @@ struct QueryLayout {
         bytes(warps + kWarps * per_warp) {}
 };
 
-struct Operands {
-  const uint16_t* q;  // bf16 bits
-  const uint16_t* k;
-  const uint16_t* v;
-  int64_t ldq, ldk, ldv;
-  int64_t seq, n_head, group, window;
-  float scale;
-  bool aligned;  // every row of q, k, v (and dO) starts on 16 bytes: vector loads
-};
+// bf16 bits; `aligned` also covers dO's rows in backward.
+using Bf16Operands = Operands<uint16_t>;
 
 struct Gradients {
   const uint16_t* dout;
@@ -238,7 +231,7 @@ __device__ void write_rows(const Acc (&acc)[HS / kFrag], float* rows, float mul,
 
 template <int HS>
 __global__ void __launch_bounds__(kThreads)
-    tc_forward(Operands a, uint16_t* out, int64_t ldo, float* lse) {
+    tc_forward(Bf16Operands a, uint16_t* out, int64_t ldo, float* lse) {
 #ifdef COLROW_TENSOR_CORES
   constexpr int KF = HS / kFrag, OLD = HS + 4;
   constexpr ForwardLayout L(HS);
@@ -328,7 +321,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 template <int HS>
-__global__ void __launch_bounds__(kThreads) tc_backward_kv(Operands a, Gradients gr) {
+__global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradients gr) {
 #ifdef COLROW_TENSOR_CORES
   constexpr int KF = HS / kFrag;
   constexpr KeyLayout L(HS);
@@ -406,7 +399,7 @@ __global__ void __launch_bounds__(kThreads) tc_backward_kv(Operands a, Gradients
 }
 
 template <int HS>
-__global__ void __launch_bounds__(kThreads) tc_backward_q(Operands a, Gradients gr) {
+__global__ void __launch_bounds__(kThreads) tc_backward_q(Bf16Operands a, Gradients gr) {
 #ifdef COLROW_TENSOR_CORES
   constexpr int KF = HS / kFrag;
   constexpr QueryLayout L(HS);
@@ -471,48 +464,25 @@ int64_t shared_bytes(int hs) {
   return std::max({ForwardLayout(hs).bytes, KeyLayout(hs).bytes, QueryLayout(hs).bytes});
 }
 
-bool aligned_rows(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 && t.row_stride() % 8 == 0;
-}
-
-Operands operands(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionDims& d,
-                  int64_t window, bool aligned) {
-  return {static_cast<const uint16_t*>(q.raw_data()),
-          static_cast<const uint16_t*>(k.raw_data()),
-          static_cast<const uint16_t*>(v.raw_data()),
-          q.row_stride(),
-          k.row_stride(),
-          v.row_stride(),
-          d.seq,
-          d.n_head,
-          d.group,
-          window,
-          softmax_scale(d.head_dim),
-          aligned && aligned_rows(q) && aligned_rows(k) && aligned_rows(v)};
-}
-
-template <typename Kernel>
-void launch(Kernel kernel, dim3 grid, int64_t bytes, cudaStream_t stream, const Operands& a,
-            const Gradients& gr) {
-  COLROW_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(bytes)));
-  kernel<<<grid, kThreads, bytes, stream>>>(a, gr);
+// kernel<<<grid, kThreads, bytes, stream>>>(args...), its shared memory allowed.
+template <typename... Params, typename... Args>
+void launch(void (*kernel)(Params...), dim3 grid, int64_t bytes, cudaStream_t stream,
+            Args... args) {
+  allow_shared_bytes(kernel, bytes);
+  kernel<<<grid, kThreads, bytes, stream>>>(args...);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 template <int HS>
-void forward(const Operands& a, int64_t batch, uint16_t* out, int64_t ldo, float* lse,
+void forward(const Bf16Operands& a, int64_t batch, uint16_t* out, int64_t ldo, float* lse,
              cudaStream_t stream) {
-  const int64_t bytes = ForwardLayout(HS).bytes;
-  COLROW_CUDA_CHECK(cudaFuncSetAttribute(
-      tc_forward<HS>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-  const dim3 grid(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq)));
-  tc_forward<HS><<<grid, kThreads, bytes, stream>>>(a, out, ldo, lse);
-  COLROW_CUDA_CHECK_LAUNCH();
+  launch(tc_forward<HS>,
+         dim3(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq))),
+         ForwardLayout(HS).bytes, stream, a, out, ldo, lse);
 }
 
 template <int HS>
-void backward(const Operands& a, int64_t batch, const Gradients& gr, cudaStream_t stream) {
+void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, cudaStream_t stream) {
   const unsigned tiles = static_cast<unsigned>(key_tiles(a.seq));
   launch(tc_backward_kv<HS>, dim3(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles),
          KeyLayout(HS).bytes, stream, a, gr);
@@ -563,7 +533,7 @@ void tensor_core_attention_forward(const Tensor& q, const Tensor& k, const Tenso
                                    const AttentionDims& d, int64_t window, Tensor& lse,
                                    Tensor& out) {
   cudaStream_t stream = colrow::cuda::compute_stream(out.device().index);
-  const Operands a = operands(q, k, v, d, window, true);
+  const Bf16Operands a = operands<uint16_t>(q, k, v, d, window);
   uint16_t* o = static_cast<uint16_t*>(out.raw_data());
   with_head_dim(d.head_dim, [&](auto hs) {
     forward<decltype(hs)::value>(a, d.batch, o, out.row_stride(), lse.data(), stream);
@@ -579,7 +549,8 @@ void tensor_core_attention_backward(const Tensor& q, const Tensor& k, const Tens
   const auto* g = static_cast<const uint16_t*>(dout.raw_data());
   launch_rows_dot(g, dout.row_stride(), o, out.row_stride(), d.batch * d.seq, d.seq, d.n_head,
                   d.head_dim, row_dots, stream);
-  const Operands a = operands(q, k, v, d, window, aligned_rows(dout));
+  Bf16Operands a = operands<uint16_t>(q, k, v, d, window);
+  a.aligned = a.aligned && aligned_rows(dout);
   const Gradients gr{g,
                      dout.row_stride(),
                      lse.data(),

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <tuple>
@@ -32,7 +33,6 @@ namespace {
 
 using testing::kU;
 using testing::random_uniform;
-using testing::same_bits;
 
 namespace gpu = kernels::cuda;
 using reference::BMatrix;
@@ -90,6 +90,15 @@ Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor&
 
 Outputs run_flash(const Case& c, const Inputs& in, Device dev) {
   return run_flash(c, in.q.to(dev), in.k.to(dev), in.v.to(dev), in.dout.to(dev), dev);
+}
+
+// Every output of two runs, bit for bit.
+void expect_same_outputs(const std::string& what, const Outputs& got, const Outputs& want) {
+  testing::expect_same_bits(what + " lse", got.lse, want.lse);
+  testing::expect_same_bits(what + " out", got.out, want.out);
+  testing::expect_same_bits(what + " dq", got.dq, want.dq);
+  testing::expect_same_bits(what + " dk", got.dk, want.dk);
+  testing::expect_same_bits(what + " dv", got.dv, want.dv);
 }
 
 reference::CoreResult reference_of(const Case& c, const Inputs& in) {
@@ -198,37 +207,54 @@ TEST(CudaFlashAttentionTest, MatchesReference) {
   }
 }
 
-// The plain kernels (the part-1 reference, which stores P) on the same
-// inputs: both within their bounds of the exact values, so within the sum of
-// the two of each other; checked here on the long cases as a second witness.
+// The plain kernels (the part-1 reference, which stores P) on `in` (fp32, to
+// `dev`): out and the gradients (lse stays empty).
+Outputs run_plain(const Case& c, const Inputs& in, Device dev) {
+  const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
+  Outputs o{Tensor(), Tensor::empty(q.shape(), dev), Tensor::empty(q.shape(), dev),
+            Tensor::empty(k.shape(), dev), Tensor::empty(k.shape(), dev)};
+  Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
+  Tensor scratch =
+      Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+  gpu::attention_forward(q, k, v, c.window, probs, o.out);
+  gpu::attention_backward(q, k, v, probs, dout, o.dq, o.dk, o.dv, scratch);
+  return o;
+}
+
+// Two kernels each within its bound of the exact values are within the sum
+// of the two of each other: 2 e each, and `relative` (out, dq, dk, dv) of m.
+void expect_within_each_others_bounds(const Outputs& fused, const Outputs& plain,
+                                      const reference::CoreResult& ref,
+                                      const std::array<double, 4>& relative) {
+  const std::array<std::tuple<const char*, const Tensor*, const Tensor*, const BMatrix*>, 4>
+      outputs{std::tuple{"out", &fused.out, &plain.out, &ref.out},
+              std::tuple{"dq", &fused.dq, &plain.dq, &ref.dq},
+              std::tuple{"dk", &fused.dk, &plain.dk, &ref.dk},
+              std::tuple{"dv", &fused.dv, &plain.dv, &ref.dv}};
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const auto& [what, x, y, exact] = outputs[o];
+    const std::vector<float> a = x->to_vector(), b = y->to_vector();
+    int64_t violations = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      const double bound = 4.0 * (*exact)[i].e + (relative[o] + 2e-12) * (*exact)[i].m;
+      if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= bound)) ++violations;
+    }
+    EXPECT_EQ(violations, 0) << what << ": fused and plain differ past their bounds";
+  }
+}
+
+// The plain kernels on the same inputs: both within their bounds of the
+// exact values, so within the sum of the two of each other; checked here on
+// the long cases as a second witness.
 TEST(CudaFlashAttentionTest, AgreesWithThePlainKernels) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   for (const Case& c : {Case{2, 1024, 4, 2, 64}, Case{1, 300, 3, 1, 128, 100}}) {
     SCOPED_TRACE(c.name());
     const Inputs in = inputs(c, 500);
-    const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
-    const Outputs f = run_flash(c, q, k, v, dout, dev);
-    Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
-    Tensor out = Tensor::empty(f.out.shape(), dev), dq = Tensor::empty(f.dq.shape(), dev),
-           dk = Tensor::empty(f.dk.shape(), dev), dv = Tensor::empty(f.dv.shape(), dev);
-    Tensor scratch =
-        Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
-    gpu::attention_forward(q, k, v, c.window, probs, out);
-    gpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
-    const reference::CoreResult ref = reference_of(c, in);
     const double relative = fused_relative_error(c);
-    for (const auto& [what, fused, plain, exact] :
-         {std::tuple{"out", &f.out, &out, &ref.out}, std::tuple{"dq", &f.dq, &dq, &ref.dq},
-          std::tuple{"dk", &f.dk, &dk, &ref.dk}, std::tuple{"dv", &f.dv, &dv, &ref.dv}}) {
-      const std::vector<float> a = fused->to_vector(), b = plain->to_vector();
-      int64_t violations = 0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        const double bound = 4.0 * (*exact)[i].e + (relative + 2e-12) * (*exact)[i].m;
-        if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= bound)) ++violations;
-      }
-      EXPECT_EQ(violations, 0) << what << ": fused and plain differ past their bounds";
-    }
+    expect_within_each_others_bounds(run_flash(c, in, dev), run_plain(c, in, dev),
+                                     reference_of(c, in), {relative, relative, relative, relative});
   }
 }
 
@@ -257,12 +283,7 @@ TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
   const Case c{2, 333, 6, 2, 64, 100};
   const Inputs in = inputs(c, 300);
   const Outputs a = run_flash(c, in, dev);
-  const Outputs b = run_flash(c, in, dev);
-  EXPECT_TRUE(same_bits(a.lse, b.lse));
-  EXPECT_TRUE(same_bits(a.out, b.out));
-  EXPECT_TRUE(same_bits(a.dq, b.dq));
-  EXPECT_TRUE(same_bits(a.dk, b.dk));
-  EXPECT_TRUE(same_bits(a.dv, b.dv));
+  expect_same_outputs("repeated", run_flash(c, in, dev), a);
   for (const Tensor* t : {&a.lse, &a.out, &a.dq, &a.dk, &a.dv}) {
     for (float x : t->to_vector()) ASSERT_TRUE(std::isfinite(x));
   }
@@ -431,28 +452,10 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
       const Case c{1, seq, 2, n_kv_head, 64};
       SCOPED_TRACE(c.name());
       const Inputs in = bf16_values(inputs(c, 800 + static_cast<uint32_t>(seq + n_kv_head)));
-      const Outputs f = run_flash_bf16(c, in, dev);
-      const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
-      Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
-      Tensor out = Tensor::empty(q.shape(), dev), dq = Tensor::empty(q.shape(), dev),
-             dk = Tensor::empty(k.shape(), dev), dv = Tensor::empty(k.shape(), dev);
-      Tensor scratch =
-          Tensor::empty(gpu::attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
-      gpu::attention_forward(q, k, v, c.window, probs, out);
-      gpu::attention_backward(q, k, v, probs, dout, dq, dk, dv, scratch);
-      const reference::CoreResult ref = reference_of(c, in);
-      for (const auto& [what, fused, plain, exact, roundings] :
-           {std::tuple{"out", &f.out, &out, &ref.out, 2}, std::tuple{"dq", &f.dq, &dq, &ref.dq, 4},
-            std::tuple{"dk", &f.dk, &dk, &ref.dk, 4}, std::tuple{"dv", &f.dv, &dv, &ref.dv, 2}}) {
-        const std::vector<float> a = fused->to_vector(), b = plain->to_vector();
-        const double relative = bf16_relative_error(c, roundings);
-        int64_t violations = 0;
-        for (size_t i = 0; i < a.size(); ++i) {
-          const double bound = 4.0 * (*exact)[i].e + (relative + 2e-12) * (*exact)[i].m;
-          if (!(std::fabs(static_cast<double>(a[i]) - b[i]) <= bound)) ++violations;
-        }
-        EXPECT_EQ(violations, 0) << what << ": tensor-core and plain differ past their bounds";
-      }
+      expect_within_each_others_bounds(run_flash_bf16(c, in, dev), run_plain(c, in, dev),
+                                       reference_of(c, in),
+                                       {bf16_relative_error(c, 2), bf16_relative_error(c, 4),
+                                        bf16_relative_error(c, 4), bf16_relative_error(c, 2)});
     }
   }
 }
@@ -467,13 +470,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
   const Case c{2, 333, 6, 2, 64, 100};
   const Inputs in = bf16_values(inputs(c, 900));
   const Outputs a = run_flash_bf16(c, in, dev);
-  const Outputs b = run_flash_bf16(c, in, dev);
-  for (const auto& [what, x, y] :
-       {std::tuple{"lse", &a.lse, &b.lse}, std::tuple{"out", &a.out, &b.out},
-        std::tuple{"dq", &a.dq, &b.dq}, std::tuple{"dk", &a.dk, &b.dk},
-        std::tuple{"dv", &a.dv, &b.dv}}) {
-    testing::expect_same_bits(std::string("repeated ") + what, *x, *y);
-  }
+  expect_same_outputs("repeated", run_flash_bf16(c, in, dev), a);
   for (int64_t shift : {0, 1}) {
     SCOPED_TRACE("columns shifted by " + std::to_string(shift));
     Tensor fused =
@@ -484,13 +481,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
     q.copy_from(in.q.to(DType::kBF16).to(dev));
     k.copy_from(in.k.to(DType::kBF16).to(dev));
     v.copy_from(in.v.to(DType::kBF16).to(dev));
-    const Outputs s = run_flash(c, q, k, v, in.dout.to(DType::kBF16).to(dev), dev);
-    for (const auto& [what, x, y] :
-         {std::tuple{"lse", &s.lse, &a.lse}, std::tuple{"out", &s.out, &a.out},
-          std::tuple{"dq", &s.dq, &a.dq}, std::tuple{"dk", &s.dk, &a.dk},
-          std::tuple{"dv", &s.dv, &a.dv}}) {
-      testing::expect_same_bits(what, *x, *y);
-    }
+    expect_same_outputs("strided", run_flash(c, q, k, v, in.dout.to(DType::kBF16).to(dev), dev), a);
   }
 }
 
