@@ -95,6 +95,10 @@ void add_train(CLI::App& app, TrainOptions& o) {
   t->add_flag("--sequence-parallel", o.sequence_parallel,
               "Megatron's sequence parallelism: norms and residual adds on batch x seq / tp "
               "token rows (all-gather and reduce-scatter instead of all-reduce)");
+  t->add_flag("--recompute-activation", o.recompute_activation,
+              "Make the MLP's activation (GELU, SwiGLU) again in backward instead of keeping "
+              "it: one [tokens, ffn/tp] activation per layer less, for one more activation pass "
+              "(llm.c's recompute=1; same losses)");
   t->add_option("--profile", o.profile,
                 "Time every kernel operation over N steps after the first and print each "
                 "phase's and operation's share of the step")

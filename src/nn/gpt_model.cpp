@@ -100,12 +100,18 @@ void GptModel::to(Device device) {
 std::unique_ptr<GptModel> GptModel::make_replica() {
   auto replica = std::make_unique<GptModel>(tp_, config_, stage_, /*seed=*/0, sequence_parallel_);
   replica->share_parameters_of(*this);
+  replica->set_recompute_activation(recompute_activation_);
   return replica;
 }
 
 void GptModel::set_compute_dtype(DType dtype) {
   for (Parameter* p : parameters()) p->set_compute_dtype(dtype);
   compute_dtype_ = dtype;
+}
+
+void GptModel::set_recompute_activation(bool recompute) {
+  for (auto& block : blocks_) block->set_recompute_activation(recompute);
+  recompute_activation_ = recompute;
 }
 
 void GptModel::refresh_compute_copies() {
@@ -323,9 +329,11 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
       report_grads_ready(head);
     }
   }
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) {
-    dx = &(*it)->backward(*dx);
-    if (reports) report_grads_ready((*it)->parameters());
+  for (size_t i = blocks_.size(); i-- > 0;) {
+    Tensor& block_dx = block_grads_[i % 2];
+    blocks_[i]->backward(*dx, block_dx);
+    dx = &block_dx;
+    if (reports) report_grads_ready(blocks_[i]->parameters());
   }
   if (stage_.is_first()) {
     embedding_backward(*dx);

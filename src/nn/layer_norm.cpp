@@ -2,6 +2,7 @@
 #include "colrow/nn/layer_norm.h"
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 #include "nn/norm_checks.h"
 
@@ -47,7 +48,7 @@ const Tensor& LayerNorm::backward(const Tensor& dy) {
     throw InternalError("[layer_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
                         " must match the forward input " + shape_to_string(x_.shape()));
   }
-  ensure_shape(dx_, dy.shape(), weight_.value.device(), dy.dtype());
+  layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::layer_norm_backward(x_, weight_.compute(), mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);
   return dx_;
 }

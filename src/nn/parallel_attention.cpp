@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -259,9 +260,9 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   const Tensor& d_attn = o_proj_.backward(dy);
   const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
   const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
-  ensure_shape(dq_, q.shape(), q.device(), d_attn.dtype());
-  ensure_shape(dk_, k.shape(), k.device(), d_attn.dtype());
-  ensure_shape(dv_, k.shape(), k.device(), d_attn.dtype());
+  layer_buffer(dq_, shared_buffers_, "attention.dq", q.shape(), q.device(), d_attn.dtype());
+  layer_buffer(dk_, shared_buffers_, "attention.dk", k.shape(), k.device(), d_attn.dtype());
+  layer_buffer(dv_, shared_buffers_, "attention.dv", k.shape(), k.device(), d_attn.dtype());
   {  // scratch lives for this call only: one layer's at a time (on a GPU the
      // dP/dS or dQ shares go back to the cache for the next layer)
     Tensor scratch =
@@ -307,6 +308,12 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
     }
   }
   return dx_summed;
+}
+
+void ParallelAttention::share_buffers() {
+  shared_buffers_ = true;
+  input_.share_buffers();
+  o_proj_.share_buffers();
 }
 
 std::array<Parameter*, 4> ParallelAttention::kv_parameters() {

@@ -3,6 +3,7 @@
 #include "colrow/nn/parallel_mlp.h"
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -54,22 +55,35 @@ const Tensor& ParallelMLP::forward(const Tensor& x_given) {
   // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
   const Tensor& x = input_.forward(x_given);  // none, or an all-gather of the token blocks
   const Tensor& up = up_.forward(x);          // no communication
-  ensure_shape(hidden_, up.shape(), up.device(), up.dtype());
-  if (gate_) {
-    ops::swiglu_forward(gate_->forward(x), up, hidden_);
-  } else {
-    ops::gelu_forward(gelu_form(config_), up, hidden_);
-  }
+  if (gate_) gate_->forward(x);
+  layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
+  activate();
   return down_.forward(hidden_);  // one all-reduce (or reduce-scatter) over tp
 }
 
+void ParallelMLP::activate() {
+  if (gate_) {
+    ops::swiglu_forward(gate_->output(), up_.output(), hidden_);
+  } else {
+    ops::gelu_forward(gelu_form(config_), up_.output(), hidden_);
+  }
+}
+
 const Tensor& ParallelMLP::backward(const Tensor& dy) {
+  if (recompute_activation_) {
+    // Its buffer served the layers after this one: the hidden units again, the same bits.
+    const Tensor& up = up_.output();
+    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
+    activate();
+  }
   // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
-  const Tensor& d_hidden = down_.backward(dy);
-  ensure_shape(d_up_, d_hidden.shape(), d_hidden.device(), d_hidden.dtype());
+  const Tensor& d_hidden = down_.backward(dy, hidden_);
+  layer_buffer(d_up_, shared_buffers_, "mlp.d_up", d_hidden.shape(), d_hidden.device(),
+               d_hidden.dtype());
   Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
   if (gate_) {
-    ensure_shape(d_gate_, d_hidden.shape(), d_hidden.device(), d_hidden.dtype());
+    layer_buffer(d_gate_, shared_buffers_, "mlp.d_gate", d_hidden.shape(), d_hidden.device(),
+                 d_hidden.dtype());
     ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
     // Both branches read the same x: sum their partial dx, then reduce once.
     gate_->backward_input(d_gate_, dx, /*accumulate=*/false);
@@ -84,6 +98,12 @@ const Tensor& ParallelMLP::backward(const Tensor& dy) {
   if (gate_) gate_->backward_weights(d_gate_);
   up_.backward_weights(d_up_);
   return input_.grad();
+}
+
+void ParallelMLP::share_buffers() {
+  shared_buffers_ = true;
+  input_.share_buffers();
+  down_.share_buffers();
 }
 
 std::vector<Parameter*> ParallelMLP::parameters() {

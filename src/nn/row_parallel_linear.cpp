@@ -55,12 +55,14 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
     Tensor& partial = shared_buffer("row_parallel.partial_output", {tokens, spec_.out_features},
                                     device, x.dtype());
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.compute(), 0.0f, partial);
-    ensure_shape(y_local_, {tokens / tp_.size(), spec_.out_features}, device, x.dtype());
+    layer_buffer(y_local_, shared_buffers_, "row_parallel.y_block",
+                 {tokens / tp_.size(), spec_.out_features}, device, x.dtype());
     reduce_scatter_to_sp_forward(partial, y_local_, tp_);  // sum, keep my token block
     if (bias_) ops::add_bias(y_local_, bias_->compute());
     return y_local_;
   }
-  ensure_shape(y_, {tokens, spec_.out_features}, device, x.dtype());
+  layer_buffer(y_, shared_buffers_, "row_parallel.y", {tokens, spec_.out_features}, device,
+               x.dtype());
   ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.compute(), 0.0f, y_);
   tp_.all_reduce_sum(y_);                          // [g fwd] all-reduce partial outputs over tp
   if (bias_) ops::add_bias(y_, bias_->compute());  // once, after the sum
@@ -90,12 +92,24 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
     ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x_local_, 1.0f, weight_.grad);
   }
   // dx_local = dy W_local  ([tokens, out] x [out, in/tp])
-  ensure_shape(dx_local_, {dy.size(0), in_features_local_}, weight_.value.device(), dy.dtype());
+  layer_buffer(dx_local_, shared_buffers_, "row_parallel.dx", {dy.size(0), in_features_local_},
+               weight_.value.device(), dy.dtype());
   ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.compute(), 0.0f, dx_local_);
   if (input_is_parallel_) return dx_local_;
-  ensure_shape(dx_full_, {dy.size(0), spec_.in_features}, weight_.value.device(), dy.dtype());
+  layer_buffer(dx_full_, shared_buffers_, "row_parallel.dx_full", {dy.size(0), spec_.in_features},
+               weight_.value.device(), dy.dtype());
   scatter_to_tp_backward(dx_local_, dx_full_, tp_);  // all-gather of the last dim over tp
   return dx_full_;
+}
+
+const Tensor& RowParallelLinear::backward(const Tensor& dy, const Tensor& x) {
+  if (!input_is_parallel_ || x.shape() != x_local_.shape()) {
+    throw InternalError("[row_parallel_linear] " + spec_.name + ": backward's x " +
+                        shape_to_string(x.shape()) + " must be the parallel input forward saw (" +
+                        shape_to_string(x_local_.shape()) + ")");
+  }
+  x_local_ = x;
+  return backward(dy);
 }
 
 }  // namespace colrow

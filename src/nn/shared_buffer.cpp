@@ -14,4 +14,22 @@ Tensor& shared_buffer(const std::string& role, const Shape& shape, Device device
   return t;
 }
 
+Tensor& layer_buffer(Tensor& t, bool shared, const std::string& role, const Shape& shape,
+                     Device device, DType dtype) {
+  if (!shared) {
+    ensure_shape(t, shape, device, dtype);
+    return t;
+  }
+  static std::map<std::tuple<std::string, std::string, DType>, Tensor> storages;  // flat
+  Tensor& storage = storages[{role, device.str(), dtype}];
+  const int64_t n = shape_numel(shape);
+  // Grown, not kept beside: a layer still holding the old one lets it go at its next call.
+  if (!storage.owns_storage() || storage.numel() < n) storage = Tensor::empty({n}, device, dtype);
+  if (t.raw_data() != storage.raw_data() || t.shape() != shape || !t.is_contiguous() ||
+      t.device() != device || t.dtype() != dtype) {
+    t = storage.slice(0, 0, n).view(shape);  // a handle: no copy, no allocation
+  }
+  return t;
+}
+
 }  // namespace colrow

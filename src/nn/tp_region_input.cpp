@@ -70,8 +70,7 @@ void TpRegionInput::finish(std::unique_ptr<PendingCollective>& pending) {
 Tensor& TpRegionInput::partial_grad() {
   COLROW_CHECK(x_.ndim() == 2, "TpRegionInput::partial_grad before forward");
   if (!sequence_parallel_) {
-    ensure_shape(dx_, x_.shape(), x_.device(), x_.dtype());
-    return dx_;
+    return layer_buffer(dx_, shared_buffers_, "tp_region.dx", x_.shape(), x_.device(), x_.dtype());
   }
   start_gather();  // runs during the input-gradient GEMMs
   // Reduce-scattered before the next region's backward starts: one buffer for all.
@@ -83,7 +82,8 @@ Tensor& TpRegionInput::partial_grad() {
 void TpRegionInput::reduce_partial_grad() {
   finish(gathering_);  // one collective at a time on tp
   if (sequence_parallel_) {
-    ensure_shape(dx_local_, x_.shape(), x_.device(), x_.dtype());
+    layer_buffer(dx_local_, shared_buffers_, "tp_region.dx_block", x_.shape(), x_.device(),
+                 x_.dtype());
     // reduce-scatter to my token block (gather_from_sp's backward)
     reducing_ = tp_.start_reduce_scatter_sum(dx_, dx_local_);
   } else {

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -74,7 +76,10 @@ TransformerBlock::TransformerBlock(Communicator& tp, const ModelConfig& config, 
       mlp_(tp, mlp_config(config, layer, seed, sequence_parallel)) {
   for (Norm* norm : {&norm_1_, &norm_2_}) {
     for (Parameter* p : norm->parameters()) p->sequence_parallel = sequence_parallel;
+    norm->share_buffers();
   }
+  attention_.share_buffers();
+  mlp_.share_buffers();
 }
 
 const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t seq) {
@@ -98,14 +103,14 @@ const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows&
   return y_;
 }
 
-const Tensor& TransformerBlock::backward(const Tensor& dy) {
-  ensure_shape(dh_, dy.shape(), dy.device(), dy.dtype());
-  ensure_shape(dx_, dy.shape(), dy.device(), dy.dtype());
+void TransformerBlock::backward(const Tensor& dy, Tensor& dx) {
+  layer_buffer(dh_, /*shared=*/true, "block.dh", dy.shape(), dy.device(), dy.dtype());
+  ensure_shape(dx, dy.shape(), dy.device(), dy.dtype());
+  if (dx.raw_data() == dy.raw_data()) throw InternalError("[block] backward's dx must not be dy");
   // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
   ops::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
   // dx = dh + norm_1'(attention'(dh))   one all-reduce, in attention's input gradient
-  ops::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx_);
-  return dx_;
+  ops::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx);
 }
 
 std::vector<Parameter*> TransformerBlock::parameters() {

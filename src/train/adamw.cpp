@@ -71,6 +71,15 @@ void AdamW::lay_out_buckets(Device device) {
     buckets_.push_back(std::move(bucket));
   }
   flat_ = Tensor::zeros({padded_size_}, device);
+  // The gradients move into it (Megatron's contiguous grad buffer): backward
+  // accumulates there, the fp32 dp reduction starts from there without a
+  // copy, and the model holds no second set of them.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& grad = params_[i]->grad;
+    Tensor place = flat_.slice(0, offsets_[i], grad.numel()).view(grad.shape());
+    place.copy_from(grad);
+    grad = place;  // a handle: the old storage goes when its last handle does
+  }
   // zero 0: every rank owns everything, and the sums land in place
   grad_slice_ = config_.zero == 1 ? Tensor::zeros({slice_size_}, device) : flat_;
   if (config_.zero == 1) param_slice_ = Tensor::zeros({slice_size_}, device);
@@ -96,7 +105,7 @@ void AdamW::lay_out_buckets(Device device) {
 }
 
 void AdamW::zero_grad() {
-  for (Parameter* p : params_) p->zero_grad();
+  flat_.zero();  // every gradient, and the buckets' padding, in one pass
 }
 
 double AdamW::step(float lr, int micro_batches) {
@@ -123,9 +132,9 @@ void AdamW::pack_bucket(const Bucket& bucket, Tensor& buffer) {
   int64_t end = bucket.begin;
   for (size_t i : bucket.params) {
     const Tensor& grad = params_[i]->grad;
-    buffer.slice(0, offsets_[i], grad.numel())
-        .view(grad.shape())
-        .convert_from(grad);  // a copy, or the one rounding to bf16
+    Tensor place = buffer.slice(0, offsets_[i], grad.numel());
+    // fp32 on the wire: the gradient is there already (lay_out_buckets)
+    if (place.raw_data() != grad.raw_data()) place.view(grad.shape()).convert_from(grad);
     end = offsets_[i] + grad.numel();
   }
   buffer.slice(0, end, bucket.begin + bucket.size - end).zero();

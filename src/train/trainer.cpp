@@ -144,6 +144,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   state.seed = o.seed;
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
   model.set_compute_dtype(placement.dtype);  // bf16: copies of the loaded or initial values
+  model.set_recompute_activation(o.recompute_activation);
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
   const int64_t local_params = model.local_parameter_count();
@@ -161,7 +162,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
             : optimizer.bucket_count() > 1
                 ? ", grads reduced in " + std::to_string(optimizer.bucket_count()) + " bucket(s)"
                 : "")
-        << (o.sequence_parallel ? ", sequence parallel" : "") << ", "
+        << (o.sequence_parallel ? ", sequence parallel" : "")
+        << (o.recompute_activation ? ", MLP activation recomputed" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
         << " grads + " << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"

@@ -13,6 +13,7 @@
 // stage does not hold are not built.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -62,6 +63,13 @@ class GptModel {
   // fp32 (kernels/mixed_precision.h). kF32 (the default) drops the copies.
   void set_compute_dtype(DType dtype);
   DType compute_dtype() const { return compute_dtype_; }
+
+  // Every block's MLP makes its activation again in backward instead of
+  // keeping it (llm.c's recompute=1): one [tokens, ffn/tp] tensor per layer
+  // less during training, for one more activation pass. The same losses and
+  // gradients, bit for bit. Off by default.
+  void set_recompute_activation(bool recompute);
+  bool recompute_activation() const { return recompute_activation_; }
   // Renews the bf16 copies from the values: after an optimizer step or a
   // load. A no-op in fp32.
   void refresh_compute_copies();
@@ -177,6 +185,7 @@ class GptModel {
   bool sequence_parallel_;
   Device device_;
   DType compute_dtype_ = DType::kF32;
+  bool recompute_activation_ = false;
   int64_t padded_vocab_size_;
   // wte / model.embed_tokens: on the first stage, and on the last as the tied
   // head's copy (Parameter::pipeline_copy)
@@ -189,9 +198,13 @@ class GptModel {
   std::optional<ColumnParallelLinear> lm_head_;  // untied head (llama)
   std::optional<VocabParallelCrossEntropy> loss_;
   int64_t batch_ = 0, seq_ = 0;
-  Tensor x_;             // [tokens, d_model]: embeddings (+ positions)
-  Tensor x_block_;       // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input
-  Tensor dx_;            // sequence parallel: [tokens, d_model], the blocks' dx gathered
+  Tensor x_;        // [tokens, d_model]: embeddings (+ positions)
+  Tensor x_block_;  // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input
+  Tensor dx_;       // sequence parallel: [tokens, d_model], the blocks' dx gathered
+  // The blocks' input gradients, alternating: block i reads one and writes
+  // the other. The first block's stays intact until this model's next
+  // backward (a pipeline stage may still be sending it).
+  std::array<Tensor, 2> block_grads_;
   Tensor logits_local_;  // [tokens, V_pad/tp]
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce

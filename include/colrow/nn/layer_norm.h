@@ -24,6 +24,10 @@ class LayerNorm {
   const Tensor& forward(const Tensor& x);
   // dy: [tokens, d] -> dx: [tokens, d]; accumulates weight and bias gradients.
   const Tensor& backward(const Tensor& dy);
+  // Its transient tensors (dx) from now on live in buffers
+  // every layer shares (nn/shared_buffer.h: layer_buffer): what backward
+  // returns is then valid until the next layer's call, not until this one's.
+  void share_buffers() { shared_buffers_ = true; }
 
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }
@@ -41,6 +45,7 @@ class LayerNorm {
   Tensor mean_;       // [tokens]
   Tensor rstd_;       // [tokens]
   Tensor dx_;         // [tokens, d]
+  bool shared_buffers_ = false;
 };
 
 }  // namespace colrow

@@ -23,6 +23,8 @@ class Norm {
   const Tensor& backward(const Tensor& dy) {
     return layer_ ? layer_->backward(dy) : rms_->backward(dy);
   }
+  // dx in a buffer every layer shares (LayerNorm::share_buffers).
+  void share_buffers() { layer_ ? layer_->share_buffers() : rms_->share_buffers(); }
   std::vector<Parameter*> parameters() {
     return layer_ ? layer_->parameters() : rms_->parameters();
   }

@@ -79,6 +79,10 @@ class ParallelAttention {
   // dy: the shape of y (replicated, or this rank's rows). Accumulates every
   // parameter gradient (complete, replicas summed); returns dx, the shape of x.
   const Tensor& backward(const Tensor& dy);
+  // Its transient tensors (the output, dq, dk, dv, dx) from now on live in
+  // buffers every layer shares (nn/shared_buffer.h: layer_buffer): what
+  // forward and backward return is then valid until the next layer's call.
+  void share_buffers();
 
   // Incremental decoding (nn/kv_cache.h). x: [batch * n_new, d_model], the new
   // tokens of the sequences `rows` places. Appends their keys and values to
@@ -128,6 +132,7 @@ class ParallelAttention {
   Tensor saved_;                    // attention_saved()
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
   Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
+  bool shared_buffers_ = false;
 };
 
 }  // namespace colrow

@@ -25,6 +25,18 @@ class ParallelMLP {
   const Tensor& forward(const Tensor& x);
   // Accumulates every parameter gradient; returns dx, the shape of x.
   const Tensor& backward(const Tensor& dy);
+  // Its transient tensors (the output, the hidden units' gradients, dx) from
+  // now on live in buffers every layer shares (nn/shared_buffer.h:
+  // layer_buffer): what forward and backward return is then valid until the
+  // next layer's call.
+  void share_buffers();
+  // Backward makes the hidden units again from the up projection's output
+  // (and the gate's), which it reads anyway, instead of forward keeping them:
+  // llm.c's recompute=1, and what torch.compile's partitioner does with
+  // pointwise ops. With shared buffers the hidden units then live in one
+  // buffer every layer shares, a [tokens, ffn/tp] tensor per layer less for
+  // one more activation pass. The same bits either way.
+  void set_recompute_activation(bool recompute) { recompute_activation_ = recompute; }
 
   std::vector<Parameter*> parameters();
   const MlpConfig& config() const { return config_; }
@@ -32,15 +44,21 @@ class ParallelMLP {
   double forward_flops(int64_t tokens) const;
 
  private:
+  // hidden_ = activation(up's output), GELU's or SwiGLU's.
+  void activate();
+  bool hidden_is_shared() const { return shared_buffers_ && recompute_activation_; }
+
   MlpConfig config_;
   TpRegionInput input_;
   // gelu: up_ = c_fc, down_ = c_proj. swiglu: gate_, up_ = up_proj, down_ = down_proj.
   std::optional<ColumnParallelLinear> gate_;
   ColumnParallelLinear up_;
   RowParallelLinear down_;
-  Tensor hidden_;  // [tokens, ffn/tp]: activation output, input of down_
+  Tensor hidden_;  // [tokens, ffn/tp]: activation output, input of down_ (recomputed: shared)
   Tensor d_gate_;  // [tokens, ffn/tp]
   Tensor d_up_;    // [tokens, ffn/tp]
+  bool shared_buffers_ = false;
+  bool recompute_activation_ = false;
 };
 
 }  // namespace colrow

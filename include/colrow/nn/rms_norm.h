@@ -24,6 +24,10 @@ class RMSNorm {
   const Tensor& forward(const Tensor& x);
   // dy: [tokens, d] -> dx: [tokens, d]; accumulates the weight gradient.
   const Tensor& backward(const Tensor& dy);
+  // Its transient tensors (dx) from now on live in buffers
+  // every layer shares (nn/shared_buffer.h: layer_buffer): what backward
+  // returns is then valid until the next layer's call, not until this one's.
+  void share_buffers() { shared_buffers_ = true; }
 
   Parameter& weight() { return weight_; }
   std::vector<Parameter*> parameters() { return {&weight_}; }
@@ -38,6 +42,7 @@ class RMSNorm {
   Tensor y_;          // [tokens, d]
   Tensor rstd_;       // [tokens]
   Tensor dx_;         // [tokens, d]
+  bool shared_buffers_ = false;
 };
 
 }  // namespace colrow

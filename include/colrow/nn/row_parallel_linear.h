@@ -30,6 +30,14 @@ class RowParallelLinear {
   // scattered its input, gathered back to the full width). dy: the shape
   // forward returned.
   const Tensor& backward(const Tensor& dy);
+  // The same, with the weight gradient reading `x`: forward's input again,
+  // which its caller may have recomputed into another buffer (activation
+  // recomputation). Only where the input is parallel (the layer kept x itself).
+  const Tensor& backward(const Tensor& dy, const Tensor& x);
+
+  // Its output and dx from now on live in buffers every layer shares
+  // (nn/shared_buffer.h: layer_buffer): valid until the next layer's call.
+  void share_buffers() { shared_buffers_ = true; }
 
   Parameter& weight() { return weight_; }
   Parameter* bias() { return bias_ ? &*bias_ : nullptr; }
@@ -41,6 +49,7 @@ class RowParallelLinear {
   LinearSpec spec_;
   bool input_is_parallel_;
   bool sequence_parallel_;
+  bool shared_buffers_ = false;
   int64_t in_features_local_;
   Parameter weight_;               // [out, in/tp]
   std::optional<Parameter> bias_;  // [out], replicated

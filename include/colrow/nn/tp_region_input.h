@@ -52,6 +52,10 @@ class TpRegionInput {
   // The partial dx summed over tp: [tokens, d] (or this rank's [tokens/tp, d]).
   const Tensor& grad();
 
+  // grad() from now on lives in a buffer every layer shares
+  // (nn/shared_buffer.h: layer_buffer): valid until the next layer's backward.
+  void share_buffers() { shared_buffers_ = true; }
+
   // The rows this rank holds of `tokens` token rows outside the region.
   int64_t local_rows(int64_t tokens) const {
     return sequence_parallel_ ? tokens / tp_.size() : tokens;
@@ -65,6 +69,7 @@ class TpRegionInput {
   Communicator& tp_;
   bool sequence_parallel_;
   bool overlap_;
+  bool shared_buffers_ = false;
   uint64_t id_;                             // which region last filled a shared buffer
   Tensor x_;                                // the last forward's input (this rank's rows)
   SharedGatherBuffer* gathered_ = nullptr;  // SP: the shared [tokens, d] buffer

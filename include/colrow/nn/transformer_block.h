@@ -6,6 +6,14 @@
 // input gradients); norms and residuals are replicated and communicate nothing.
 // With sequence parallelism each all-reduce becomes a reduce-scatter plus an
 // all-gather (the same bytes), and norms and residuals work on tokens / tp rows.
+// Memory: a block keeps what its backward reads (the norms' inputs and
+// outputs, q, k, v, attention's output and statistics, the MLP's hidden
+// units before and after the activation, or before only when backward
+// recomputes the activation); every tensor it only passes on
+// (the input gradients inside backward, the row-parallel outputs) lives in
+// buffers all blocks share (nn/shared_buffer.h: layer_buffer), since the
+// blocks run one after another: L layers cost one set of them, as llm.c
+// keeps one layer's activation gradients.
 #pragma once
 
 #include <string>
@@ -48,8 +56,13 @@ class TransformerBlock {
   // same 2 all-reduces as forward; no backward.
   const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
                                Tensor& v_cache);
-  // dy: the shape of y -> dx; accumulates every parameter gradient.
-  const Tensor& backward(const Tensor& dy);
+  // dy: the shape of y -> dx, written into the caller's tensor (the model
+  // alternates two, so that each block's dx outlives the call and dy is
+  // never dx); accumulates every parameter gradient.
+  void backward(const Tensor& dy, Tensor& dx);
+
+  // The MLP's activation made again in backward (ParallelMLP::set_recompute_activation).
+  void set_recompute_activation(bool recompute) { mlp_.set_recompute_activation(recompute); }
 
   std::vector<Parameter*> parameters();
   const ParallelAttention& attention() const { return attention_; }
@@ -61,8 +74,7 @@ class TransformerBlock {
   ParallelMLP mlp_;
   Tensor h_;   // [tokens, d_model]: x + attention(norm_1(x)), input of norm_2
   Tensor y_;   // [tokens, d_model]
-  Tensor dh_;  // [tokens, d_model]
-  Tensor dx_;  // [tokens, d_model]
+  Tensor dh_;  // [tokens, d_model], shared by all blocks
 };
 
 }  // namespace colrow

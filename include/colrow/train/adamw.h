@@ -29,7 +29,9 @@ class AdamW {
  public:
   // `params`: this rank's parameters; the list (names, shapes, order) must be
   // the same on every dp rank of a tp rank, which it is for one model built at
-  // one tp, so the flat layout agrees across dp. Allocates every buffer here.
+  // one tp, so the flat layout agrees across dp. Allocates every buffer here,
+  // and moves each parameter's grad into the flat gradient buffer (its
+  // values kept): copies of a Parameter made later share it, earlier ones not.
   // `pp`: the pipeline group when the model is one stage of several; the
   // gradient norm then sums over the stages too, and counts the last stage's
   // copy of tied embeddings (Parameter::pipeline_copy) on the first stage only.
@@ -41,9 +43,11 @@ class AdamW {
   // norm, updates every parameter with rate `lr`. Returns the global grad norm before clipping (the
   // same on every rank; non-finite when a gradient is, on any rank). A non-finite norm updates
   // nothing: parameters, moments and the step count stay as they were, on every rank (the caller
-  // stops or skips the step). Parameter::grad is left as backward wrote it: the averaged, clipped
-  // grads live in the flat buffer. Each updated parameter's bf16 compute copy (Parameter::compute)
-  // is renewed with it, in the update's own pass where no dp gather follows.
+  // stops or skips the step). Every Parameter::grad lives in the flat buffer from construction on
+  // (Megatron's contiguous grad buffer), and the step reduces it in place: afterwards the grads
+  // are spent (averaged, or holding ZeRO-1's gathered parameters) until zero_grad. Each updated
+  // parameter's bf16 compute copy (Parameter::compute) is renewed with it, in the update's own
+  // pass where no dp gather follows.
   double step(float lr, int micro_batches = 1);
   void zero_grad();
 

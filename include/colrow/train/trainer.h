@@ -36,6 +36,7 @@ struct TrainOptions {
   int64_t ddp_bucket_size = -1;            // elements per gradient bucket; 0: one bucket; -1: one
                                            // bucket, or 25 MiB of fp32 with overlap (PyTorch DDP's)
   bool sequence_parallel = false;          // Megatron's: norms and residuals on tokens / tp rows
+  bool recompute_activation = false;       // the MLP's activation made again in backward
   std::string out;                         // run directory for checkpoints ("" = none)
   int64_t save_every = 0;                  // 0: only at the end
   std::string save_dtype = "fp32";  // model.safetensors' dtype; bf16 keeps fp32 masters beside
