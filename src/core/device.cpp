@@ -56,6 +56,7 @@ class CpuAllocator final : public Allocator {
 
   size_t bytes_in_use() const override { return counter_.in_use(); }
   size_t peak_bytes_in_use() const override { return counter_.peak(); }
+  size_t allocation_count() const override { return counter_.allocations(); }
 
  private:
   static size_t aligned_size(size_t bytes) {

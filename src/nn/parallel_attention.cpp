@@ -263,15 +263,14 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   layer_buffer(dq_, shared_buffers_, "attention.dq", q.shape(), q.device(), d_attn.dtype());
   layer_buffer(dk_, shared_buffers_, "attention.dk", k.shape(), k.device(), d_attn.dtype());
   layer_buffer(dv_, shared_buffers_, "attention.dv", k.shape(), k.device(), d_attn.dtype());
-  {  // scratch lives for this call only: one layer's at a time (on a GPU the
-     // dP/dS or dQ shares go back to the cache for the next layer)
-    Tensor scratch =
-        Tensor::empty(ops::attention_backward_scratch_shape(
-                          q.device(), {batch_, n_head_local_, seq_, config_.head_dim, q.dtype()}),
-                      q.device());
-    ops::attention_backward(q, k, v_proj_.output(), attn_out_, saved_, d_attn, config_.window, dq_,
-                            dk_, dv_, scratch);
-  }
+  // Used within this call only, so every attention layer shares one, in a block
+  // or not: a step allocates nothing here once warm.
+  layer_buffer(scratch_, /*shared=*/true, "attention.backward_scratch",
+               ops::attention_backward_scratch_shape(
+                   q.device(), {batch_, n_head_local_, seq_, config_.head_dim, q.dtype()}),
+               q.device(), DType::kF32);
+  ops::attention_backward(q, k, v_proj_.output(), attn_out_, saved_, d_attn, config_.window, dq_,
+                          dk_, dv_, scratch_);
   if (config_.rope) {  // back through the rotation, in place
     ops::rope_backward(dq_, cos_, sin_, dq_);
     ops::rope_backward(dk_, cos_, sin_, dk_);

@@ -6,14 +6,18 @@
 #include <string>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 
 namespace colrow {
 
 double sum_over(Communicator& group, double partial) {
   const float hi = static_cast<float>(partial);
   const float lo = static_cast<float>(partial - static_cast<double>(hi));
-  Tensor mine = Tensor::from_vector({1, 2}, {hi, lo});
-  Tensor all = Tensor::empty({group.size(), 2});
+  // Kept: the norm is taken every step, and a warm step allocates nothing.
+  Tensor& mine = shared_buffer("grad_norm.partial_sum", {1, 2}, Device::cpu());
+  Tensor& all = shared_buffer("grad_norm.partial_sums", {group.size(), 2}, Device::cpu());
+  mine.data()[0] = hi;
+  mine.data()[1] = lo;
   // [norm] all-gather every rank's partial sum of squares as (hi, lo)
   group.all_gather(mine, all);
   double total = 0.0;

@@ -25,6 +25,10 @@ class Allocator {
   // Bytes handed out and not returned, now and at most since the start.
   virtual size_t bytes_in_use() const = 0;
   virtual size_t peak_bytes_in_use() const = 0;
+  // Calls of allocate() since the start. A training step that makes none once
+  // warm reuses the same addresses every time: what a CUDA graph of it needs,
+  // and no allocator work on the step's path.
+  virtual size_t allocation_count() const = 0;
 };
 
 // Bytes an allocator has handed out and not taken back, now and at most:
@@ -34,6 +38,7 @@ class AllocationCounter {
   void allocated(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     in_use_ += bytes;
+    ++allocations_;
     if (in_use_ > peak_) peak_ = in_use_;
   }
   void freed(size_t bytes) {
@@ -48,11 +53,16 @@ class AllocationCounter {
     std::lock_guard<std::mutex> lock(mutex_);
     return peak_;
   }
+  size_t allocations() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return allocations_;
+  }
 
  private:
   mutable std::mutex mutex_;
   size_t in_use_ = 0;
   size_t peak_ = 0;
+  size_t allocations_ = 0;
 };
 
 // What the program is allocating for ("model parameters", "forward pass,

@@ -132,6 +132,7 @@ class ParallelAttention {
   Tensor saved_;                    // attention_saved()
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
   Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
+  Tensor scratch_;                  // the backward kernel's, shared by every attention layer
   bool shared_buffers_ = false;
 };
 

@@ -95,6 +95,7 @@ class CachingCudaAllocator final : public Allocator {
 
   size_t bytes_in_use() const override { return counter_.in_use(); }
   size_t peak_bytes_in_use() const override { return counter_.peak(); }
+  size_t allocation_count() const override { return counter_.allocations(); }
 
  private:
   // The cached blocks back to the driver, after the stream is done with them.

@@ -17,6 +17,8 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -34,6 +36,21 @@ namespace colrow::kernels::cuda {
 namespace {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // what NVIDIA suggests for Hopper
+
+// One workspace per GPU for the program's life: the GEMMs run on its compute
+// stream one after another, and a step then allocates nothing for them (what
+// a CUDA graph of it needs). Never freed: it outlives the allocators' statics.
+void* workspace(int device) {
+  static std::mutex mutex;
+  static auto* spaces = new std::map<int, Tensor>;
+  std::lock_guard<std::mutex> lock(mutex);
+  Tensor& space = (*spaces)[device];
+  if (!space.owns_storage()) {
+    space = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))},
+                          Device::cuda(device));
+  }
+  return space.data();
+}
 
 // The largest power of two up to 16 that divides the address: cuBLASLt's
 // heuristic otherwise assumes 16-byte operands, which a column slice of a
@@ -129,12 +146,10 @@ bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const
     return false;
   }
   COLROW_CUBLAS_CHECK(status);
-  const Device gpu = Device::cuda(device);
-  Tensor workspace = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))}, gpu);
   const float alpha = 1.0f;
   const cublasStatus_t run = cublasLtMatmul(
       handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1), &beta, d.data,
-      desc.layout(2), const_cast<void*>(d.data), desc.layout(2), &result.algo, workspace.data(),
+      desc.layout(2), const_cast<void*>(d.data), desc.layout(2), &result.algo, workspace(device),
       kWorkspaceBytes, colrow::cuda::compute_stream(device));
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // refused before queuing anything
   COLROW_CUBLAS_CHECK(run);
