@@ -3,8 +3,9 @@
 // communicator (NCCL refuses two ranks on one GPU). gpt2 and llama with
 // grouped, replicated and multi-query key/value heads. Checked: the loss and
 // every gradient shard (with the fused attention and with the plain one), the exact collective
-// sequence of a training pass, determinism, and checkpoints moving between the devices bitwise;
-// mixed precision (bf16 compute) against the CPU's bf16 model.
+// sequence of a training pass, determinism, checkpoints moving between the devices bitwise, and a
+// warm training step that allocates nothing; mixed precision (bf16 compute) against the CPU's bf16
+// model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,11 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "colrow/core/allocator.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/train/adamw.h"
 #include "kernels/backend.h"
 #include "nn/model_test_cases.h"
 #include "support/gpu.h"
@@ -205,6 +208,42 @@ TEST(GptModelCuda, TwoPassesAreBitwiseIdentical) {
     for (size_t i = 0; i < params.size(); ++i) {
       // Embedding scatter-add and bias sums have a fixed order: no float atomics.
       EXPECT_EQ(params[i]->grad.to(Device::cpu()).to_vector(), grads[i]) << params[i]->name;
+    }
+  }
+}
+
+// After the first step has made every buffer, a training step (forward,
+// backward, AdamW's norm and update, zero_grad) takes nothing from the GPU's
+// allocator, in fp32 and bf16: kernel scratch and uploads live in kept
+// buffers (kernels/cuda/kept_buffers.h), so the step uses the same addresses
+// every time, as a CUDA graph of it needs (tests/train/step_allocations_test.cpp
+// checks every mesh on the CPU).
+TEST(GptModelCuda, AWarmTrainingStepAllocatesNothingOnTheGpu) {
+  COLROW_REQUIRE_GPU();
+  Communicator& world = testing::world();
+  std::unique_ptr<Communicator> gpu_tp = gpu_tp_group();
+  std::unique_ptr<Communicator> gpu_dp = make_device_communicator(
+      world.split(world.rank(), 0, "dp"), testing::test_gpu(), CommKind::kStaged);
+  const Allocator& gpu_memory = allocator_for(testing::test_gpu());
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, world.size())) continue;
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(c.name) + ", " + dtype_name(dtype));
+      GptModel gpu(*gpu_tp, c.config, kSeed);
+      gpu.to(testing::test_gpu());
+      AdamW optimizer(*gpu_tp, *gpu_dp, gpu.parameters(), AdamWConfig{});
+      gpu.set_compute_dtype(dtype);
+      auto step = [&](int s) {
+        gpu.forward(random_ids(7 + s, kBatch * kSeq, c.config.vocab_size),
+                    random_ids(8 + s, kBatch * kSeq, c.config.vocab_size), kBatch, kSeq);
+        gpu.backward();
+        optimizer.step(1e-3f);
+        optimizer.zero_grad();
+      };
+      step(0);  // makes the buffers
+      const size_t warm = gpu_memory.allocation_count();
+      step(1);
+      EXPECT_EQ(gpu_memory.allocation_count() - warm, 0u) << "GPU allocations in a warm step";
     }
   }
 }

@@ -19,6 +19,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/adamw.h"
 #include "kernels/cuda/chunk_table.cuh"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 
 namespace colrow::kernels::cuda {
@@ -101,14 +102,15 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
   }
   if (table.empty()) return;
   if (chunks > 2147483647) fail("too many elements for one launch");
-  const Tensor table_gpu = upload_table(table, device);
+  // The same table every step (the segments do not move): uploaded once.
+  const Segment* table_gpu = upload_kept_table(device.index, "adamw.segments", table);
   // 1 - beta1 and 1 - beta2 in fp32, as the CPU computes them.
   const Scalars s{step.grad_scale, step.decay,        1.0f - step.beta1,
                   step.beta2,      1.0f - step.beta2, step.bias_correction2_sqrt,
                   step.eps,        step.step_size};
   adamw_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0,
                  colrow::cuda::compute_stream(device.index)>>>(
-      reinterpret_cast<const Segment*>(table_gpu.data()), static_cast<int64_t>(table.size()), s);
+      table_gpu, static_cast<int64_t>(table.size()), s);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/bias.h"
 #include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/elements.h"
 
@@ -70,9 +71,7 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   const int device = cuda_device_of("accumulate_bias_grad", {&dy, &db});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   const column_sums::Layout layout = column_sums::layout(tokens, features);
-  // From the caching allocator; freed when this returns, reused only by work
-  // queued after these kernels on the same stream.
-  Tensor partial = Tensor::empty({layout.chunks, features}, Device::cuda(device));
+  Tensor partial = kept_scratch(device, "bias_grad.partials", {layout.chunks, features});
   with_elements(dy, [&](const auto* g) {
     bias_grad_partials<<<layout.grid, layout.block, 0, stream>>>(
         g, tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());

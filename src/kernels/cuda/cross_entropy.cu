@@ -20,6 +20,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/cross_entropy.h"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/elements.h"
@@ -148,12 +149,12 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
   const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
   const int device = cuda_device_of("cross_entropy_local_max", {&logits_local, &max});
   if (tokens == 0) return;
-  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
+  // The same targets for every piece of one loss: uploaded once.
+  const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   with_elements(logits_local, [&](const auto* x) {
     local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                     colrow::cuda::compute_stream(device)>>>(x, logits_local.row_stride(),
-                                                             int32_data(targets), rows.ignore_index,
-                                                             rows.real, max.data());
+                     colrow::cuda::compute_stream(device)>>>(
+        x, logits_local.row_stride(), targets, rows.ignore_index, rows.real, max.data());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
@@ -164,12 +165,12 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
   const int device =
       cuda_device_of("cross_entropy_sums", {&logits_local, &max, &sum_exp, &target_logit});
   if (tokens == 0) return;
-  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
+  const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   with_elements(logits_local, [&](const auto* x) {
     sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                 colrow::cuda::compute_stream(device)>>>(
-        x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,
-        rows.real, max.data(), smoothing(rows), sum_exp.data(), target_logit.data());
+        x, logits_local.row_stride(), targets, rows.ignore_index, rows.vocab_start, rows.real,
+        max.data(), smoothing(rows), sum_exp.data(), target_logit.data());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
@@ -186,11 +187,11 @@ double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
   }
   const double a = rows.label_smoothing;
   const double a_over_v = smooth ? a / static_cast<double>(rows.vocab_size) : 0.0;
-  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
+  const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   loss_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
-              colrow::cuda::compute_stream(device)>>>(sum_exp.data(), target_logit.data(),
-                                                      int32_data(targets), rows.ignore_index,
-                                                      tokens, smooth, a, a_over_v, losses.data());
+              colrow::cuda::compute_stream(device)>>>(sum_exp.data(), target_logit.data(), targets,
+                                                      rows.ignore_index, tokens, smooth, a,
+                                                      a_over_v, losses.data());
   COLROW_CUDA_CHECK_LAUNCH();
   // The CPU's sum: counted rows in token order, each loss widened from fp32.
   const std::vector<float> host = losses.to_vector();  // waits for the kernel
@@ -224,15 +225,15 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
   const float a_over_v =
       smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
              : 0.0f;
-  const Tensor targets = upload_int32(*rows.targets, Device::cuda(device));
+  const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   with_elements(logits_local, [&](const auto* x) {
     using E = element_of<decltype(x)>;
     backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                     colrow::cuda::compute_stream(device)>>>(
-        x, logits_local.row_stride(), int32_data(targets), rows.ignore_index, rows.vocab_start,
-        rows.real, vocab_local, max.data(), sum_exp.data(),
-        dloss != nullptr ? dloss->data() : nullptr, uniform_scale, a_over_v, 1.0f - a,
-        static_cast<E*>(dlogits_local.raw_data()), dlogits_local.row_stride());
+        x, logits_local.row_stride(), targets, rows.ignore_index, rows.vocab_start, rows.real,
+        vocab_local, max.data(), sum_exp.data(), dloss != nullptr ? dloss->data() : nullptr,
+        uniform_scale, a_over_v, 1.0f - a, static_cast<E*>(dlogits_local.raw_data()),
+        dlogits_local.row_stride());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }

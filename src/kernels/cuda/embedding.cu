@@ -21,6 +21,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/embedding.h"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/elements.h"
 
@@ -96,12 +97,12 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
   const int device = cuda_device_of(what, {&y, &table_local});
   const int64_t d = y.size(1);
   if (tokens * d == 0) return;
-  const Tensor ids_gpu = upload_int32(ids, Device::cuda(device));
+  const int32_t* ids_gpu = upload_kept(device, "embedding.ids", ids);
   with_element_type(what, {&table_local, &y}, [&](auto e) {
     using E = decltype(e);
     gather_rows<E><<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
                      colrow::cuda::compute_stream(device)>>>(
-        int32_data(ids_gpu), vocab_start, table_local.size(0), elements<E>(table_local),
+        ids_gpu, vocab_start, table_local.size(0), elements<E>(table_local),
         table_local.row_stride(), elements<E>(y), y.row_stride(), tokens, d);
   });
   COLROW_CUDA_CHECK_LAUNCH();
@@ -142,14 +143,13 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   plan.insert(plan.end(), rows.begin(), rows.end());
   plan.insert(plan.end(), offsets.begin(), offsets.end());
   plan.insert(plan.end(), order.begin(), order.end());
-  const Tensor plan_gpu = upload_int32(plan, Device::cuda(device));
+  const int32_t* plan_gpu = upload_kept(device, "embedding.backward_plan", plan);
   const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
   if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
   const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));
   with_elements(dy, [&](const auto* g) {
     scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
-        int32_data(plan_gpu), n, g, dy.row_stride(), dtable_local.data(), dtable_local.row_stride(),
-        d);
+        plan_gpu, n, g, dy.row_stride(), dtable_local.data(), dtable_local.row_stride(), d);
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }

@@ -18,6 +18,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/attention_window.h"
 #include "kernels/checks/kv_cache.h"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/elements.h"
@@ -28,16 +29,17 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kAttentionThreads = 128;
 
-// Where sequence b of the step sits in the cache (uploaded per call).
+// Where sequence b of the step sits in the cache (uploaded per call; the
+// same places for every layer of one step: copied once).
 struct SequencePlace {
   int64_t slot;
   int64_t start;
 };
 
-Tensor upload_places(const CacheRows& rows, Device device) {
+const SequencePlace* upload_places(const CacheRows& rows, int device) {
   std::vector<SequencePlace> places(rows.slots.size());
   for (size_t b = 0; b < places.size(); ++b) places[b] = {rows.slots[b], rows.starts[b]};
-  return upload_table(places, device);
+  return upload_kept_table(device, "kv_cache.places", places);
 }
 
 template <typename E>
@@ -102,13 +104,13 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
   const CacheDims d = check_kv_cache_append(x, rows, cache, what);
   const int device = cuda_device_of(what, {&x, &cache});
   const int64_t tokens = d.batch * d.n_new, width = d.n_kv_head * d.head_dim;
-  const Tensor places = upload_places(rows, Device::cuda(device));
+  const SequencePlace* places = upload_places(rows, device);
   with_elements(x, [&](const auto* source) {
     using E = element_of<decltype(source)>;
     append_rows<<<colrow::cuda::blocks_for(tokens * width, kThreads), kThreads, 0,
                   colrow::cuda::compute_stream(device)>>>(
-        source, x.row_stride(), reinterpret_cast<const SequencePlace*>(places.data()), tokens,
-        d.n_new, d.n_kv_head, d.capacity, d.head_dim, static_cast<E*>(cache.raw_data()));
+        source, x.row_stride(), places, tokens, d.n_new, d.n_kv_head, d.capacity, d.head_dim,
+        static_cast<E*>(cache.raw_data()));
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
@@ -120,7 +122,7 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
   const CacheDims d = check_cached_attention(q, k_cache, v_cache, rows, scores, out, n_head, what);
   check_window(window, what);
   const int device = cuda_device_of(what, {&q, &k_cache, &v_cache, &scores, &out});
-  const Tensor places = upload_places(rows, Device::cuda(device));
+  const SequencePlace* places = upload_places(rows, device);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d.head_dim)));
   const int64_t blocks = d.batch * d.n_new * n_head;
   with_elements(q, [&](const auto* queries) {
@@ -128,9 +130,8 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     attend_cache<<<static_cast<unsigned int>(blocks), kAttentionThreads, 0,
                    colrow::cuda::compute_stream(device)>>>(
         queries, q.row_stride(), static_cast<const E*>(k_cache.raw_data()),
-        static_cast<const E*>(v_cache.raw_data()),
-        reinterpret_cast<const SequencePlace*>(places.data()), d.n_new, n_head, d.n_kv_head,
-        d.capacity, d.head_dim, window, scale, scores.data(), static_cast<E*>(out.raw_data()),
+        static_cast<const E*>(v_cache.raw_data()), places, d.n_new, n_head, d.n_kv_head, d.capacity,
+        d.head_dim, window, scale, scores.data(), static_cast<E*>(out.raw_data()),
         out.row_stride());
   });
   COLROW_CUDA_CHECK_LAUNCH();

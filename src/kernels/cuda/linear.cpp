@@ -17,8 +17,6 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -28,6 +26,7 @@
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/residual.h"
 #include "kernels/mixed_precision.h"
@@ -37,19 +36,10 @@ namespace {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // what NVIDIA suggests for Hopper
 
-// One workspace per GPU for the program's life: the GEMMs run on its compute
-// stream one after another, and a step then allocates nothing for them (what
-// a CUDA graph of it needs). Never freed: it outlives the allocators' statics.
+// One workspace per GPU for the program's life (kept_buffers.h): the GEMMs
+// run on its compute stream one after another.
 void* workspace(int device) {
-  static std::mutex mutex;
-  static auto* spaces = new std::map<int, Tensor>;
-  std::lock_guard<std::mutex> lock(mutex);
-  Tensor& space = (*spaces)[device];
-  if (!space.owns_storage()) {
-    space = Tensor::empty({kWorkspaceBytes / static_cast<int64_t>(sizeof(float))},
-                          Device::cuda(device));
-  }
-  return space.data();
+  return kept_scratch(device, "cublaslt.workspace", {kWorkspaceBytes / 4}).data();
 }
 
 // The largest power of two up to 16 that divides the address: cuBLASLt's
@@ -199,7 +189,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
   check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
   if (tokens > 0 && out > 0 && in > 0) {
-    Tensor sums = Tensor::empty({out}, Device::cuda(device));  // BGRADB overwrites
+    Tensor sums = kept_scratch(device, "linear.bias_grad_sums", {out});  // BGRADB overwrites
     if (lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, operand(x, in, tokens),
                   operand(dy, out, tokens), 1.0f, operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB,
                   sums.data())) {

@@ -13,6 +13,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/norm.h"
 #include "kernels/cuda/column_sums.cuh"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/elements.h"
@@ -168,11 +169,9 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
   cudaStream_t stream = colrow::cuda::compute_stream(device);
   const column_sums::Layout layout = column_sums::layout(tokens, d);
   const int64_t count = layout.chunks * d;  // doubles per gradient
-  // Double partials live in an fp32 tensor of twice the count: every block of
-  // the caching allocator is a whole cudaMalloc allocation (256-byte aligned),
-  // so the cast is aligned. Freed when this returns; the allocator hands it out
-  // again only to work queued after these kernels on this stream.
-  Tensor scratch = Tensor::empty({(dbeta != nullptr ? 4 : 2) * count}, Device::cuda(device));
+  // Double partials live in an fp32 tensor of twice the count, at the start of
+  // a 256-byte aligned buffer, so the cast is aligned.
+  Tensor scratch = kept_scratch(device, "norm_grad.partials", {(dbeta != nullptr ? 4 : 2) * count});
   double* partial_gamma = reinterpret_cast<double*>(scratch.data());
   double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
   norm_param_grad_partials<E><<<layout.grid, layout.block, 0, stream>>>(

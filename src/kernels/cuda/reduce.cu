@@ -14,6 +14,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/cuda/chunk_table.cuh"
+#include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
 
@@ -86,15 +87,14 @@ double sum_of_squares(const std::vector<Tensor>& parts) {
   }
   if (table.empty()) return 0.0;
   if (chunks > 2147483647) throw InternalError("[reduce] sum_of_squares: too many elements");
-  const Tensor table_gpu = upload_table(table, device);
+  const Part* table_gpu = upload_kept_table(device.index, "sum_of_squares.parts", table);
   // Doubles in float tensors of twice the count (256-byte aligned storage).
-  Tensor partial = Tensor::empty({2 * chunks}, device);
-  Tensor result = Tensor::empty({2}, device);
+  Tensor partial = kept_scratch(device.index, "sum_of_squares.partials", {2 * chunks});
+  Tensor result = kept_scratch(device.index, "sum_of_squares.result", {2});
   cudaStream_t stream = colrow::cuda::compute_stream(device.index);
   double* partial_data = reinterpret_cast<double*>(partial.data());
   square_chunks<<<static_cast<unsigned int>(chunks), kThreads, 0, stream>>>(
-      reinterpret_cast<const Part*>(table_gpu.data()), static_cast<int64_t>(table.size()),
-      partial_data);
+      table_gpu, static_cast<int64_t>(table.size()), partial_data);
   COLROW_CUDA_CHECK_LAUNCH();
   sum_partials<<<1, kFinalThreads, 0, stream>>>(partial_data, chunks,
                                                 reinterpret_cast<double*>(result.data()));
