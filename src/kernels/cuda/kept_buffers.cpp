@@ -72,6 +72,7 @@ const void* upload_kept(int device, const char* role, const void* data, size_t b
   } else {
     COLROW_CUDA_CHECK(cudaEventSynchronize(u.copied));  // the DMA has read the pinned buffer
   }
+  u.last_bytes = 0;  // until this copy is queued: nothing to compare with
   if (u.pinned_bytes < bytes) {
     if (u.pinned != nullptr) COLROW_CUDA_CHECK(cudaFreeHost(u.pinned));
     u.pinned = nullptr;
