@@ -101,7 +101,7 @@ void add_train(CLI::App& app, TrainOptions& o) {
               "(llm.c's recompute=1; same losses)");
   t->add_option("--profile", o.profile,
                 "Time every kernel operation over N steps after the first and print each "
-                "phase's and operation's share of the step")
+                "phase's and operation's share of the step and the FLOP/s or GB/s it achieved")
       ->capture_default_str();
   add_device_flags(*t, o.device);
 }

@@ -14,6 +14,7 @@ namespace {
 
 struct PendingPair {
   const char* op;
+  OpWork work;
   int device;
   void* start;
   void* stop;
@@ -49,11 +50,13 @@ void* recorded_mark(int device) {
   return mark;
 }
 
-void add(const char* op, double ms) {
+void add(const char* op, const OpWork& work, double ms) {
   OpTime& t = profile().totals[op];
   t.op = op;
   t.calls += 1;
   t.ms += ms;
+  t.work.flops += work.flops;
+  t.work.bytes += work.bytes;
 }
 
 }  // namespace
@@ -66,7 +69,7 @@ bool op_profiling() {
   return profile().on;
 }
 
-OpScope::OpScope(const char* op, Device device) : device_(device) {
+OpScope::OpScope(const char* op, Device device, OpWork work) : device_(device), work_(work) {
   if (!profile().on) return;
   op_ = op;
   if (device.is_cpu()) {
@@ -79,16 +82,16 @@ OpScope::OpScope(const char* op, Device device) : device_(device) {
 OpScope::~OpScope() {
   if (op_ == nullptr) return;
   if (device_.is_cpu()) {
-    add(op_, now_ms() - cpu_start_ms_);
+    add(op_, work_, now_ms() - cpu_start_ms_);
   } else {
-    profile().pending.push_back({op_, device_.index, start_, recorded_mark(device_.index)});
+    profile().pending.push_back({op_, work_, device_.index, start_, recorded_mark(device_.index)});
   }
 }
 
 std::vector<OpTime> take_op_times() {
   Profile& p = profile();
   for (const PendingPair& pair : p.pending) {
-    add(pair.op, device_runtime::elapsed_ms(pair.start, pair.stop));
+    add(pair.op, pair.work, device_runtime::elapsed_ms(pair.start, pair.stop));
     p.spare[pair.device].push_back(pair.start);
     p.spare[pair.device].push_back(pair.stop);
   }
@@ -103,7 +106,7 @@ std::vector<OpTime> take_op_times() {
 
 std::string op_phase(const std::string& op) {
   const auto has = [&](const char* part) { return op.find(part) != std::string::npos; };
-  if (op == "gemm") return "gemm";
+  if (op == "gemm" || has("linear")) return "gemm";
   if (has("attention") || has("rope") || has("kv_cache")) return "attention";
   if (has("cross_entropy")) return "loss";
   if (has("adamw") || has("sum_of_squares") || op == "divide") return "optimizer";

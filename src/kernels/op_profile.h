@@ -14,11 +14,21 @@
 
 namespace colrow::kernels {
 
+// What one call does, for a rate: the floating-point operations of its
+// products (GEMMs and attention: 2 per multiply-add, the causal triangle only),
+// and the bytes of its operands, each read or written once (a lower bound on
+// its memory traffic, as achieved-bandwidth figures count it).
+struct OpWork {
+  double flops = 0.0;
+  double bytes = 0.0;
+};
+
 // One operation's total since the last take_op_times().
 struct OpTime {
   std::string op;  // the kernels/ops.h function
   int64_t calls = 0;
   double ms = 0.0;
+  OpWork work;  // summed over the calls
 };
 
 void set_op_profiling(bool on);
@@ -27,7 +37,7 @@ bool op_profiling();
 // Times one operation from construction to destruction while profiling is on.
 class OpScope {
  public:
-  OpScope(const char* op, Device device);
+  OpScope(const char* op, Device device, OpWork work = {});
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;
@@ -35,6 +45,7 @@ class OpScope {
  private:
   const char* op_ = nullptr;  // null: profiling is off
   Device device_;
+  OpWork work_;
   double cpu_start_ms_ = 0.0;
   void* start_ = nullptr;  // GPU: the event before the call
 };
@@ -43,8 +54,8 @@ class OpScope {
 // operation's calls and time, largest time first. Starts counting again.
 std::vector<OpTime> take_op_times();
 
-// The phase an operation belongs to: gemm, attention, norms and elementwise,
-// loss, optimizer, or other.
+// The phase an operation belongs to: gemm (with the linear layers' fused
+// bias epilogues), attention, norms and elementwise, loss, optimizer, or other.
 std::string op_phase(const std::string& op);
 
 }  // namespace colrow::kernels

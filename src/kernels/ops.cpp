@@ -24,25 +24,64 @@ struct TimedBackend {
   kernels::Backend* operator->() { return &backend; }
 };
 
-// The backend of `device`, after checking every tensor lives there.
-TimedBackend on(const char* what, Device device, std::initializer_list<const Tensor*> tensors) {
+// The bytes of the operands (each once; null pointers hold none).
+double operand_bytes(std::initializer_list<const Tensor*> tensors) {
+  double bytes = 0.0;
+  for (const Tensor* t : tensors) {
+    if (t != nullptr) bytes += static_cast<double>(t->numel()) * dtype_bytes(t->dtype());
+  }
+  return bytes;
+}
+
+// The backend of `device`, after checking every tensor lives there; `flops`:
+// the call's products, for the profile's rates (kernels::OpWork).
+TimedBackend on(const char* what, Device device, std::initializer_list<const Tensor*> tensors,
+                double flops = 0.0) {
   require_device(what, device, tensors);
-  return {{what, device}, kernels::backend_for(device)};
+  const kernels::OpWork work =
+      kernels::op_profiling() ? kernels::OpWork{flops, operand_bytes(tensors)} : kernels::OpWork{};
+  return {{what, device, work}, kernels::backend_for(device)};
+}
+
+// 2 m n k. Taken while profiling only: the shapes are checked by the kernels.
+double gemm_flops(int64_t m, int64_t n, int64_t k) {
+  if (!kernels::op_profiling()) return 0.0;
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+// Causal attention's products over the visible triangle (the sliding window
+// not taken off): per (sequence, head) T (T + 1) / 2 x head_dim multiply-adds
+// per product; 2 products forward, 5 backward. `saved` is [batch, n_head,
+// seq(, seq)] on every backend.
+double attention_flops(const Tensor& q, const Tensor& saved, int products) {
+  if (!kernels::op_profiling() || saved.ndim() < 3 || q.ndim() != 2) return 0.0;
+  const double batch = static_cast<double>(saved.size(0)),
+               heads = static_cast<double>(saved.size(1));
+  const double seq = static_cast<double>(saved.size(2));
+  const double head_dim = static_cast<double>(q.size(1)) / heads;
+  return products * batch * heads * seq * (seq + 1.0) * head_dim;
 }
 
 }  // namespace
 
 void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
           Tensor& c) {
-  on("gemm", c.device(), {&a, &b, &c})->gemm(trans_a, trans_b, alpha, a, b, beta, c);
+  const bool matrices = a.ndim() == 2 && c.ndim() == 2;
+  const int64_t k = !matrices ? 0 : trans_a == Trans::kNo ? a.size(1) : a.size(0);
+  on("gemm", c.device(), {&a, &b, &c}, matrices ? gemm_flops(c.size(0), c.size(1), k) : 0.0)
+      ->gemm(trans_a, trans_b, alpha, a, b, beta, c);
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
-  on("linear_forward", y.device(), {&x, &w, &b, &y})->linear_forward(x, w, b, y);
+  on("linear_forward", y.device(), {&x, &w, &b, &y},
+     x.ndim() == 2 && w.ndim() == 2 ? gemm_flops(x.size(0), w.size(0), w.size(1)) : 0.0)
+      ->linear_forward(x, w, b, y);
 }
 
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) {
-  on("linear_weight_grads", dw.device(), {&dy, &x, &dw, &db})->linear_weight_grads(dy, x, dw, db);
+  on("linear_weight_grads", dw.device(), {&dy, &x, &dw, &db},
+     dw.ndim() == 2 && dy.ndim() == 2 ? gemm_flops(dw.size(0), dw.size(1), dy.size(0)) : 0.0)
+      ->linear_weight_grads(dy, x, dw, db);
 }
 
 void add_bias(Tensor& y, const Tensor& b) {
@@ -129,7 +168,7 @@ Shape attention_saved_shape(Device device, const AttentionSize& size) {
 
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& saved, Tensor& out) {
-  on("attention_forward", out.device(), {&q, &k, &v, &saved, &out})
+  on("attention_forward", out.device(), {&q, &k, &v, &saved, &out}, attention_flops(q, saved, 2))
       ->attention_forward(q, k, v, window, saved, out);
 }
 
@@ -141,7 +180,7 @@ void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const
                         const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
                         Tensor& dk, Tensor& dv, Tensor& scratch) {
   on("attention_backward", scratch.device(),
-     {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch})
+     {&q, &k, &v, &out, &saved, &dout, &dq, &dk, &dv, &scratch}, attention_flops(q, saved, 5))
       ->attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
 }
 
@@ -212,7 +251,7 @@ void divide(Tensor& x, float divisor) {
 
 void convert(const Tensor& src, Tensor& dst) {
   // The rounding is core's (Tensor::convert_from), the same on every device.
-  const kernels::OpScope scope("convert", dst.device());
+  const kernels::OpScope scope("convert", dst.device(), {0.0, operand_bytes({&src, &dst})});
   require_device("convert", dst.device(), {&src, &dst});
   dst.convert_from(src);
 }
@@ -228,7 +267,12 @@ void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& st
     require_device("adamw_update", device,
                    {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
   }
-  const kernels::OpScope scope("adamw_update", device);
+  double bytes = 0.0;
+  for (const AdamWSegment& s : segments) {
+    bytes += 4.0 * s.param.numel() * sizeof(float) +
+             static_cast<double>(s.compute.numel()) * dtype_bytes(s.compute.dtype());
+  }
+  const kernels::OpScope scope("adamw_update", device, {0.0, bytes});
   kernels::backend_for(device).adamw_update(segments, step);
 }
 
@@ -236,7 +280,10 @@ double sum_of_squares(const std::vector<Tensor>& parts) {
   if (parts.empty()) return 0.0;
   const Device device = parts.front().device();
   for (const Tensor& part : parts) require_device("sum_of_squares", device, {&part});
-  const kernels::OpScope scope("sum_of_squares", device);
+  double bytes = 0.0;
+  for (const Tensor& part : parts)
+    bytes += static_cast<double>(part.numel()) * dtype_bytes(part.dtype());
+  const kernels::OpScope scope("sum_of_squares", device, {0.0, bytes});
   return kernels::backend_for(device).sum_of_squares(parts);
 }
 

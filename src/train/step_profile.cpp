@@ -8,11 +8,35 @@
 namespace colrow {
 namespace {
 
-std::string row(const std::string& name, double calls, double ms, double step_ms) {
-  char text[160];
-  std::snprintf(text, sizeof text, "  %-36s %8.1f %10.2f %7.1f%%", name.c_str(), calls, ms,
-                100.0 * ms / step_ms);
+// What the time achieved: the products' rate where there are products
+// (GEMMs, attention), else the operands' bytes per second; "" for neither.
+std::string rate(const kernels::OpWork& work, double ms) {
+  if (ms <= 0.0) return "";
+  char text[40];
+  const double per_s = 1e3 / ms;
+  if (work.flops > 0.0) {
+    const double flops = work.flops * per_s;
+    if (flops >= 1e12) {
+      std::snprintf(text, sizeof text, "%.1f TFLOP/s", flops / 1e12);
+    } else {
+      std::snprintf(text, sizeof text, "%.1f GFLOP/s", flops / 1e9);
+    }
+  } else if (work.bytes > 0.0) {
+    std::snprintf(text, sizeof text, "%.1f GB/s", work.bytes * per_s / 1e9);
+  } else {
+    return "";
+  }
   return text;
+}
+
+std::string row(const std::string& name, double calls, double ms, double step_ms,
+                const kernels::OpWork& work = {}) {
+  char text[200];
+  std::snprintf(text, sizeof text, "  %-36s %8.1f %10.2f %7.1f%%  %s", name.c_str(), calls, ms,
+                100.0 * ms / step_ms, rate(work, ms).c_str());
+  std::string line = text;
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
 }
 
 }  // namespace
@@ -35,6 +59,8 @@ std::string StepProfile::end_step(double step_ms) {
     total.op = t.op;
     total.calls += t.calls;
     total.ms += t.ms;
+    total.work.flops += t.work.flops;
+    total.work.bytes += t.work.bytes;
   }
   step_ms_ += step_ms;
   ++profiled_;
@@ -43,10 +69,14 @@ std::string StepProfile::end_step(double step_ms) {
   const double n = static_cast<double>(profiled_), ms = step_ms_ / n;
   std::vector<kernels::OpTime> ops;
   std::map<std::string, double> phases;
+  std::map<std::string, kernels::OpWork> phase_work;  // its products over its whole time
   double timed = 0.0;
   for (const auto& [name, t] : ops_) {
     ops.push_back(t);
-    phases[kernels::op_phase(name)] += t.ms / n;
+    const std::string phase = kernels::op_phase(name);
+    phases[phase] += t.ms / n;
+    phase_work[phase].flops += t.work.flops / n;
+    phase_work[phase].bytes += t.work.bytes / n;
     timed += t.ms / n;
   }
   std::sort(ops.begin(), ops.end(),
@@ -58,20 +88,23 @@ std::string StepProfile::end_step(double step_ms) {
   char head[200];
   std::snprintf(head, sizeof head,
                 "profile: steps %lld-%lld, %.2f ms per step (rank 0; device time of each "
-                "operation, summed)\n  %-36s %8s %10s %8s",
+                "operation, summed)\n  %-36s %8s %10s %8s  %s",
                 static_cast<long long>(first_), static_cast<long long>(last_), ms, "phase", "calls",
-                "ms/step", "share");
+                "ms/step", "share", "achieved");
   std::string report = head;
   for (const auto& [phase, phase_ms] : by_phase) {
     double calls = 0.0;
     for (const kernels::OpTime& t : ops) {
       if (kernels::op_phase(t.op) == phase) calls += t.calls / n;
     }
-    report += "\n" + row(phase, calls, phase_ms, ms);
+    report += "\n" + row(phase, calls, phase_ms, ms, phase_work[phase]);
   }
   report += "\n" + row("untimed (communication, host, idle)", 0.0, std::max(0.0, ms - timed), ms);
   report += "\n  operation";
-  for (const kernels::OpTime& t : ops) report += "\n" + row(t.op, t.calls / n, t.ms / n, ms);
+  for (const kernels::OpTime& t : ops) {
+    const kernels::OpWork work{t.work.flops / n, t.work.bytes / n};
+    report += "\n" + row(t.op, t.calls / n, t.ms / n, ms, work);
+  }
   return report;
 }
 

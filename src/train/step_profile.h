@@ -2,8 +2,9 @@
 // N + 1 are timed per kernel operation (kernels/op_profile.h; step 1 warms
 // caches, cuBLAS heuristics and the allocator); the report gives each phase
 // (GEMMs, attention, norms and elementwise, loss, optimizer, other) and each
-// operation per step with its share of the step, and what no operation
-// covers (communication, host work, idle device).
+// operation per step with its share of the step and what it achieved (the
+// FLOP/s of its products, else the GB/s of its operands: kernels::OpWork), and
+// what no operation covers (communication, host work, idle device).
 #pragma once
 
 #include <cstdint>

@@ -7,7 +7,7 @@
 #    same mesh, within tolerance on another mesh;
 #  - a run killed at random moments (while saving every step) leaves `latest`
 #    a loadable checkpoint;
-#  - --profile prints each phase's and operation's time per step;
+#  - --profile prints each phase's and operation's time per step and its rate;
 #  - bad configurations and data fail before training, on every rank.
 #   train_test.sh COLROW MPIEXEC
 set -eu
@@ -156,6 +156,9 @@ out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)
 for row in gemm attention 'norms and elementwise' loss optimizer 'untimed (communication, host, idle)' attention_backward adamw_update; do
   echo "$out" | grep -q "^  $row  " || { echo "FAIL: profile row '$row' missing: $out"; exit 1; }
 done
+# What each phase achieved: the products' rate for the GEMMs, bytes for the rest.
+echo "$out" | grep -q '^  gemm  .* [0-9.]* [GT]FLOP/s$' || { echo "FAIL: no GEMM rate: $out"; exit 1; }
+echo "$out" | grep -q '^  norms and elementwise  .* [0-9.]* GB/s$' || { echo "FAIL: no bandwidth: $out"; exit 1; }
 err=$(run 1 train $common --steps 20 --batch 4 --bogus 2>&1 >/dev/null) && { echo "FAIL: unknown flag accepted"; exit 1; }
 echo "$err" | grep -q "bogus" || { echo "FAIL: $err"; exit 1; }
 echo "train_test: all passed"

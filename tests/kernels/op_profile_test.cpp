@@ -1,6 +1,7 @@
 // kernels/op_profile: every call through kernels/ops.h is counted and timed
 // while profiling is on, nothing while it is off, and each operation falls in
-// the phase the --profile report gives it.
+// the phase the --profile report gives it, with the work each call did (its
+// products' flops, its operands' bytes) for the report's rates.
 #include "kernels/op_profile.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,11 @@ TEST(OpProfile, CountsAndTimesEveryOperationWhileOn) {
   EXPECT_EQ(times.at("gemm").calls, 2);
   EXPECT_EQ(times.at("add").calls, 1);
   EXPECT_GE(times.at("gemm").ms, 0.0);
+  // The work each call did: 2 m n k flops, and every operand's bytes once.
+  EXPECT_DOUBLE_EQ(times.at("gemm").work.flops, 2 * (2.0 * 64 * 64 * 64));
+  EXPECT_DOUBLE_EQ(times.at("gemm").work.bytes, 2 * (3.0 * 64 * 64 * 4));
+  EXPECT_DOUBLE_EQ(times.at("add").work.flops, 0.0);
+  EXPECT_DOUBLE_EQ(times.at("add").work.bytes, 3.0 * 64 * 64 * 4);
   EXPECT_FLOAT_EQ(c.data()[0], 0.75f);  // the operations still ran
   EXPECT_TRUE(kernels::take_op_times().empty()) << "take_op_times starts over";
 }
@@ -47,6 +53,8 @@ TEST(OpProfile, OffByDefaultRecordsNothing) {
 
 TEST(OpProfile, PhasesOfTheOperations) {
   EXPECT_EQ(kernels::op_phase("gemm"), "gemm");
+  EXPECT_EQ(kernels::op_phase("linear_forward"), "gemm");  // a GEMM with its bias epilogue
+  EXPECT_EQ(kernels::op_phase("linear_weight_grads"), "gemm");
   EXPECT_EQ(kernels::op_phase("attention_backward"), "attention");
   EXPECT_EQ(kernels::op_phase("rope_forward"), "attention");
   EXPECT_EQ(kernels::op_phase("cross_entropy_sums"), "loss");
