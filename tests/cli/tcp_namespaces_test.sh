@@ -52,10 +52,12 @@ cat > "$dir/rsh" <<EOF
 #!/bin/sh
 host=\$1; shift
 case "\$host" in *.1) ns=$ns0 ;; *) ns=$ns1 ;; esac
-# Each node its own temporary directory, as separate machines have: Open
-# MPI's session directories are named by host name, which the nodes share.
-mkdir -p "$dir/tmp-\$ns"
-exec ip netns exec "\$ns" env OMPI_MCA_orte_tmpdir_base="$dir/tmp-\$ns" sh -c "\$*"
+# Each daemon its own temporary directory, as separate machines have: Open
+# MPI's session directories are named by host name, which the nodes share,
+# and two jobs at once (the suite runs two tests at a time) would otherwise
+# race to make and remove the same ompi.<host> directory.
+tmp=\$(mktemp -d "$dir/tmp-\$ns.XXXXXX")
+exec ip netns exec "\$ns" env OMPI_MCA_orte_tmpdir_base="\$tmp" sh -c "\$*"
 EOF
 chmod +x "$dir/rsh"
 printf '10.77.%s.1 slots=2\n10.77.%s.2 slots=2\n' $net $net > "$dir/hosts"

@@ -2,7 +2,7 @@
 // (support/reference.h): output, dx (sharded or gathered) and each rank's
 // weight shard and replicated bias within fp32 error bounds, bitwise with small
 // integers; central finite differences; the exact collective sequence;
-// divisibility errors.
+// backward from a recomputed input; divisibility errors.
 #include <gtest/gtest.h>
 
 #include "colrow/core/error.h"
@@ -133,6 +133,35 @@ TEST(RowParallelLinearTest, SecondBackwardDoublesTheGradients) {
                       block(twice(g.dw), kOut, kIn, 1, tp_rank, tp_size),
                       block(twice(g_mag.dw), kOut, kIn, 1, tp_rank, tp_size), 2 * kTokens);
   expect_within_bound("2 db", layer.bias()->grad, twice(g.db), twice(g_mag.db), 2 * kTokens);
+}
+
+// backward(dy, x), activation recomputation's: the weight gradient reads the
+// x given, not the tensor forward saw, which a later layer may since have
+// overwritten (here: zeroed). The same gradients and dx as backward(dy) from
+// an intact input, bit for bit. An x of another shape, or a layer that
+// scattered its own input, is an InternalError before anything accumulates.
+TEST(RowParallelLinearTest, BackwardReadsTheRecomputedInputItIsGiven) {
+  Communicator& tp = world();
+  const Tensor x_full = testing::random_tensor({kTokens, kIn}, 5);
+  const Tensor dy = testing::random_tensor({kTokens, kOut}, 6);
+  const Tensor x_local = x_full.shard(1, tp.rank(), tp.size()).clone();
+  RowParallelLinear kept(tp, make_spec(/*bias=*/true)), recomputed(tp, make_spec(/*bias=*/true));
+  kept.forward(x_local);
+  const Tensor dx_kept = kept.backward(dy).clone();
+  Tensor buffer = x_local.clone();
+  recomputed.forward(buffer);
+  buffer.zero();  // the buffer served another layer since
+  EXPECT_EQ(recomputed.backward(dy, x_local).to_vector(), dx_kept.to_vector());
+  EXPECT_EQ(recomputed.weight().grad.to_vector(), kept.weight().grad.to_vector());
+  EXPECT_EQ(recomputed.bias()->grad.to_vector(), kept.bias()->grad.to_vector());
+
+  const std::vector<float> grad_before = recomputed.weight().grad.to_vector();
+  const Tensor wrong = Tensor::zeros({kTokens + 1, kIn / tp.size()});
+  EXPECT_THROW(recomputed.backward(dy, wrong), InternalError);
+  EXPECT_EQ(recomputed.weight().grad.to_vector(), grad_before);
+  RowParallelLinear scatters(tp, make_spec(/*bias=*/true), /*input_is_parallel=*/false);
+  scatters.forward(x_full);
+  EXPECT_THROW(scatters.backward(dy, x_local), InternalError);
 }
 
 // Integers in {-3..3} \ {0}: every product and partial sum (|y| <= 36*9+3,

@@ -41,17 +41,19 @@ struct MeshCase {
   bool recompute = false;
 };
 
-std::vector<MeshCase> mesh_cases(int world_size) {
-  const int w = world_size;
-  std::vector<MeshCase> cases = {{"tp", w, 1, 1},
-                                 {"tp, 2 micro-batches, recomputed activation", w, 1, 1, 2},
-                                 {"tp, sequence parallel", w, 1, 1, 1, true}};
-  cases[1].recompute = true;
-  if (kRows * kSeq % w != 0) cases.pop_back();
+std::vector<MeshCase> mesh_cases(int w) {
+  std::vector<MeshCase> cases;
+  auto add = [&cases](const std::string& name, int tp, int pp, int dp, int micro_batches) {
+    cases.push_back({name, tp, pp, dp, micro_batches});
+    return &cases.back();
+  };
+  add("tp", w, 1, 1, 1);
+  add("tp, 2 micro-batches, recomputed activation", w, 1, 1, 2)->recompute = true;
+  if (kRows * kSeq % w == 0) add("tp, sequence parallel", w, 1, 1, 1)->sequence_parallel = true;
   if (w > 1) {
-    cases.push_back({"dp, ZeRO-1", 1, 1, w, 1, false, 1});
-    cases.push_back({"dp, overlapped buckets", 1, 1, w, 2, false, 0, true});
-    cases.push_back({"pp", 1, w, 1, 3});
+    add("dp, ZeRO-1", 1, 1, w, 1)->zero = 1;
+    add("dp, overlapped buckets", 1, 1, w, 2)->overlap = true;
+    add("pp", 1, w, 1, 3);
   }
   return cases;
 }

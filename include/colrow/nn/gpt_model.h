@@ -69,7 +69,6 @@ class GptModel {
   // less during training, for one more activation pass. The same losses and
   // gradients, bit for bit. Off by default.
   void set_recompute_activation(bool recompute);
-  bool recompute_activation() const { return recompute_activation_; }
   // Renews the bf16 copies from the values: after an optimizer step or a
   // load. A no-op in fp32.
   void refresh_compute_copies();
