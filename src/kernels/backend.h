@@ -177,8 +177,8 @@ class Backend {
                                        Tensor& max) = 0;
   virtual void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
                                   const Tensor& max, Tensor& sum_exp, Tensor& target_logit) = 0;
-  virtual double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                                    const CrossEntropyRows& rows, Tensor& losses) = 0;
+  virtual void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                                  const CrossEntropyRows& rows, Tensor& losses) = 0;
   virtual void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                                       const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                                       float uniform_scale, Tensor& dlogits_local) = 0;

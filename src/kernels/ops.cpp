@@ -230,9 +230,9 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
       ->cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
 }
 
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses) {
-  return on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
+void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                        const CrossEntropyRows& rows, Tensor& losses) {
+  on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
       ->cross_entropy_loss(sum_exp, target_logit, rows, losses);
 }
 

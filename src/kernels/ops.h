@@ -70,8 +70,8 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable);
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit);
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses);
+void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                        const CrossEntropyRows& rows, Tensor& losses);
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local);

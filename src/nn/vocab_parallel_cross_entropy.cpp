@@ -54,6 +54,19 @@ void validate_cross_entropy(int64_t vocab_size, int64_t padded_vocab_size, int t
   }
 }
 
+float mean_loss(const Tensor& losses, int64_t counted) {
+  if (losses.ndim() != 1 || losses.dtype() != DType::kF32) {
+    throw InternalError("[cross_entropy] losses " + shape_to_string(losses.shape()) +
+                        " must be fp32 [tokens]");
+  }
+  if (counted == 0) return std::numeric_limits<float>::quiet_NaN();
+  const Tensor host = losses.to(Device::cpu());  // no copy on the CPU
+  double total = 0.0;
+  const float* loss = host.data();
+  for (int64_t t = 0; t < host.numel(); ++t) total += loss[t * host.stride(0)];  // ignored: + 0
+  return static_cast<float>(total / static_cast<double>(counted));
+}
+
 VocabParallelCrossEntropy::VocabParallelCrossEntropy(Communicator& tp, int64_t vocab_size,
                                                      int64_t padded_vocab_size,
                                                      float label_smoothing, int32_t ignore_index)
@@ -111,12 +124,10 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local
   tp_.all_reduce_sum(sum_exp_);  // all-reduce over tp: the softmax denominator, [tokens]
   tp_.all_reduce_sum(target_);   // all-reduce over tp: target logit (+ logit sum), [tokens(, 2)]
   // From the reduced values only, so every rank computes the same bits.
-  const double total = ops::cross_entropy_loss(sum_exp_, target_, rows, losses_);
+  ops::cross_entropy_loss(sum_exp_, target_, rows, losses_);
   CrossEntropyOutput out;
   out.losses = losses_;
   out.counted = counted_;
-  out.mean = counted_ > 0 ? static_cast<float>(total / static_cast<double>(counted_))
-                          : std::numeric_limits<float>::quiet_NaN();
   return out;
 }
 

@@ -66,7 +66,14 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   for (int j = 0; j < micro_batches; ++j) batches.push_back(batch(j));
   slot_of_.assign(micro_batches, -1);
   std::vector<const Tensor*> sent(micro_batches, nullptr);  // forward outputs, then input grads
-  double loss = 0.0;
+  // The last stage keeps each micro-batch's per-token losses on its device
+  // and reads them once every backward is queued: no wait for the GPU
+  // between a forward and its backward.
+  std::vector<int64_t> loss_offset(micro_batches + 1, 0), counted(micro_batches, 0);
+  for (int j = 0; j < micro_batches; ++j) {
+    loss_offset[j + 1] = loss_offset[j] + batches[j].rows * batches[j].seq_len;
+  }
+  if (stage.is_last()) ensure_shape(step_losses_, {loss_offset.back()}, model_.device());
   const bool timed = time_steps_ && pp_.size() > 1;
   const auto step_start = Clock::now();
   timing_ = StepTiming{};
@@ -90,7 +97,10 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
         Slot& slot = slot_for(j);
         const GptModel::StageForward out = slot.model->forward_stage(
             b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
-        if (stage.is_last()) loss += out.loss.mean;
+        if (stage.is_last()) {
+          keep_losses(out.loss, loss_offset[j], loss_offset[j + 1]);
+          counted[j] = out.loss.counted;
+        }
         sent[j] = out.output;
         break;
       }
@@ -125,7 +135,24 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   for (Slot& slot : slots_) slot.finish_sends();
   if (timed) timing_.seconds = seconds_since(step_start);
   sum_tied_embedding_grads();
+  if (!stage.is_last()) return 0.0;
+  // Each micro-batch's mean as the loss layer defines it (mean_loss), added
+  // in micro-batch order: the same bits as asking each forward's output.
+  const Tensor losses = step_losses_.to(Device::cpu());  // waits for the last backward's GPU work
+  double loss = 0.0;
+  for (int j = 0; j < micro_batches; ++j) {
+    loss += mean_loss(losses.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j]),
+                      counted[j]);
+  }
   return loss;
+}
+
+void PipelineRunner::keep_losses(const CrossEntropyOutput& loss, int64_t begin, int64_t end) {
+  if (loss.losses.numel() != end - begin) {
+    throw InternalError("[pipeline] a micro-batch of " + std::to_string(end - begin) +
+                        " tokens gave " + std::to_string(loss.losses.numel()) + " losses");
+  }
+  step_losses_.slice(0, begin, end - begin).copy_from(loss.losses);  // in stream order
 }
 
 void PipelineRunner::sum_tied_embedding_grads() {

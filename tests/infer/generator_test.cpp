@@ -428,7 +428,7 @@ TEST(Generator, AllIgnoredTargetsGiveNaNMeanWithoutError) {
   GptModel model(world(), model_cases().front().config, kSeed);
   const CrossEntropyOutput out = model.forward({1, 2, 3}, {-100, -100, -100}, 1, 3);
   EXPECT_EQ(out.counted, 0);
-  EXPECT_TRUE(std::isnan(out.mean));
+  EXPECT_TRUE(std::isnan(out.mean()));
 }
 
 }  // namespace

@@ -93,9 +93,9 @@ TEST(GptModelCuda, LossAndEveryGradientShardMatchTheCpu) {
       const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
       std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
       targets[3] = -100;  // ignore_index: the same token is skipped on both devices
-      const double cpu_loss = cpu.forward(ids, targets, kBatch, kSeq).mean;
+      const double cpu_loss = cpu.forward(ids, targets, kBatch, kSeq).mean();
       cpu.backward();
-      const double gpu_loss = gpu.forward(ids, targets, kBatch, kSeq).mean;
+      const double gpu_loss = gpu.forward(ids, targets, kBatch, kSeq).mean();
       gpu.backward();
       // Both devices round every fp32 operation (u = 6e-8), summing in different
       // orders (cuBLAS tiles, tree reductions): a few sqrt(K) u per operation
@@ -196,12 +196,12 @@ TEST(GptModelCuda, TwoPassesAreBitwiseIdentical) {
     gpu.to(testing::test_gpu());
     const std::vector<int32_t> ids = random_ids(5, kBatch * kSeq, c.config.vocab_size);
     const std::vector<int32_t> targets = random_ids(6, kBatch * kSeq, c.config.vocab_size);
-    const float first = gpu.forward(ids, targets, kBatch, kSeq).mean;
+    const float first = gpu.forward(ids, targets, kBatch, kSeq).mean();
     gpu.backward();
     std::vector<std::vector<float>> grads;
     for (Parameter* p : gpu.parameters()) grads.push_back(p->grad.to(Device::cpu()).to_vector());
     gpu.zero_grad();
-    const float second = gpu.forward(ids, targets, kBatch, kSeq).mean;
+    const float second = gpu.forward(ids, targets, kBatch, kSeq).mean();
     gpu.backward();
     EXPECT_EQ(first, second);
     const std::vector<Parameter*> params = gpu.parameters();

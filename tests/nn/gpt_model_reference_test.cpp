@@ -434,7 +434,7 @@ TEST(GptModelReferenceTest, LossAndEveryGradientShardMatchDoubleReference) {
     }
 
     ASSERT_EQ(out.counted, ref.counted);
-    EXPECT_NEAR(out.mean, ref.mean, kLossRelative * std::fabs(ref.mean));
+    EXPECT_NEAR(out.mean(), ref.mean, kLossRelative * std::fabs(ref.mean));
     const std::vector<float> losses = out.losses.to_vector();
     ASSERT_EQ(losses.size(), ref.losses.size());
     for (size_t t = 0; t < losses.size(); ++t) {
@@ -484,7 +484,7 @@ TEST(GptModelReferenceTest, LossAndEveryGradientShardMatchDoubleReference) {
     if (tp.rank() == 0)
       std::printf(
           "%s tp %d: loss %.6f (reference %.6f), worst gradient error %.3g of its bound (%s)\n",
-          c.name, tp.size(), out.mean, ref.mean, worst, worst_name.c_str());
+          c.name, tp.size(), out.mean(), ref.mean, worst, worst_name.c_str());
   }
 }
 

@@ -100,7 +100,7 @@ TEST(GptModelTest, ShardedMatchesUnshardedLossParametersAndGradients) {
     // errors of order sqrt(K) u per operation. 1e-5 on a loss near ln(300) and
     // 1e-4 of a gradient tensor's largest entry leave a wide margin over that,
     // while a missing reduction or a misplaced shard is an O(1) error.
-    EXPECT_NEAR(out.mean, ref.mean, 1e-5 * std::fabs(ref.mean));
+    EXPECT_NEAR(out.mean(), ref.mean(), 1e-5 * std::fabs(ref.mean()));
     const std::vector<Parameter*> mine = sharded.parameters(), full = reference.parameters();
     ASSERT_EQ(mine.size(), full.size());
     // Some gradients are zero in exact arithmetic (a key bias shifts every
@@ -146,8 +146,8 @@ TEST(GptModelTest, Bf16ComputeFollowsTheFp32ModelWithinBf16Rounding) {
     const CrossEntropyOutput ref = reference.forward(ids, targets, kBatch, kSeq);
     reference.backward();
     EXPECT_EQ(mixed.logits_local().dtype(), DType::kBF16);
-    EXPECT_NE(out.mean, ref.mean);
-    EXPECT_NEAR(out.mean, ref.mean, kBf16Loss * std::fabs(ref.mean));
+    EXPECT_NE(out.mean(), ref.mean());
+    EXPECT_NEAR(out.mean(), ref.mean(), kBf16Loss * std::fabs(ref.mean()));
     const std::vector<Parameter*> mine = mixed.parameters(), full = reference.parameters();
     const double largest = testing::largest_gradient(full);
     double worst = 0.0;
@@ -168,7 +168,7 @@ TEST(GptModelTest, Bf16ComputeFollowsTheFp32ModelWithinBf16Rounding) {
     }
     if (tp.rank() == 0) {
       std::printf("[%s, tp %d] bf16 loss %.6f vs fp32 %.6f; worst gradient error %.2e\n", c.name,
-                  tp.size(), out.mean, ref.mean, worst);
+                  tp.size(), out.mean(), ref.mean(), worst);
     }
   }
 }
@@ -196,7 +196,7 @@ TEST(GptModelTest, RecomputedActivationGivesTheSameLossAndGradientsBitwise) {
         std::vector<float> losses;
         for (GptModel* model : {&kept, &recomputed}) {
           model->set_compute_dtype(dtype);
-          losses.push_back(model->forward(ids, targets, kBatch, kSeq).mean);
+          losses.push_back(model->forward(ids, targets, kBatch, kSeq).mean());
           model->backward();
         }
         EXPECT_EQ(losses[0], losses[1]);
@@ -231,9 +231,9 @@ TEST(GptModelTest, GradientsMatchCentralFiniteDifferences) {
         float& w = p->value.data()[k];
         const float saved = w;
         w = saved + kStep;
-        const double up = model.forward(ids, targets, kBatch, kSeq).mean;
+        const double up = model.forward(ids, targets, kBatch, kSeq).mean();
         w = saved - kStep;
-        const double down = model.forward(ids, targets, kBatch, kSeq).mean;
+        const double down = model.forward(ids, targets, kBatch, kSeq).mean();
         w = saved;
         const double fd = (up - down) / (2.0 * kStep);
         const double g = p->grad.data()[k];
@@ -264,8 +264,8 @@ TEST(GptModelTest, CheckpointSavedAtTpLoadsUnshardedAndSavesAgainIdentically) {
     load_checkpoint(loaded, dir);
     const std::vector<int32_t> ids = random_ids(5, kBatch * kSeq, c.config.vocab_size);
     const std::vector<int32_t> targets = random_ids(6, kBatch * kSeq, c.config.vocab_size);
-    const float sharded_loss = sharded.forward(ids, targets, kBatch, kSeq).mean;
-    const float loaded_loss = loaded.forward(ids, targets, kBatch, kSeq).mean;
+    const float sharded_loss = sharded.forward(ids, targets, kBatch, kSeq).mean();
+    const float loaded_loss = loaded.forward(ids, targets, kBatch, kSeq).mean();
     EXPECT_NEAR(sharded_loss, loaded_loss, 1e-5 * std::fabs(loaded_loss));
     const std::vector<Parameter*> mine = sharded.parameters(), full = loaded.parameters();
     for (size_t i = 0; i < mine.size(); ++i) {
@@ -301,8 +301,8 @@ TEST(GptModelTest, CheckpointSavedAtTp2LoadsAtTp4WithTheSameLoss) {
     load_checkpoint(at_tp4, dir);
     const std::vector<int32_t> ids = random_ids(8, kBatch * kSeq, c.config.vocab_size);
     const std::vector<int32_t> targets = random_ids(9, kBatch * kSeq, c.config.vocab_size);
-    const float loss2 = at_tp2.forward(ids, targets, kBatch, kSeq).mean;
-    const float loss4 = at_tp4.forward(ids, targets, kBatch, kSeq).mean;
+    const float loss2 = at_tp2.forward(ids, targets, kBatch, kSeq).mean();
+    const float loss4 = at_tp4.forward(ids, targets, kBatch, kSeq).mean();
     EXPECT_NEAR(loss2, loss4, 1e-5 * std::fabs(loss2));
     world_group.barrier();
     if (world_group.rank() == 0) {

@@ -183,8 +183,8 @@ TEST(SequenceParallel, ModelLossesAndGradientsMatchAtEveryCase) {
     for (int micro = 0; micro < 2; ++micro) {  // gradients accumulate over micro-batches
       const auto ids = testing::random_ids(40 + micro, kBatch * kSeq, c.config.vocab_size);
       const auto targets = testing::random_ids(50 + micro, kBatch * kSeq, c.config.vocab_size);
-      const double loss = plain.forward(ids, targets, kBatch, kSeq).mean;
-      const double loss_sp = sp.forward(ids, targets, kBatch, kSeq).mean;
+      const double loss = plain.forward(ids, targets, kBatch, kSeq).mean();
+      const double loss_sp = sp.forward(ids, targets, kBatch, kSeq).mean();
       EXPECT_NEAR(loss_sp, loss, 1e-6 * std::fabs(loss)) << "micro-batch " << micro;
       plain.backward();
       sp.backward();

@@ -95,10 +95,10 @@ TEST(VocabParallelCrossEntropyTest, LiteratureCasesAtThisTp) {
       double mean = 0.0, mean_mag = 0.0;
       for (int64_t t = 0; t < c.tokens; ++t) mean += c.losses[t] / c.tokens;
       for (int64_t t = 0; t < c.tokens; ++t) mean_mag += ref.loss_mag[t] / c.tokens;
-      EXPECT_NEAR(out.mean, mean, reference::gamma(kRoundings + 1) * mean_mag);
+      EXPECT_NEAR(out.mean(), mean, reference::gamma(kRoundings + 1) * mean_mag);
       EXPECT_EQ(out.counted, c.tokens);
       EXPECT_TRUE(testing::same_on_every_rank(tp, out.losses));
-      EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean));
+      EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean()));
     }
   }
 }
@@ -124,7 +124,7 @@ TEST(VocabParallelCrossEntropyTest, GradientInPlaceEqualsTheSeparateOne) {
       VocabParallelCrossEntropy in_place(tp, kVocab, padded, smoothing);
       in_place.set_gradient_in_place(true);
       const CrossEntropyOutput b = in_place.forward(given, targets);
-      EXPECT_EQ(a.mean, b.mean);
+      EXPECT_EQ(a.mean(), b.mean());
       const Tensor& got = in_place.backward();
       EXPECT_EQ(got.raw_data(), given.raw_data()) << "not written over the logits";
       EXPECT_EQ(got.dtype(), dtype);
@@ -180,12 +180,12 @@ TEST(VocabParallelCrossEntropyTest, RandomLogitsMatchReference) {
       testing::expect_within_bound("losses", out.losses, ref.losses, ref.loss_mag, kRoundings);
       double mean_mag = 0.0;
       for (double m : ref.loss_mag) mean_mag += m / ref.counted;
-      EXPECT_NEAR(out.mean, ref.mean, reference::gamma(kRoundings + 1) * mean_mag);
+      EXPECT_NEAR(out.mean(), ref.mean, reference::gamma(kRoundings + 1) * mean_mag);
       EXPECT_EQ(out.counted, 10);
       EXPECT_EQ(out.losses.to_vector()[3], 0.0f);
       EXPECT_EQ(out.losses.to_vector()[8], 0.0f);
       EXPECT_TRUE(testing::same_on_every_rank(tp, out.losses));
-      EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean));
+      EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean()));
 
       // backward(): the mean's gradient, 1/counted per row.
       auto check_grad = [&](const Tensor& dlogits_local, const std::vector<double>& scale,
@@ -349,9 +349,9 @@ TEST(VocabParallelCrossEntropyTest, BackwardMatchesFiniteDifferences) {
           float* v = tp.rank() == owner ? &local(t, jl) : nullptr;
           const float original = v ? *v : 0.0f;
           if (v) *v = original + kStep;
-          const double plus = ce.forward(local, targets).mean;
+          const double plus = ce.forward(local, targets).mean();
           if (v) *v = original - kStep;
-          const double minus = ce.forward(local, targets).mean;
+          const double minus = ce.forward(local, targets).mean();
           if (v) *v = original;
           const double fd = (plus - minus) / (2.0 * kStep);
           if (j >= kVocab) {
@@ -420,7 +420,7 @@ TEST(VocabParallelCrossEntropyTest, IgnoredRows) {
   EXPECT_EQ(losses[0], 0.0f);
   EXPECT_EQ(losses[2], 0.0f);
   EXPECT_GT(losses[1], 0.0f);
-  EXPECT_FLOAT_EQ(some.mean, (losses[1] + losses[3]) / 2.0f);
+  EXPECT_FLOAT_EQ(some.mean(), (losses[1] + losses[3]) / 2.0f);
   const Tensor grad = testing::gather_shards(tp, ce.backward(), 1);
   for (int64_t j = 0; j < padded; ++j) {
     EXPECT_EQ(grad(0, j), 0.0f);
@@ -431,7 +431,7 @@ TEST(VocabParallelCrossEntropyTest, IgnoredRows) {
   EXPECT_EQ(default_ignore.ignore_index(), -100);
   const CrossEntropyOutput none = default_ignore.forward(local, {-100, -100, -100, -100});
   EXPECT_EQ(none.counted, 0);
-  EXPECT_TRUE(std::isnan(none.mean));
+  EXPECT_TRUE(std::isnan(none.mean()));
   for (float v : none.losses.to_vector()) EXPECT_EQ(v, 0.0f);
   for (float v : default_ignore.backward().to_vector()) EXPECT_EQ(v, 0.0f);
 }

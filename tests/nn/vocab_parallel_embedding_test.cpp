@@ -281,7 +281,7 @@ TEST(VocabParallelEmbeddingTest, TiedEmbeddingAndCrossEntropyWithVocab1000) {
   }
   EXPECT_EQ(out.counted, 11);
   EXPECT_TRUE(testing::same_on_every_rank(tp, out.losses));
-  EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean));
+  EXPECT_TRUE(testing::same_on_every_rank(tp, out.mean()));
   for (int64_t t = 0; t < kTokens; ++t) {
     for (int64_t j = 0; j < kV; ++j) {
       const double p = ref.dlogits[t * kV + j] + (j == targets[t] ? 0.9 : 0.0) + 0.1 / kV;

@@ -75,7 +75,7 @@ TEST(PipelineRunner, EveryStageHoldsTheWholeModelsGradientsTiedEmbeddingsSummed)
     double whole_loss = 0.0;
     for (int j = 0; j < kMicroBatches; ++j) {
       const Batch b = micro_batch(j, config.vocab_size);
-      whole_loss += whole.forward(b.ids, b.targets, b.rows, b.seq_len).mean;
+      whole_loss += whole.forward(b.ids, b.targets, b.rows, b.seq_len).mean();
       whole.backward();
     }
     if (stage.stage().is_last()) {

@@ -26,12 +26,22 @@ namespace colrow {
 // The target that does not count, PyTorch's and Hugging Face's default.
 constexpr int32_t kIgnoreIndex = -100;
 
+// The mean of per-token `losses` (0 on ignored rows) over `counted` tokens:
+// their sum in double, in token order, rounded to fp32 once, so every device,
+// rank and tp gives the same bits for the same losses; NaN when counted is 0
+// (as PyTorch). Reads the losses back: on a GPU, a wait for the kernels that
+// wrote them.
+float mean_loss(const Tensor& losses, int64_t counted);
+
 struct CrossEntropyOutput {
   Tensor losses;        // [tokens]: per-token loss, 0 where target == ignore_index (a view
-                        // of the layer's buffer, valid until the next forward)
-  float mean = 0.0f;    // over the counted tokens, as PyTorch's reduction='mean';
-                        // NaN when every token is ignored (as PyTorch)
+                        // of the layer's buffer on the logits' device, valid until the
+                        // next forward)
   int64_t counted = 0;  // tokens whose target is not ignore_index
+  // Over the counted tokens, as PyTorch's reduction='mean' (mean_loss). Not
+  // computed by forward, which leaves the losses where they are: a training
+  // step reads them once its backward is queued, not between the two.
+  float mean() const { return mean_loss(losses, counted); }
 };
 
 // Pure, identical on every rank: the vocabulary sizes as validate_vocab_sizes

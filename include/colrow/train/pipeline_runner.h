@@ -73,6 +73,8 @@ class PipelineRunner {
   // (a new replica when every slot is in flight).
   Slot& slot_for(int micro_batch);
   void sum_tied_embedding_grads();
+  // Copies a micro-batch's per-token losses into step_losses_[begin, end).
+  void keep_losses(const CrossEntropyOutput& loss, int64_t begin, int64_t end);
 
   GptModel& model_;
   Communicator& pp_;
@@ -81,6 +83,7 @@ class PipelineRunner {
   std::vector<Slot> slots_;
   std::vector<int> slot_of_;  // micro-batch -> slot, -1 when not in flight
   Tensor grad_input_;         // the received gradient, used by the backward right after
+  Tensor step_losses_;        // [the step's tokens]: every micro-batch's losses (last stage)
   StepTiming timing_;
   bool time_steps_ = true;
 };

@@ -160,9 +160,9 @@ class CpuBackend final : public Backend {
                           const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
     cpu::cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
   }
-  double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                            const CrossEntropyRows& rows, Tensor& losses) override {
-    return cpu::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+  void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                          const CrossEntropyRows& rows, Tensor& losses) override {
+    cpu::cross_entropy_loss(sum_exp, target_logit, rows, losses);
   }
   void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                               const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,

@@ -201,8 +201,8 @@ void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows
   });
 }
 
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses) {
+void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                        const CrossEntropyRows& rows, Tensor& losses) {
   const int64_t tokens = check_cross_entropy_loss(sum_exp, target_logit, rows, losses);
   const bool smoothing = rows.label_smoothing > 0.0f;
   const int64_t width = smoothing ? 2 : 1;
@@ -211,8 +211,7 @@ double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
   const std::vector<int32_t>& targets = *rows.targets;
   const float *sums = sum_exp.data(), *packed = target_logit.data();
   float* out = losses.data();
-  double total = 0.0;
-  for (int64_t t = 0; t < tokens; ++t) {  // in token order: the same total on every rank
+  for (int64_t t = 0; t < tokens; ++t) {
     if (targets[t] == rows.ignore_index) {
       out[t] = 0.0f;
       continue;
@@ -221,9 +220,7 @@ double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
     double loss = std::log(static_cast<double>(sums[t])) - (1.0 - a) * in[0];
     if (smoothing) loss -= a_over_v * in[1];
     out[t] = static_cast<float>(loss);
-    total += out[t];
   }
-  return total;
 }
 
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,

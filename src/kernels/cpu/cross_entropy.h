@@ -11,8 +11,9 @@
 //                                                   -> all-reduce sum of both
 //   3. loss:       loss[t] = log S - (1 - a) target_logit[t, 0]
 //                            - a / V target_logit[t, 1]     (0 on ignored rows),
-//                  from reduced values only, so every rank gets the same bits;
-//                  returns the sum over tokens, in double.
+//                  from reduced values only, so every rank gets the same bits.
+//                  No total: a GPU's losses stay there until the caller needs
+//                  their mean (CrossEntropyOutput::mean, after the step).
 //   4. backward:   dx[t, j] = scale_t (exp(x - m) / S - a / V) - scale_t (1 - a) [j = target],
 //                  0 on padded columns and ignored rows; scale_t = dloss[t], or
 //                  uniform_scale when dloss is null.
@@ -29,8 +30,8 @@ namespace colrow::kernels::cpu {
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit);
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses);
+void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                        const CrossEntropyRows& rows, Tensor& losses);
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local);

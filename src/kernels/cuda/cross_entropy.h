@@ -15,9 +15,10 @@ void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows&
 // -> sum_exp: [tokens], target_logit: [tokens] ([tokens, 2] with label smoothing)
 void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
                         Tensor& sum_exp, Tensor& target_logit);
-// -> losses: [tokens]; returns their sum in double (waits for the GPU).
-double cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses);
+// -> losses: [tokens], 0 on ignored rows; no host wait (the caller sums
+// them when it needs the mean: CrossEntropyOutput::mean).
+void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
+                        const CrossEntropyRows& rows, Tensor& losses);
 // dloss: [tokens] or null (then uniform_scale) -> dlogits_local: [tokens, vocab_size_local]
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
