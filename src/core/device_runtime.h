@@ -26,6 +26,11 @@ void fill(Tensor& t, float value);
 // dst = src across fp32 and bf16 (Tensor::convert_from), both contiguous on one GPU.
 void convert(const Tensor& src, Tensor& dst);
 void synchronize(int index);
+// How many times the host has waited for a GPU so far (a stream or event
+// synchronization, a copy to or from host memory, a pinned upload buffer
+// still being read): what lets a test prove that a step queues its work
+// without waiting, as a CUDA graph of it needs. Always 0 without CUDA.
+size_t host_wait_count();
 
 // Timestamps queued on GPU `index`'s compute stream (CUDA events), for
 // timing kernels without synchronizing (`colrow train --profile`).

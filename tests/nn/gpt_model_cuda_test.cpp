@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "colrow/core/allocator.h"
+#include "colrow/core/device.h"
 #include "colrow/dist/device_communicator.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/checkpoint.h"
 #include "colrow/nn/gpt_model.h"
 #include "colrow/train/adamw.h"
+#include "core/device_runtime.h"
 #include "kernels/backend.h"
 #include "nn/model_test_cases.h"
 #include "support/gpu.h"
@@ -233,17 +235,52 @@ TEST(GptModelCuda, AWarmTrainingStepAllocatesNothingOnTheGpu) {
       gpu.to(testing::test_gpu());
       AdamW optimizer(*gpu_tp, *gpu_dp, gpu.parameters(), AdamWConfig{});
       gpu.set_compute_dtype(dtype);
-      auto step = [&](int s) {
-        gpu.forward(random_ids(7 + s, kBatch * kSeq, c.config.vocab_size),
-                    random_ids(8 + s, kBatch * kSeq, c.config.vocab_size), kBatch, kSeq);
+      auto step = [&](const std::vector<int32_t>& ids, int s) {
+        gpu.forward(ids, random_ids(8 + s, kBatch * kSeq, c.config.vocab_size), kBatch, kSeq);
         gpu.backward();
         optimizer.step(1e-3f);
         optimizer.zero_grad();
       };
-      step(0);  // makes the buffers
+      // Makes the buffers, with one distinct id: the warm step's scatter
+      // plan, over many distinct ids, is longer and must still fit.
+      step(std::vector<int32_t>(kBatch * kSeq, 1), 0);
       const size_t warm = gpu_memory.allocation_count();
-      step(1);
+      step(random_ids(7, kBatch * kSeq, c.config.vocab_size), 1);
       EXPECT_EQ(gpu_memory.allocation_count() - warm, 0u) << "GPU allocations in a warm step";
+    }
+  }
+}
+
+// Forward and backward queue all their work without the host waiting for
+// the GPU once (no copy to the host, no synchronization; the loss stays on
+// the GPU until CrossEntropyOutput::mean asks): the GPU never idles while the
+// host catches up, and the pair could be captured as a CUDA graph. Staged
+// collectives (tp > 1 on one GPU) wait by design, so one rank only.
+TEST(GptModelCuda, AWarmForwardAndBackwardQueueWithoutAHostWait) {
+  COLROW_REQUIRE_GPU();
+  std::unique_ptr<Communicator> gpu_tp = gpu_tp_group();
+  if (gpu_tp->size() > 1) GTEST_SKIP() << "staged tp collectives copy through the host";
+  for (const ModelCase& c : model_cases()) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(c.name) + ", " + dtype_name(dtype));
+      GptModel gpu(*gpu_tp, c.config, kSeed);
+      gpu.to(testing::test_gpu());
+      gpu.set_compute_dtype(dtype);
+      auto forward_and_backward = [&](int s) {
+        const CrossEntropyOutput out =
+            gpu.forward(random_ids(7 + s, kBatch * kSeq, c.config.vocab_size),
+                        random_ids(8 + s, kBatch * kSeq, c.config.vocab_size), kBatch, kSeq);
+        gpu.backward();
+        return out.counted;
+      };
+      forward_and_backward(
+          0);  // makes the buffers (random ids: the next step's plan may be longer)
+      synchronize(testing::test_gpu());
+      const size_t before = device_runtime::host_wait_count();
+      forward_and_backward(1);
+      EXPECT_EQ(device_runtime::host_wait_count() - before, 0u) << "host waits in a warm step";
+      synchronize(testing::test_gpu());
+      EXPECT_EQ(device_runtime::host_wait_count() - before, 1u) << "the count misses a wait";
     }
   }
 }

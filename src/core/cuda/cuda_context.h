@@ -14,6 +14,10 @@ namespace colrow::cuda {
 // (created on first use, alive for the program).
 cudaStream_t compute_stream(int device);
 
+// The host's waits for the GPU, counted (device_runtime::host_wait_count).
+void wait_for_stream(cudaStream_t stream);
+void wait_for_event(cudaEvent_t event);  // no wait, and none counted, when it has happened
+
 // Blocks for a 1-d grid of `n` threads at `threads` per block (at least 1).
 inline unsigned int blocks_for(int64_t n, int threads) {
   const int64_t b = (n + threads - 1) / threads;

@@ -6,6 +6,7 @@
 // after them. On a failed cudaMalloc it returns the cache to the driver and
 // tries once more before it reports the bytes asked for and the bytes free.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -30,6 +31,22 @@ void throw_cuda_error(cudaError_t code, const char* statement, const char* file,
 }
 
 namespace cuda {
+namespace {
+std::atomic<size_t> g_host_waits{0};
+}  // namespace
+
+void wait_for_stream(cudaStream_t stream) {
+  ++g_host_waits;
+  COLROW_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void wait_for_event(cudaEvent_t event) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaSuccess) return;
+  if (state != cudaErrorNotReady) COLROW_CUDA_CHECK(state);
+  ++g_host_waits;
+  COLROW_CUDA_CHECK(cudaEventSynchronize(event));
+}
 
 cudaStream_t compute_stream(int device) {
   static std::mutex mutex;
@@ -100,7 +117,7 @@ class CachingCudaAllocator final : public Allocator {
  private:
   // The cached blocks back to the driver, after the stream is done with them.
   void release_cache() {
-    cudaStreamSynchronize(cuda::compute_stream(index_));
+    cuda::wait_for_stream(cuda::compute_stream(index_));
     cache_.release_all([](void* p, size_t) { cudaFree(p); });
   }
 
@@ -195,7 +212,12 @@ void copy(const Tensor& src, Tensor& dst) {
   const cudaMemcpyKind kind = kind_of(src, dst);
   const int64_t rows = std::max(s.rows, d.rows), cols = rows == s.rows ? s.cols : d.cols;
   const size_t element = static_cast<size_t>(dtype_bytes(dst.dtype()));  // Tensor checked: same
-  if (s.rows == d.rows) {
+  if (src.is_contiguous() && dst.is_contiguous()) {
+    // One span: a 2-d copy's pitch may not exceed the device's limit (2^31
+    // bytes), which a flat gradient buffer or a large table does.
+    COLROW_CUDA_CHECK(cudaMemcpyAsync(dst.raw_data(), src.raw_data(),
+                                      static_cast<size_t>(dst.bytes()), kind, stream));
+  } else if (s.rows == d.rows) {
     COLROW_CUDA_CHECK(cudaMemcpy2DAsync(dst.raw_data(), d.ld * element, src.raw_data(),
                                         s.ld * element, s.cols * element, s.rows, kind, stream));
   } else {
@@ -205,7 +227,7 @@ void copy(const Tensor& src, Tensor& dst) {
                                         sld * element, cols * element, rows, kind, stream));
   }
   // Host memory is pageable and may be freed or read right after: finish now.
-  if (kind != cudaMemcpyDeviceToDevice) COLROW_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (kind != cudaMemcpyDeviceToDevice) cuda::wait_for_stream(stream);
 }
 
 void fill(Tensor& t, float value) {
@@ -244,7 +266,11 @@ void convert(const Tensor& src, Tensor& dst) {
 }
 
 void synchronize(int index) {
-  COLROW_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream(index)));
+  cuda::wait_for_stream(cuda::compute_stream(index));
+}
+
+size_t host_wait_count() {
+  return cuda::g_host_waits;
 }
 
 Mark create_mark(int index) {
@@ -259,7 +285,7 @@ void record_mark(int index, Mark mark) {
 }
 
 float elapsed_ms(Mark start, Mark stop) {
-  COLROW_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(stop)));
+  cuda::wait_for_event(static_cast<cudaEvent_t>(stop));
   float ms = 0.0f;
   COLROW_CUDA_CHECK(
       cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(stop)));

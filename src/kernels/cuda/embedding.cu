@@ -143,7 +143,10 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   plan.insert(plan.end(), rows.begin(), rows.end());
   plan.insert(plan.end(), offsets.begin(), offsets.end());
   plan.insert(plan.end(), order.begin(), order.end());
-  const int32_t* plan_gpu = upload_kept(device, "embedding.backward_plan", plan);
+  // At most 3 tokens + 1 values (rows, offsets, order): room for any batch
+  // of this size, so the buffers stay put as the distinct ids vary.
+  const int32_t* plan_gpu =
+      upload_kept(device, "embedding.backward_plan", plan, static_cast<size_t>(3 * tokens + 1));
   const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
   if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
   const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -56,13 +57,15 @@ Tensor kept_scratch(int device, const char* role, const Shape& shape) {
   return buffer.slice(0, 0, n).view(shape);  // a handle: no copy, no allocation
 }
 
-const void* upload_kept(int device, const char* role, const void* data, size_t bytes) {
+const void* upload_kept(int device, const char* role, const void* data, size_t bytes,
+                        size_t capacity) {
   std::lock_guard<std::mutex> lock(g_mutex);
   Upload& u = (*g_uploads)[{device, role}];
   cudaStream_t stream = colrow::cuda::compute_stream(device);  // makes `device` current
+  const size_t room = std::max(bytes, capacity);
   const bool regrown =
-      !u.device_buffer.owns_storage() || u.device_buffer.numel() < floats_for(bytes);
-  grown(u.device_buffer, device, floats_for(bytes));
+      !u.device_buffer.owns_storage() || u.device_buffer.numel() < floats_for(room);
+  grown(u.device_buffer, device, floats_for(room));
   if (bytes == 0) return u.device_buffer.data();
   if (!regrown && bytes == u.last_bytes && std::memcmp(u.pinned, data, bytes) == 0) {
     return u.device_buffer.data();  // already there, queued before anything that reads it now
@@ -70,15 +73,15 @@ const void* upload_kept(int device, const char* role, const void* data, size_t b
   if (u.copied == nullptr) {
     COLROW_CUDA_CHECK(cudaEventCreateWithFlags(&u.copied, cudaEventDisableTiming));
   } else {
-    COLROW_CUDA_CHECK(cudaEventSynchronize(u.copied));  // the DMA has read the pinned buffer
+    colrow::cuda::wait_for_event(u.copied);  // the DMA has read the pinned buffer
   }
   u.last_bytes = 0;  // until this copy is queued: nothing to compare with
   if (u.pinned_bytes < bytes) {
     if (u.pinned != nullptr) COLROW_CUDA_CHECK(cudaFreeHost(u.pinned));
     u.pinned = nullptr;
     u.pinned_bytes = 0;
-    COLROW_CUDA_CHECK(cudaHostAlloc(&u.pinned, bytes, cudaHostAllocPortable));
-    u.pinned_bytes = bytes;
+    COLROW_CUDA_CHECK(cudaHostAlloc(&u.pinned, room, cudaHostAllocPortable));
+    u.pinned_bytes = room;
   }
   std::memcpy(u.pinned, data, bytes);
   COLROW_CUDA_CHECK(

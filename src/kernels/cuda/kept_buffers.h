@@ -27,13 +27,18 @@ Tensor kept_scratch(int device, const char* role, const Shape& shape);
 // buffer on the compute stream, after the work queued before it, without the
 // host waiting for the GPU (only, where the role's previous copy has not run
 // yet, for that copy). Data equal to the role's previous upload is not copied
-// again. `data` may go once this returns.
-const void* upload_kept(int device, const char* role, const void* data, size_t bytes);
+// again. `data` may go once this returns. Both buffers hold at least
+// `capacity` bytes: a role whose size varies with the data (the embedding's
+// scatter plan) gives its bound, so that a later, larger upload neither
+// allocates nor waits for a pinned buffer to be replaced.
+const void* upload_kept(int device, const char* role, const void* data, size_t bytes,
+                        size_t capacity = 0);
 
-inline const int32_t* upload_kept(int device, const char* role,
-                                  const std::vector<int32_t>& values) {
-  return static_cast<const int32_t*>(
-      upload_kept(device, role, values.data(), values.size() * sizeof(int32_t)));
+inline const int32_t* upload_kept(int device, const char* role, const std::vector<int32_t>& values,
+                                  size_t capacity_values = 0) {
+  return static_cast<const int32_t*>(upload_kept(device, role, values.data(),
+                                                 values.size() * sizeof(int32_t),
+                                                 capacity_values * sizeof(int32_t)));
 }
 
 // A table of trivially copyable rows (8-byte fields only, so host and device

@@ -44,11 +44,11 @@ void* workspace(int device) {
 
 // The largest power of two up to 16 that divides the address: cuBLASLt's
 // heuristic otherwise assumes 16-byte operands, which a column slice of a
-// fused buffer need not be.
+// fused buffer need not be (a bf16 one may be 2-byte aligned only).
 uint32_t alignment_of(const void* p) {
   const auto address = reinterpret_cast<uintptr_t>(p);
   uint32_t a = 16;
-  while (a > 4 && address % a != 0) a /= 2;
+  while (a > 1 && address % a != 0) a /= 2;
   return a;
 }
 
@@ -98,11 +98,13 @@ void set_preference(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttrib
   COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &value, sizeof(value)));
 }
 
-// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`;
-// false (nothing queued) when cuBLASLt has no algorithm for it.
-bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const Operand& a,
-               const Operand& b, float beta, const Operand& d, cublasLtEpilogue_t epilogue,
-               const void* bias) {
+// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`:
+// CUBLAS_STATUS_SUCCESS once queued; the status (nothing queued) when
+// cuBLASLt has no algorithm for it or refuses the problem, as PyTorch's
+// gemm_and_bias falls back on any refusal; other errors throw.
+cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b,
+                         const Operand& a, const Operand& b, float beta, const Operand& d,
+                         cublasLtEpilogue_t epilogue, const void* bias) {
   Descriptors desc;
   const cublasComputeType_t compute = colrow::cuda::allow_tf32() && a.type == CUDA_R_32F
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -132,29 +134,28 @@ bool lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b, const
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, desc.op(), desc.layout(0), desc.layout(1), desc.layout(2), desc.layout(2),
       desc.preference(), 1, &result, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0)) {
-    return false;
-  }
+  if (status == CUBLAS_STATUS_SUCCESS && found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) return status;
   COLROW_CUBLAS_CHECK(status);
   const float alpha = 1.0f;
   const cublasStatus_t run = cublasLtMatmul(
       handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1), &beta, d.data,
       desc.layout(2), const_cast<void*>(d.data), desc.layout(2), &result.algo, workspace(device),
       kWorkspaceBytes, colrow::cuda::compute_stream(device));
-  if (run == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // refused before queuing anything
+  if (run == CUBLAS_STATUS_NOT_SUPPORTED) return run;  // refused before queuing anything
   COLROW_CUBLAS_CHECK(run);
-  return true;
+  return run;
 }
 
 // Says once per epilogue that it runs unfused, so that a profile's bias
 // passes have an explanation.
-void note_unfused(cublasLtEpilogue_t epilogue, const char* what) {
+void note_unfused(cublasLtEpilogue_t epilogue, const char* what, cublasStatus_t why) {
   static std::atomic<bool> noted[2] = {false, false};
   if (!noted[epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : 1].exchange(true)) {
     std::fprintf(stderr,
-                 "[cublaslt] note: no algorithm for %s with its bias epilogue; the GEMM and the "
-                 "bias kernel run separately\n",
-                 what);
+                 "[cublaslt] note: no algorithm for %s with its bias epilogue (%s); the GEMM and "
+                 "the bias kernel run separately\n",
+                 what, cublasGetStatusName(why));
   }
 }
 
@@ -166,11 +167,11 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   check_linear_dtypes("linear_forward", x, w, y, b, false);
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
   if (tokens > 0 && out > 0 && in > 0) {
-    if (lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
-                  0.0f, operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data())) {
-      return;
-    }
-    note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward");
+    const cublasStatus_t fused =
+        lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
+                  0.0f, operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
+    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward", fused);
   }
   if (y.dtype() == DType::kF32) {
     gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
@@ -190,13 +191,14 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
   const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
   if (tokens > 0 && out > 0 && in > 0) {
     Tensor sums = kept_scratch(device, "linear.bias_grad_sums", {out});  // BGRADB overwrites
-    if (lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, operand(x, in, tokens),
-                  operand(dy, out, tokens), 1.0f, operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB,
-                  sums.data())) {
+    const cublasStatus_t fused = lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, operand(x, in, tokens),
+                                           operand(dy, out, tokens), 1.0f, operand(dw, in, out),
+                                           CUBLASLT_EPILOGUE_BGRADB, sums.data());
+    if (fused == CUBLAS_STATUS_SUCCESS) {
       add_into(db, sums);
       return;
     }
-    note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads");
+    note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads", fused);
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
   accumulate_bias_grad(dy, db);  // reads bf16 dy natively
