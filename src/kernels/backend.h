@@ -104,6 +104,10 @@ class Backend {
   // --- a linear layer's GEMM and bias in one operation (kernels/cpu/linear.h)
   virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) = 0;
   virtual void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) = 0;
+  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b,
+                                   Tensor& pre_activation, Tensor& y) = 0;
+  virtual void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation,
+                               Tensor& dx) = 0;
 
   // --- bias (kernels/cpu/bias.h)
   virtual void add_bias(Tensor& y, const Tensor& b) = 0;

@@ -84,6 +84,19 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
       ->linear_weight_grads(dy, x, dw, db);
 }
 
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y) {
+  on("linear_gelu_forward", y.device(), {&x, &w, b, &pre_activation, &y},
+     x.ndim() == 2 && w.ndim() == 2 ? gemm_flops(x.size(0), w.size(0), w.size(1)) : 0.0)
+      ->linear_gelu_forward(x, w, b, pre_activation, y);
+}
+
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx) {
+  on("linear_gelu_input_grad", dx.device(), {&dy, &w, &pre_activation, &dx},
+     dy.ndim() == 2 && w.ndim() == 2 ? gemm_flops(dy.size(0), w.size(1), w.size(0)) : 0.0)
+      ->gelu_input_grad(dy, w, pre_activation, dx);
+}
+
 void add_bias(Tensor& y, const Tensor& b) {
   on("add_bias", b.device(), {&y, &b})->add_bias(y, b);
 }

@@ -29,6 +29,9 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
           Tensor& c);
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y);
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx);
 void add_bias(Tensor& y, const Tensor& b);
 void accumulate_bias_grad(const Tensor& dy, Tensor& db);
 void gelu_forward(GeluForm form, const Tensor& x, Tensor& y);

@@ -69,6 +69,18 @@ const Tensor& ColumnParallelLinear::forward(const Tensor& x) {
   return y_full_;
 }
 
+const Tensor& ColumnParallelLinear::forward_gelu(const Tensor& x, Tensor& activation) {
+  if (gather_output_) {
+    throw InternalError("[column_parallel_linear] " + spec_.name +
+                        ": forward_gelu keeps the output split; the layer gathers it");
+  }
+  x_ = x;
+  ensure_shape(y_local_, {x.size(0), out_features_local_}, weight_.value.device(), x.dtype());
+  ops::linear_gelu_forward(x, weight_.compute(), bias_ ? &bias_->compute() : nullptr, y_local_,
+                           activation);
+  return activation;
+}
+
 const Tensor& ColumnParallelLinear::local_grad(const Tensor& dy) {
   if (!gather_output_) return dy;
   // dy: [tokens, out] -> my columns [tokens, out/tp] (gather's backward: no communication)

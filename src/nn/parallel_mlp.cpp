@@ -35,6 +35,14 @@ ops::GeluForm gelu_form(const MlpConfig& c) {
   return c.activation == Activation::kGeluErf ? ops::GeluForm::kErf : ops::GeluForm::kTanh;
 }
 
+// GPT-2's tanh GELU goes with the projections around it: the up projection
+// writes both its output and the activation, the down projection's input
+// gradient comes out through the activation's derivative (cuBLASLt's GELU
+// epilogues in bf16; the separate kernels elsewhere, the same bits there).
+bool gelu_tanh(const MlpConfig& c) {
+  return c.activation == Activation::kGelu;
+}
+
 }  // namespace
 
 ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
@@ -54,7 +62,15 @@ ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
 const Tensor& ParallelMLP::forward(const Tensor& x_given) {
   // x: [tokens, d_model] -> hidden: [tokens, ffn/tp] -> y: [tokens, d_model]
   const Tensor& x = input_.forward(x_given);  // none, or an all-gather of the token blocks
-  const Tensor& up = up_.forward(x);          // no communication
+  // With recomputation, backward makes the activation again with the GELU
+  // kernel: forward uses the same kernel, so both hold the same bits.
+  if (gelu_tanh(config_) && !recompute_activation_) {
+    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", {x.size(0), up_.out_features_local()},
+                 up_.weight().value.device(), x.dtype());
+    up_.forward_gelu(x, hidden_);  // no communication
+    return down_.forward(hidden_);
+  }
+  const Tensor& up = up_.forward(x);  // no communication
   if (gate_) gate_->forward(x);
   layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
   activate();
@@ -75,6 +91,15 @@ const Tensor& ParallelMLP::backward(const Tensor& dy) {
     const Tensor& up = up_.output();
     layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
     activate();
+  }
+  if (gelu_tanh(config_)) {
+    // dy -> d_up: [tokens, ffn/tp] through the GELU; none, or an all-gather of dy's token blocks
+    const Tensor& d_up = down_.backward_through_gelu(dy, hidden_, up_.output());
+    Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
+    up_.backward_input(d_up, dx, /*accumulate=*/false);
+    input_.reduce_partial_grad();  // while the weight gradients compute
+    up_.backward_weights(d_up);
+    return input_.grad();
   }
   // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
   const Tensor& d_hidden = down_.backward(dy, hidden_);

@@ -69,7 +69,12 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   return y_;
 }
 
-const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
+const Tensor& RowParallelLinear::backward(const Tensor& dy) {
+  return backward_impl(dy, nullptr);
+}
+
+const Tensor& RowParallelLinear::backward_impl(const Tensor& dy_given,
+                                               const Tensor* pre_activation) {
   // The bias saw only this rank's tokens under sequence parallelism: its
   // gradient is partial, summed over tp by the model (Parameter::sequence_parallel).
   // Otherwise it is taken with the weight gradient below, from the same dy.
@@ -94,6 +99,11 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   // dx_local = dy W_local  ([tokens, out] x [out, in/tp])
   layer_buffer(dx_local_, shared_buffers_, "row_parallel.dx", {dy.size(0), in_features_local_},
                weight_.value.device(), dy.dtype());
+  if (pre_activation != nullptr) {
+    // d pre_activation = gelu'(pre_activation) * (dy W_local), the GEMM's epilogue where fused
+    ops::gelu_input_grad(dy, weight_.compute(), *pre_activation, dx_local_);
+    return dx_local_;  // the input is parallel (checked by the caller)
+  }
   ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, weight_.compute(), 0.0f, dx_local_);
   if (input_is_parallel_) return dx_local_;
   layer_buffer(dx_full_, shared_buffers_, "row_parallel.dx_full", {dy.size(0), spec_.in_features},
@@ -102,14 +112,25 @@ const Tensor& RowParallelLinear::backward(const Tensor& dy_given) {
   return dx_full_;
 }
 
-const Tensor& RowParallelLinear::backward(const Tensor& dy, const Tensor& x) {
+void RowParallelLinear::require_parallel_input(const Tensor& x) const {
   if (!input_is_parallel_ || x.shape() != x_local_.shape()) {
     throw InternalError("[row_parallel_linear] " + spec_.name + ": backward's x " +
                         shape_to_string(x.shape()) + " must be the parallel input forward saw (" +
                         shape_to_string(x_local_.shape()) + ")");
   }
+}
+
+const Tensor& RowParallelLinear::backward(const Tensor& dy, const Tensor& x) {
+  require_parallel_input(x);
   x_local_ = x;
-  return backward(dy);
+  return backward_impl(dy, nullptr);
+}
+
+const Tensor& RowParallelLinear::backward_through_gelu(const Tensor& dy, const Tensor& x,
+                                                       const Tensor& pre_activation) {
+  require_parallel_input(x);
+  x_local_ = x;
+  return backward_impl(dy, &pre_activation);
 }
 
 }  // namespace colrow

@@ -36,6 +36,11 @@ class ColumnParallelLinear {
 
   // x must stay unchanged until backward (it is read for the weight gradient).
   const Tensor& forward(const Tensor& x);
+  // forward, and the tanh GELU of its output into `activation` ([tokens,
+  // out/tp]) in the same operation (ops::linear_gelu_forward; cuBLASLt's
+  // GELU_AUX epilogue in bf16). output() stays the pre-activation, which
+  // RowParallelLinear::backward_through_gelu reads. Not with gather_output.
+  const Tensor& forward_gelu(const Tensor& x, Tensor& activation);
   // Accumulates weight/bias gradients; returns dx after the all-reduce over tp.
   const Tensor& backward(const Tensor& dy);
   // backward in two halves, minus the all-reduce, for a caller that feeds one

@@ -34,6 +34,13 @@ class RowParallelLinear {
   // which its caller may have recomputed into another buffer (activation
   // recomputation). Only where the input is parallel (the layer kept x itself).
   const Tensor& backward(const Tensor& dy, const Tensor& x);
+  // The same, through the tanh GELU that made x from `pre_activation` (the
+  // column-parallel layer's output, [tokens, in/tp]): returns the gradient of
+  // pre_activation, gelu_tanh'(pre_activation) * (dy W_local), in one GEMM
+  // with the derivative in its epilogue where the backend fuses it
+  // (ops::gelu_input_grad; cuBLASLt's DGELU in bf16).
+  const Tensor& backward_through_gelu(const Tensor& dy, const Tensor& x,
+                                      const Tensor& pre_activation);
 
   // Its output and dx from now on live in buffers every layer shares
   // (nn/shared_buffer.h: layer_buffer): valid until the next layer's call.
@@ -45,6 +52,10 @@ class RowParallelLinear {
   const LinearSpec& spec() const { return spec_; }
 
  private:
+  // backward, through the GELU when pre_activation is given.
+  const Tensor& backward_impl(const Tensor& dy, const Tensor* pre_activation);
+  void require_parallel_input(const Tensor& x) const;
+
   Communicator& tp_;
   LinearSpec spec_;
   bool input_is_parallel_;

@@ -55,6 +55,14 @@ class CpuBackend final : public Backend {
   void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) override {
     cpu::linear_weight_grads(dy, x, dw, db);
   }
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b,
+                           Tensor& pre_activation, Tensor& y) override {
+    cpu::linear_gelu_forward(x, w, b, pre_activation, y);
+  }
+  void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation,
+                       Tensor& dx) override {
+    cpu::gelu_input_grad(dy, w, pre_activation, dx);
+  }
   void add_bias(Tensor& y, const Tensor& b) override { cpu::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cpu::accumulate_bias_grad(dy, db);

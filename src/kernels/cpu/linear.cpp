@@ -2,6 +2,7 @@
 #include "kernels/cpu/linear.h"
 
 #include "kernels/checks/gemm.h"
+#include "kernels/cpu/activation.h"
 #include "kernels/cpu/bias.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/mixed_precision.h"
@@ -25,6 +26,21 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
   check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
   accumulate_bias_grad(dy, db);  // reads bf16 dy natively
+}
+
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y) {
+  if (b != nullptr) {
+    linear_forward(x, w, *b, pre_activation);
+  } else {
+    gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, pre_activation);
+  }
+  gelu_forward(GeluForm::kTanh, pre_activation, y);
+}
+
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx) {
+  gemm(Trans::kNo, Trans::kNo, 1.0f, dy, w, 0.0f, dx);
+  gelu_backward(GeluForm::kTanh, pre_activation, dx, dx);  // element for element, in place
 }
 
 }  // namespace colrow::kernels::cpu

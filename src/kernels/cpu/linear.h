@@ -21,4 +21,19 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // parameter gradient).
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
 
+// The GELU MLP's first projection and its activation in one operation, as
+// cuBLASLt's GELU epilogues fuse them (GELU_AUX_BIAS forward, DGELU backward;
+// tanh form only, which is cuBLASLt's; activation.h has the formulas):
+//   pre_activation = x w^T (+ b, when b is given), y = gelu_tanh(pre_activation)
+// and the second projection's input gradient through the activation:
+//   dx = gelu_tanh'(pre_activation) * (dy w)
+//   (dy: [tokens, out], w: [out, in], pre_activation and dx: [tokens, in]).
+// The CPU runs the pieces one after the other (linear_forward or gemm, then
+// gelu_forward; gemm, then gelu_backward in place): the same bits as calling
+// them itself. A GPU's fused bf16 results differ from that by the rounding of
+// the product before the activation, which the epilogue skips.
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y);
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx);
+
 }  // namespace colrow::kernels::cpu

@@ -53,6 +53,14 @@ class CudaBackend final : public Backend {
   void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db) override {
     cuda::linear_weight_grads(dy, x, dw, db);
   }
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b,
+                           Tensor& pre_activation, Tensor& y) override {
+    cuda::linear_gelu_forward(x, w, b, pre_activation, y);
+  }
+  void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation,
+                       Tensor& dx) override {
+    cuda::gelu_input_grad(dy, w, pre_activation, dx);
+  }
   void add_bias(Tensor& y, const Tensor& b) override { cuda::add_bias(y, b); }
   void accumulate_bias_grad(const Tensor& dy, Tensor& db) override {
     cuda::accumulate_bias_grad(dy, db);

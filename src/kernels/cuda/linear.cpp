@@ -10,6 +10,13 @@
 // D and bias bf16, the gradients' D and bias gradient fp32 (cuBLASLt's bias
 // vector takes D's type). Where cuBLASLt has no algorithm, the CPU's pattern
 // runs instead: fp32 product, fp32 bias, one rounding.
+// The GELU MLP's pair (bf16 only): forward's GELU_AUX(_BIAS) writes
+// gelu(x w^T + b) to D and the pre-activation to the aux matrix, laid out as
+// D; the input gradient's DGELU multiplies dy w by gelu'(aux) before its one
+// rounding:  dx' [in, tokens] = w' [in, out] dy' [out, tokens], aux = pre'.
+// cuBLASLt's GELU is the tanh form. fp32 keeps the separate kernels, the
+// reference the GPU is checked against at 1e-5: cuBLASLt does not document
+// its GELU's accuracy, and bf16's rounding (2^-9) covers any such error.
 #include "kernels/cuda/linear.h"
 
 #include <cublasLt.h>
@@ -23,6 +30,7 @@
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/bias.h"
 #include "kernels/checks/gemm.h"
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/bias.h"
 #include "kernels/cuda/cublas_handle.h"
 #include "kernels/cuda/gemm.h"
@@ -98,13 +106,20 @@ void set_preference(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttrib
   COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(p, attribute, &value, sizeof(value)));
 }
 
-// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`:
+// The epilogue's aux matrix (GELU's input), laid out as D; none by default.
+struct Aux {
+  const void* data = nullptr;
+  int64_t ld = 0;
+};
+
+// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`
+// (and `aux`):
 // CUBLAS_STATUS_SUCCESS once queued; the status (nothing queued) when
 // cuBLASLt has no algorithm for it or refuses the problem, as PyTorch's
 // gemm_and_bias falls back on any refusal; other errors throw.
 cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b,
                          const Operand& a, const Operand& b, float beta, const Operand& d,
-                         cublasLtEpilogue_t epilogue, const void* bias) {
+                         cublasLtEpilogue_t epilogue, const void* bias, Aux aux = {}) {
   Descriptors desc;
   const cublasComputeType_t compute = colrow::cuda::allow_tf32() && a.type == CUDA_R_32F
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
@@ -114,6 +129,10 @@ cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t o
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
   set_op(desc.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux.data != nullptr) {
+    set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data);
+    set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux.ld);
+  }
   COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(0), a.type, a.rows, a.cols, a.ld));
   COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(1), b.type, b.rows, b.cols, b.ld));
   COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(2), d.type, d.rows, d.cols, d.ld));
@@ -147,15 +166,30 @@ cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t o
   return run;
 }
 
-// Says once per epilogue that it runs unfused, so that a profile's bias
-// passes have an explanation.
-void note_unfused(cublasLtEpilogue_t epilogue, const char* what, cublasStatus_t why) {
-  static std::atomic<bool> noted[2] = {false, false};
-  if (!noted[epilogue == CUBLASLT_EPILOGUE_BIAS ? 0 : 1].exchange(true)) {
+// Says once per call site that it runs unfused, so that a profile's extra
+// bias or activation passes have an explanation.
+void note_unfused(std::atomic<bool>& noted, const char* what, cublasStatus_t why) {
+  if (!noted.exchange(true)) {
     std::fprintf(stderr,
-                 "[cublaslt] note: no algorithm for %s with its bias epilogue (%s); the GEMM and "
-                 "the bias kernel run separately\n",
+                 "[cublaslt] note: no algorithm for %s with its epilogue (%s); the GEMM and the "
+                 "element-wise kernel run separately\n",
                  what, cublasGetStatusName(why));
+  }
+}
+
+// cuBLASLt's rules for a GELU aux matrix: a leading dimension divisible by 8
+// and, as every operand here, 16-byte aligned bf16 (else: the kernels).
+bool gelu_epilogue_fits(const Tensor& pre_activation, const Tensor& out) {
+  return out.dtype() == DType::kBF16 && pre_activation.dtype() == DType::kBF16 &&
+         pre_activation.row_stride() % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(pre_activation.raw_data()) % 16 == 0;
+}
+
+void require_like(const char* what, const Tensor& pre_activation, const Tensor& out) {
+  if (pre_activation.shape() != out.shape()) {
+    throw InternalError(std::string("[linear] ") + what + ": pre_activation " +
+                        shape_to_string(pre_activation.shape()) + " must be shaped like " +
+                        shape_to_string(out.shape()));
   }
 }
 
@@ -171,7 +205,8 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
         lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
                   0.0f, operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
     if (fused == CUBLAS_STATUS_SUCCESS) return;
-    note_unfused(CUBLASLT_EPILOGUE_BIAS, "linear_forward", fused);
+    static std::atomic<bool> noted{false};
+    note_unfused(noted, "linear_forward", fused);
   }
   if (y.dtype() == DType::kF32) {
     gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y);
@@ -198,10 +233,60 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
       add_into(db, sums);
       return;
     }
-    note_unfused(CUBLASLT_EPILOGUE_BGRADB, "linear_weight_grads", fused);
+    static std::atomic<bool> noted{false};
+    note_unfused(noted, "linear_weight_grads", fused);
   }
   gemm(Trans::kYes, Trans::kNo, 1.0f, dy, x, 1.0f, dw);
   accumulate_bias_grad(dy, db);  // reads bf16 dy natively
+}
+
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y) {
+  const char* what = "linear_gelu_forward";
+  const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
+  require_like(what, pre_activation, y);
+  check_linear_dtypes(what, x, w, y, pre_activation, false);
+  if (b != nullptr) {
+    check_bias(y, *b, what);
+    check_linear_dtypes(what, x, w, y, *b, false);
+  }
+  const int device = cuda_device_of(what, {&x, &w, b, &pre_activation, &y});
+  if (tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, y)) {
+    const cublasStatus_t fused =
+        lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
+                  0.0f, operand(y, out, tokens),
+                  b != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
+                  b != nullptr ? b->raw_data() : nullptr,
+                  Aux{pre_activation.raw_data(), pre_activation.row_stride()});
+    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    static std::atomic<bool> noted{false};
+    note_unfused(noted, what, fused);
+  }
+  if (b != nullptr) {
+    linear_forward(x, w, *b, pre_activation);
+  } else {
+    gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, pre_activation);
+  }
+  gelu_forward(GeluForm::kTanh, pre_activation, y);
+}
+
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx) {
+  const char* what = "gelu_input_grad";
+  const auto [tokens, in, out] = check_gemm(Trans::kNo, Trans::kNo, dy, w, dx);
+  require_like(what, pre_activation, dx);
+  check_linear_dtypes(what, dy, w, dx, pre_activation, false);
+  const int device = cuda_device_of(what, {&dy, &w, &pre_activation, &dx});
+  if (tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, dx)) {
+    const cublasStatus_t fused =
+        lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_N, operand(w, in, out), operand(dy, out, tokens),
+                  0.0f, operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
+                  Aux{pre_activation.raw_data(), pre_activation.row_stride()});
+    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    static std::atomic<bool> noted{false};
+    note_unfused(noted, what, fused);
+  }
+  gemm(Trans::kNo, Trans::kNo, 1.0f, dy, w, 0.0f, dx);
+  gelu_backward(GeluForm::kTanh, pre_activation, dx, dx);  // element for element, in place
 }
 
 }  // namespace colrow::kernels::cuda

@@ -17,4 +17,11 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
 // dw += dy^T x and db += the column sums of dy.
 void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& db);
 
+// The GELU MLP's pair (kernels/cpu/linear.h), in bf16 through cuBLASLt's
+// GELU_AUX(_BIAS) and DGELU epilogues; fp32, and shapes cuBLASLt refuses,
+// through the GEMM and the GELU kernels.
+void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tensor& pre_activation,
+                         Tensor& y);
+void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activation, Tensor& dx);
+
 }  // namespace colrow::kernels::cuda

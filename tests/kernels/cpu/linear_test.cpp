@@ -11,11 +11,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/gemm.h"
 
 namespace colrow {
 namespace {
@@ -29,6 +32,14 @@ Tensor small_integers(const Shape& shape, uint32_t seed) {
     x = static_cast<float>(static_cast<int>((s >> 16) % 7) - 3);
   }
   return Tensor::from_vector(shape, v);
+}
+
+using kernels::Trans;
+
+// Same dtype, shape and bytes (contiguous tensors).
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw_data(), b.raw_data(), static_cast<size_t>(a.bytes())) == 0;
 }
 
 struct Dims {
@@ -121,6 +132,58 @@ TEST(CpuLinearTest, Bf16ForwardRoundsTheExactAffineMapOnce) {
         ASSERT_EQ(y.bf16_data()[t * d.out + o], float_to_bf16(static_cast<float>(want)))
             << "token " << t << ", output " << o;
       }
+    }
+  }
+}
+
+// The GELU pair is its pieces run one after the other, bit for bit, in fp32
+// and bf16, with and without a bias: the layer (or the bare GEMM), then the
+// tanh GELU (cuBLASLt's form; kernels/cpu/activation_test.cpp checks the
+// GELU's accuracy, and an erf GELU here would differ by 1.5e-4 at x = 1).
+TEST(CpuLinearTest, GeluPairIsTheLayerThenTheTanhGelu) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (bool with_bias : {true, false}) {
+      for (const Dims& d : kDims) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + (with_bias ? ", bias" : ", no bias") +
+                     ", tokens " + std::to_string(d.tokens));
+        // Quarters: pre-activations around GELU's bend, not only its linear tails.
+        const Tensor x = small_integers({d.tokens, d.in}, 21).to(dtype);
+        Tensor w = small_integers({d.out, d.in}, 22);
+        for (int64_t i = 0; i < w.numel(); ++i) w.data()[i] *= 0.25f;
+        const Tensor w_d = w.to(dtype), b = small_integers({d.out}, 23).to(dtype);
+        Tensor pre = Tensor::full({d.tokens, d.out}, 99.0f).to(dtype), y = pre.clone();
+        kernels::cpu::linear_gelu_forward(x, w_d, with_bias ? &b : nullptr, pre, y);
+        Tensor pre_alone = pre.clone(), y_alone = pre.clone();
+        if (with_bias) {
+          kernels::cpu::linear_forward(x, w_d, b, pre_alone);
+        } else {
+          kernels::cpu::gemm(Trans::kNo, Trans::kYes, 1.0f, x, w_d, 0.0f, pre_alone);
+        }
+        kernels::cpu::gelu_forward(kernels::GeluForm::kTanh, pre_alone, y_alone);
+        EXPECT_TRUE(same_bytes(pre, pre_alone)) << "pre-activation";
+        EXPECT_TRUE(same_bytes(y, y_alone)) << "activation";
+      }
+    }
+  }
+}
+
+// dx = gelu_tanh'(pre) * (dy w), computed in place over the product: the same
+// bits as the product and the GELU backward into separate buffers.
+TEST(CpuLinearTest, GeluInputGradIsTheProductThroughTheTanhGeluDerivative) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Dims& d : kDims) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", tokens " + std::to_string(d.tokens));
+      const Tensor dy = small_integers({d.tokens, d.out}, 24).to(dtype);
+      const Tensor w = small_integers({d.out, d.in}, 25).to(dtype);
+      Tensor pre = small_integers({d.tokens, d.in}, 26);
+      for (int64_t i = 0; i < pre.numel(); ++i) pre.data()[i] *= 0.5f;  // in [-1.5, 1.5]
+      const Tensor pre_d = pre.to(dtype);
+      Tensor dx = Tensor::full({d.tokens, d.in}, 99.0f).to(dtype);
+      kernels::cpu::gelu_input_grad(dy, w, pre_d, dx);
+      Tensor product = dx.clone(), dx_alone = dx.clone();
+      kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, w, 0.0f, product);
+      kernels::cpu::gelu_backward(kernels::GeluForm::kTanh, pre_d, product, dx_alone);
+      EXPECT_TRUE(same_bytes(dx, dx_alone));
     }
   }
 }

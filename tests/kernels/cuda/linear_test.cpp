@@ -17,13 +17,16 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cuda/cuda_test_helpers.h"
+#include "support/activation_error_model.h"
 #include "support/gpu.h"
 
 namespace colrow {
 namespace {
 
+using kernels::Trans;
 using testing::higham_gamma;
 using testing::random_exact;
 using testing::same_bits;
@@ -211,6 +214,174 @@ TEST(CudaLinearTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
     ASSERT_TRUE(same_bits(dw_gpu, dw_cpu)) << d.name();
     ASSERT_TRUE(same_bits(db_gpu, db_cpu)) << d.name();
   }
+}
+
+// ---- the GELU MLP's pair: linear_gelu_forward and gelu_input_grad
+
+// Shapes where cuBLASLt's GELU epilogues apply in bf16 (out, for forward's
+// aux, and in, for the input gradient's, multiples of 8) and where they do
+// not (the kernels then run: 1 x 1 x 3, 37 x 65 x 129).
+const Dims kGeluDims[] = {{1, 1, 3}, {37, 65, 129}, {64, 96, 256}, {300, 256, 1000}};
+
+// Small integers, quarters for w: every product and sum is exact in fp32.
+Tensor quarters(const Shape& shape, uint32_t seed) {
+  Tensor t = testing::random_integers(shape, seed, 4);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data()[i] *= 0.25f;
+  return t;
+}
+
+// fp32 runs the GEMM and the GELU kernels (no epilogue: kernels/cuda/linear.cpp
+// says why). On exact sums the pre-activation and the product are the CPU's
+// bits, and the activation and the gradient differ from the CPU's only by
+// the GELU's evaluation: activation_error_model's bound on each side, as
+// tests/kernels/cuda/activation_test.cpp derives.
+TEST(CudaLinearTest, GeluPairMatchesCpuInFp32) {
+  COLROW_REQUIRE_GPU();
+  using namespace activation_error_model;
+  const Device gpu = testing::test_gpu();
+  for (bool with_bias : {true, false}) {
+    for (const Dims& d : kGeluDims) {
+      SCOPED_TRACE(d.name() + (with_bias ? ", bias" : ", no bias"));
+      const Tensor x = testing::random_integers({d.tokens, d.in}, 51, 2);
+      const Tensor w = quarters({d.out, d.in}, 52), b = quarters({d.out}, 53);
+      Tensor pre_cpu = Tensor::empty({d.tokens, d.out}), y_cpu = Tensor::empty({d.tokens, d.out});
+      Tensor pre_gpu = Tensor::full({d.tokens, d.out}, 7.0f, gpu), y_gpu = pre_gpu.clone();
+      kernels::cpu::linear_gelu_forward(x, w, with_bias ? &b : nullptr, pre_cpu, y_cpu);
+      const Tensor b_gpu = b.to(gpu);
+      kernels::cuda::linear_gelu_forward(x.to(gpu), w.to(gpu), with_bias ? &b_gpu : nullptr,
+                                         pre_gpu, y_gpu);
+      ASSERT_TRUE(same_bits(pre_gpu, pre_cpu)) << "exact sums";
+      const std::vector<float> pre = pre_cpu.to_vector(), g = y_gpu.to_vector(),
+                               c = y_cpu.to_vector();
+      for (size_t i = 0; i < g.size(); ++i) {
+        ASSERT_LE(std::fabs(double{g[i]} - c[i]), 2 * kMargin * gelu_bound(pre[i])) << i;
+      }
+    }
+    for (const Dims& d : kGeluDims) {
+      SCOPED_TRACE(d.name() + ", input gradient");
+      const Tensor dy = testing::random_integers({d.tokens, d.out}, 54, 2);
+      const Tensor w = quarters({d.out, d.in}, 55);
+      Tensor pre = testing::random_integers({d.tokens, d.in}, 56, 3);
+      for (int64_t i = 0; i < pre.numel(); ++i) pre.data()[i] *= 0.5f;  // GELU's bend
+      Tensor dx_cpu = Tensor::empty({d.tokens, d.in}),
+             dx_gpu = Tensor::full({d.tokens, d.in}, 7.0f, gpu);
+      Tensor product = Tensor::empty({d.tokens, d.in});
+      kernels::cpu::gelu_input_grad(dy, w, pre, dx_cpu);
+      kernels::cpu::gemm(Trans::kNo, Trans::kNo, 1.0f, dy, w, 0.0f, product);  // exact
+      kernels::cuda::gelu_input_grad(dy.to(gpu), w.to(gpu), pre.to(gpu), dx_gpu);
+      const std::vector<float> v = pre.to_vector(), p = product.to_vector(), g = dx_gpu.to_vector(),
+                               c = dx_cpu.to_vector();
+      for (size_t i = 0; i < g.size(); ++i) {
+        const double bound = 2 * kMargin * std::fabs(p[i]) *
+                             (gelu_grad_bound(v[i]) + kU * std::fabs(gelu_grad(v[i])));
+        ASSERT_LE(std::fabs(double{g[i]} - c[i]), bound) << i;
+      }
+    }
+  }
+}
+
+// bf16 through the epilogues where they apply, against the exact values of
+// the same bf16 inputs (double). Each side of the comparison:
+//   the sums: fp32 accumulation, within 2 gamma_{k+1} sum |terms| (twice
+//     Higham's bound: the tensor cores' order and truncation);
+//   pre-activation: rounded to bf16 once, 2^-9 |pre| (2^-8 taken);
+//   activation: its rounding (2^-8 |y| taken), GELU's slope (below 1.13)
+//     times the input's error (the epilogue reads the fp32 sum, the kernels
+//     the rounded pre-activation), and cuBLASLt's GELU, whose accuracy is not
+//     documented: 2^-11 |pre| allows tanh.approx.f32 (2^-11 relative);
+//   input gradient: likewise, gelu' (below 1.13) times the product's error
+//     (rounded once more on the kernels' path), and 2^-9 |product| for the
+//     epilogue's derivative.
+// A transposed operand or a misplaced aux is off by O(1).
+TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
+  COLROW_REQUIRE_GPU();
+  using activation_error_model::gelu;
+  using activation_error_model::gelu_grad;
+  const Device gpu = testing::test_gpu();
+  for (bool with_bias : {true, false}) {
+    for (const Dims& d : kGeluDims) {
+      SCOPED_TRACE(d.name() + (with_bias ? ", bias" : ", no bias"));
+      const Tensor x = random_exact({d.tokens, d.in}, 61).to(DType::kBF16);
+      const Tensor w = random_exact({d.out, d.in}, 62).to(DType::kBF16);
+      const Tensor b = random_exact({d.out}, 63).to(DType::kBF16);
+      Tensor pre = Tensor::full({d.tokens, d.out}, 7.0f, gpu, DType::kBF16), y = pre.clone();
+      const Tensor b_gpu = b.to(gpu);
+      kernels::cuda::linear_gelu_forward(x.to(gpu), w.to(gpu), with_bias ? &b_gpu : nullptr, pre,
+                                         y);
+      const std::vector<float> xv = x.to(DType::kF32).to_vector(),
+                               wv = w.to(DType::kF32).to_vector(),
+                               bv = b.to(DType::kF32).to_vector();
+      const std::vector<float> pv = pre.to(DType::kF32).to_vector(),
+                               yv = y.to(DType::kF32).to_vector();
+      for (int64_t t = 0; t < d.tokens; ++t) {
+        for (int64_t o = 0; o < d.out; ++o) {
+          double sum = with_bias ? bv[o] : 0.0, mag = std::fabs(sum);
+          for (int64_t i = 0; i < d.in; ++i) {
+            sum += double{xv[t * d.in + i]} * wv[o * d.in + i];
+            mag += std::fabs(double{xv[t * d.in + i]} * wv[o * d.in + i]);
+          }
+          const double sums = 2 * higham_gamma(d.in + 1) * mag;
+          const size_t k = static_cast<size_t>(t * d.out + o);
+          ASSERT_LE(std::fabs(pv[k] - sum), sums + 0x1p-8 * std::fabs(sum))
+              << "pre " << t << ", " << o;
+          const double y_bound = 0x1p-8 * std::fabs(gelu(sum)) +
+                                 1.13 * (sums + 0x1p-8 * std::fabs(sum)) + 0x1p-11 * std::fabs(sum);
+          ASSERT_LE(std::fabs(yv[k] - gelu(sum)), y_bound) << "y " << t << ", " << o;
+        }
+      }
+    }
+  }
+  for (const Dims& d : kGeluDims) {
+    SCOPED_TRACE(d.name() + ", input gradient");
+    const Tensor dy = random_exact({d.tokens, d.out}, 64).to(DType::kBF16);
+    const Tensor w = random_exact({d.out, d.in}, 65).to(DType::kBF16);
+    Tensor pre32 = random_exact({d.tokens, d.in}, 66);
+    for (int64_t i = 0; i < pre32.numel(); ++i) pre32.data()[i] *= 2.0f;  // [-2, 2)
+    const Tensor pre = pre32.to(DType::kBF16);
+    Tensor dx = Tensor::full({d.tokens, d.in}, 7.0f, gpu, DType::kBF16);
+    kernels::cuda::gelu_input_grad(dy.to(gpu), w.to(gpu), pre.to(gpu), dx);
+    const std::vector<float> dyv = dy.to(DType::kF32).to_vector(),
+                             wv = w.to(DType::kF32).to_vector(),
+                             pv = pre.to(DType::kF32).to_vector(),
+                             dxv = dx.to(DType::kF32).to_vector();
+    for (int64_t t = 0; t < d.tokens; ++t) {
+      for (int64_t i = 0; i < d.in; ++i) {
+        double sum = 0.0, mag = 0.0;
+        for (int64_t o = 0; o < d.out; ++o) {
+          sum += double{dyv[t * d.out + o]} * wv[o * d.in + i];
+          mag += std::fabs(double{dyv[t * d.out + o]} * wv[o * d.in + i]);
+        }
+        const size_t k = static_cast<size_t>(t * d.in + i);
+        const double want = gelu_grad(pv[k]) * sum;
+        const double bound = 0x1p-8 * std::fabs(want) +
+                             1.13 * (2 * higham_gamma(d.out) * mag + 0x1p-8 * std::fabs(sum)) +
+                             0x1p-9 * std::fabs(sum);
+        ASSERT_LE(std::fabs(dxv[k] - want), bound) << "dx " << t << ", " << i;
+      }
+    }
+  }
+}
+
+// The epilogues are deterministic too: the same bits on a repeated run.
+TEST(CudaLinearTest, GeluPairRepeatsItsBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims d{300, 256, 1000};
+  const Tensor x = random_exact({d.tokens, d.in}, 71).to(DType::kBF16).to(gpu);
+  const Tensor w = random_exact({d.out, d.in}, 72).to(DType::kBF16).to(gpu);
+  const Tensor b = random_exact({d.out}, 73).to(DType::kBF16).to(gpu);
+  Tensor pre1 = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16), pre2 = pre1.clone();
+  Tensor y1 = pre1.clone(), y2 = pre1.clone();
+  kernels::cuda::linear_gelu_forward(x, w, &b, pre1, y1);
+  kernels::cuda::linear_gelu_forward(x, w, &b, pre2, y2);
+  EXPECT_TRUE(same_bits(pre1, pre2));
+  EXPECT_TRUE(same_bits(y1, y2));
+  const Tensor w_down = random_exact({d.in, d.out}, 74).to(DType::kBF16).to(gpu);
+  const Tensor dy = random_exact({d.tokens, d.in}, 75).to(DType::kBF16).to(gpu);
+  Tensor dx1 = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16), dx2 = dx1.clone();
+  kernels::cuda::gelu_input_grad(dy, w_down, pre1, dx1);
+  kernels::cuda::gelu_input_grad(dy, w_down, pre1, dx2);
+  EXPECT_TRUE(same_bits(dx1, dx2));
 }
 
 }  // namespace
