@@ -7,6 +7,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
+#include "kernels/ops.h"
 #include "nn/layer_test_helpers.h"
 #include "support/reference.h"
 #include "support/test_world.h"
@@ -141,6 +142,28 @@ TEST(ColumnParallelLinearTest, SecondBackwardDoublesTheGradients) {
   expect_within_bound("2 db shard", layer.bias()->grad,
                       block(twice(g.db), 1, kOut, 1, tp_rank, tp_size),
                       block(twice(g_mag.db), 1, kOut, 1, tp_rank, tp_size), 2 * kTokens);
+}
+
+// forward_gelu: the same output() as forward (the pre-activation, which
+// backward reads) and the tanh GELU of it in `activation`, bit for bit what
+// ops::gelu_forward gives; refused where the layer gathers its output.
+TEST(ColumnParallelLinearTest, ForwardGeluKeepsThePreActivationAndWritesTheGelu) {
+  Communicator& tp = world();
+  for (bool bias : {true, false}) {
+    ColumnParallelLinear layer(tp, make_spec(bias));
+    const Tensor x = testing::random_tensor({kTokens, kIn}, 7);
+    const Tensor plain = layer.forward(x).clone();
+    Tensor activation = Tensor::empty({kTokens, layer.out_features_local()});
+    EXPECT_EQ(&layer.forward_gelu(x, activation), &activation);
+    expect_bitwise("pre-activation", layer.output(), to_matrix(plain));
+    Tensor want = Tensor::empty(activation.shape());
+    ops::gelu_forward(ops::GeluForm::kTanh, plain, want);
+    expect_bitwise("activation", activation, to_matrix(want));
+  }
+  ColumnParallelLinear gathering(tp, make_spec(true), /*gather_output=*/true);
+  Tensor activation = Tensor::empty({kTokens, kOut});
+  EXPECT_THROW(gathering.forward_gelu(testing::random_tensor({kTokens, kIn}, 8), activation),
+               InternalError);
 }
 
 // Integers in {-3..3} \ {0}: every product and partial sum (|sum| <= 24*9+3 for
