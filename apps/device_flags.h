@@ -1,5 +1,5 @@
 // The flags every verb shares for where and how it runs: --device, --comm,
-// --tf32, --attention, --deterministic, --dtype.
+// --tf32, --attention, --epilogues, --deterministic, --dtype.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +22,11 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
   verb.add_option("--attention", o.attention,
                   "Causal attention kernel: auto (the fused one where it applies: GPU, head_dim "
                   "up to 128; else the plain one, which stores the probabilities), fused or plain")
+      ->capture_default_str();
+  verb.add_option("--epilogues", o.epilogues,
+                  "GEMM epilogues: fused (the bias, its gradient, GELU and its derivative "
+                  "inside cuBLASLt's GEMMs, where the GPU can) or separate (the GEMM, then "
+                  "element-wise kernels; the CPU always works this way)")
       ->capture_default_str();
   verb.add_flag("--deterministic", o.deterministic,
                 "The same bits at any number of threads per rank: GEMMs in fixed blocks, one "

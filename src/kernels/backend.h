@@ -93,6 +93,11 @@ class Backend {
   virtual void set_deterministic(bool on) = 0;
   // ConfigError where this backend has no fused attention and kFused is asked.
   virtual void set_attention_kernel(AttentionKernel kernel) = 0;
+  // GEMM epilogues (the bias, the bias gradient, GELU and its derivative)
+  // fused where the device can (cuBLASLt), or the GEMM and the element-wise
+  // kernels one after the other: the A/B behind a profile, and a way around a
+  // library that misbehaves. The CPU always runs them one after the other.
+  virtual void set_fused_epilogues(bool fused) = 0;
   // Peak dense FLOP/s of GEMMs with `dtype` operands on `device` (fp32: TF32
   // when allowed); 0 when unknown.
   virtual double peak_flops(Device device, DType dtype) = 0;

@@ -17,6 +17,14 @@ kernels::AttentionKernel parse_attention_kernel(const std::string& text) {
                     "where it applies).");
 }
 
+bool parse_epilogues(const std::string& text) {
+  if (text == "fused") return true;
+  if (text == "separate") return false;
+  throw ConfigError("[device] epilogues (" + text +
+                    ") must be fused or separate. Use --epilogues fused (the bias and GELU in "
+                    "the GEMM where the GPU can).");
+}
+
 }  // namespace
 
 Placement resolve_placement(const DeviceOptions& options, int local_rank) {
@@ -41,6 +49,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);
   kernels::backend_for(p.device).set_deterministic(options.deterministic);
   kernels::backend_for(p.device).set_attention_kernel(parse_attention_kernel(options.attention));
+  kernels::backend_for(p.device).set_fused_epilogues(parse_epilogues(options.epilogues));
   return p;
 }
 

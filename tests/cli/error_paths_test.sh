@@ -135,6 +135,8 @@ run_case attention-name --d-model 48 --tokens 8 --attention flash
 expect_in_message "[attention] attention (flash) must be auto, fused or plain."
 run_case fused-attention-on-cpu --d-model 48 --tokens 8 --attention fused
 expect_in_message "[attention] attention (fused) has no CPU kernel"
+run_case epilogues-name --d-model 48 --tokens 8 --epilogues cublaslt
+expect_in_message "[device] epilogues (cublaslt) must be fused or separate."
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
   echo "[no-gpu] skipped: this machine has a GPU"
 else

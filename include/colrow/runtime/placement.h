@@ -20,6 +20,7 @@ struct DeviceOptions {
   bool tf32 = false;               // allow TF32 in fp32 GEMMs (GPUs only)
   bool deterministic = false;      // the same bits at any thread count (CPU only)
   std::string attention = "auto";  // auto | fused | plain: the causal attention kernel
+  std::string epilogues = "fused";  // fused | separate: GEMM epilogues (GPUs)
   std::string dtype = "fp32";      // fp32 | bf16: the layers' compute dtype (mixed precision)
 };
 

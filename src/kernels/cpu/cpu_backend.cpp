@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
     }
   }
   void set_deterministic(bool on) override { cpu::set_thread_invariant_gemm(on); }
+  void set_fused_epilogues(bool) override {}  // nothing to fuse: see backend.h
   void set_attention_kernel(AttentionKernel kernel) override {
     if (kernel == AttentionKernel::kFused) {
       throw ConfigError(

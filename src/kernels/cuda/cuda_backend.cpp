@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
     }
   }
   void set_attention_kernel(AttentionKernel kernel) override { attention_kernel_ = kernel; }
+  void set_fused_epilogues(bool fused) override { cuda::set_fused_epilogues(fused); }
   double peak_flops(Device device, DType dtype) override {
     return ::colrow::cuda::peak_gemm_flops(device.index, dtype);
   }

@@ -44,6 +44,8 @@ namespace {
 
 constexpr int64_t kWorkspaceBytes = int64_t{32} << 20;  // what NVIDIA suggests for Hopper
 
+std::atomic<bool> g_fused_epilogues{true};
+
 // One workspace per GPU for the program's life (kept_buffers.h): the GEMMs
 // run on its compute stream one after another.
 void* workspace(int device) {
@@ -195,12 +197,20 @@ void require_like(const char* what, const Tensor& pre_activation, const Tensor& 
 
 }  // namespace
 
+void set_fused_epilogues(bool fused) {
+  g_fused_epilogues = fused;
+}
+
+bool fused_epilogues() {
+  return g_fused_epilogues;
+}
+
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
   check_bias(y, b, "linear_forward");
   check_linear_dtypes("linear_forward", x, w, y, b, false);
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
-  if (tokens > 0 && out > 0 && in > 0) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
                   0.0f, operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
@@ -224,7 +234,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
   check_bias(dy, db, "linear_weight_grads");
   check_linear_dtypes("linear_weight_grads", dy, x, dw, db, true);
   const int device = cuda_device_of("linear_weight_grads", {&dy, &x, &dw, &db});
-  if (tokens > 0 && out > 0 && in > 0) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0) {
     Tensor sums = kept_scratch(device, "linear.bias_grad_sums", {out});  // BGRADB overwrites
     const cublasStatus_t fused = lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_T, operand(x, in, tokens),
                                            operand(dy, out, tokens), 1.0f, operand(dw, in, out),
@@ -251,7 +261,7 @@ void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tens
     check_linear_dtypes(what, x, w, y, *b, false);
   }
   const int device = cuda_device_of(what, {&x, &w, b, &pre_activation, &y});
-  if (tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, y)) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, y)) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
                   0.0f, operand(y, out, tokens),
@@ -276,7 +286,7 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
   require_like(what, pre_activation, dx);
   check_linear_dtypes(what, dy, w, dx, pre_activation, false);
   const int device = cuda_device_of(what, {&dy, &w, &pre_activation, &dx});
-  if (tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, dx)) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, dx)) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_N, operand(w, in, out), operand(dy, out, tokens),
                   0.0f, operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,

@@ -11,6 +11,11 @@
 
 namespace colrow::kernels::cuda {
 
+// Whether the calls below try cuBLASLt's epilogues (default) or run the GEMM
+// and the element-wise kernels (Backend::set_fused_epilogues).
+void set_fused_epilogues(bool fused);
+bool fused_epilogues();
+
 // y = x w^T + b
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);
 

@@ -293,73 +293,80 @@ TEST(CudaLinearTest, GeluPairMatchesCpuInFp32) {
 //     (rounded once more on the kernels' path), and 2^-9 |product| for the
 //     epilogue's derivative.
 // A transposed operand or a misplaced aux is off by O(1).
+// Both ways: through the epilogues, and the GEMM and GELU kernels (--epilogues separate).
 TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
   COLROW_REQUIRE_GPU();
   using activation_error_model::gelu;
   using activation_error_model::gelu_grad;
   const Device gpu = testing::test_gpu();
-  for (bool with_bias : {true, false}) {
-    for (const Dims& d : kGeluDims) {
-      SCOPED_TRACE(d.name() + (with_bias ? ", bias" : ", no bias"));
-      const Tensor x = random_exact({d.tokens, d.in}, 61).to(DType::kBF16);
-      const Tensor w = random_exact({d.out, d.in}, 62).to(DType::kBF16);
-      const Tensor b = random_exact({d.out}, 63).to(DType::kBF16);
-      Tensor pre = Tensor::full({d.tokens, d.out}, 7.0f, gpu, DType::kBF16), y = pre.clone();
-      const Tensor b_gpu = b.to(gpu);
-      kernels::cuda::linear_gelu_forward(x.to(gpu), w.to(gpu), with_bias ? &b_gpu : nullptr, pre,
-                                         y);
-      const std::vector<float> xv = x.to(DType::kF32).to_vector(),
-                               wv = w.to(DType::kF32).to_vector(),
-                               bv = b.to(DType::kF32).to_vector();
-      const std::vector<float> pv = pre.to(DType::kF32).to_vector(),
-                               yv = y.to(DType::kF32).to_vector();
-      for (int64_t t = 0; t < d.tokens; ++t) {
-        for (int64_t o = 0; o < d.out; ++o) {
-          double sum = with_bias ? bv[o] : 0.0, mag = std::fabs(sum);
-          for (int64_t i = 0; i < d.in; ++i) {
-            sum += double{xv[t * d.in + i]} * wv[o * d.in + i];
-            mag += std::fabs(double{xv[t * d.in + i]} * wv[o * d.in + i]);
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused epilogues" : "separate kernels");
+    kernels::cuda::set_fused_epilogues(fused);
+    for (bool with_bias : {true, false}) {
+      for (const Dims& d : kGeluDims) {
+        SCOPED_TRACE(d.name() + (with_bias ? ", bias" : ", no bias"));
+        const Tensor x = random_exact({d.tokens, d.in}, 61).to(DType::kBF16);
+        const Tensor w = random_exact({d.out, d.in}, 62).to(DType::kBF16);
+        const Tensor b = random_exact({d.out}, 63).to(DType::kBF16);
+        Tensor pre = Tensor::full({d.tokens, d.out}, 7.0f, gpu, DType::kBF16), y = pre.clone();
+        const Tensor b_gpu = b.to(gpu);
+        kernels::cuda::linear_gelu_forward(x.to(gpu), w.to(gpu), with_bias ? &b_gpu : nullptr, pre,
+                                           y);
+        const std::vector<float> xv = x.to(DType::kF32).to_vector(),
+                                 wv = w.to(DType::kF32).to_vector(),
+                                 bv = b.to(DType::kF32).to_vector();
+        const std::vector<float> pv = pre.to(DType::kF32).to_vector(),
+                                 yv = y.to(DType::kF32).to_vector();
+        for (int64_t t = 0; t < d.tokens; ++t) {
+          for (int64_t o = 0; o < d.out; ++o) {
+            double sum = with_bias ? bv[o] : 0.0, mag = std::fabs(sum);
+            for (int64_t i = 0; i < d.in; ++i) {
+              sum += double{xv[t * d.in + i]} * wv[o * d.in + i];
+              mag += std::fabs(double{xv[t * d.in + i]} * wv[o * d.in + i]);
+            }
+            const double sums = 2 * higham_gamma(d.in + 1) * mag;
+            const size_t k = static_cast<size_t>(t * d.out + o);
+            ASSERT_LE(std::fabs(pv[k] - sum), sums + 0x1p-8 * std::fabs(sum))
+                << "pre " << t << ", " << o;
+            const double y_bound = 0x1p-8 * std::fabs(gelu(sum)) +
+                                   1.13 * (sums + 0x1p-8 * std::fabs(sum)) +
+                                   0x1p-11 * std::fabs(sum);
+            ASSERT_LE(std::fabs(yv[k] - gelu(sum)), y_bound) << "y " << t << ", " << o;
           }
-          const double sums = 2 * higham_gamma(d.in + 1) * mag;
-          const size_t k = static_cast<size_t>(t * d.out + o);
-          ASSERT_LE(std::fabs(pv[k] - sum), sums + 0x1p-8 * std::fabs(sum))
-              << "pre " << t << ", " << o;
-          const double y_bound = 0x1p-8 * std::fabs(gelu(sum)) +
-                                 1.13 * (sums + 0x1p-8 * std::fabs(sum)) + 0x1p-11 * std::fabs(sum);
-          ASSERT_LE(std::fabs(yv[k] - gelu(sum)), y_bound) << "y " << t << ", " << o;
+        }
+      }
+    }
+    for (const Dims& d : kGeluDims) {
+      SCOPED_TRACE(d.name() + ", input gradient");
+      const Tensor dy = random_exact({d.tokens, d.out}, 64).to(DType::kBF16);
+      const Tensor w = random_exact({d.out, d.in}, 65).to(DType::kBF16);
+      Tensor pre32 = random_exact({d.tokens, d.in}, 66);
+      for (int64_t i = 0; i < pre32.numel(); ++i) pre32.data()[i] *= 2.0f;  // [-2, 2)
+      const Tensor pre = pre32.to(DType::kBF16);
+      Tensor dx = Tensor::full({d.tokens, d.in}, 7.0f, gpu, DType::kBF16);
+      kernels::cuda::gelu_input_grad(dy.to(gpu), w.to(gpu), pre.to(gpu), dx);
+      const std::vector<float> dyv = dy.to(DType::kF32).to_vector(),
+                               wv = w.to(DType::kF32).to_vector(),
+                               pv = pre.to(DType::kF32).to_vector(),
+                               dxv = dx.to(DType::kF32).to_vector();
+      for (int64_t t = 0; t < d.tokens; ++t) {
+        for (int64_t i = 0; i < d.in; ++i) {
+          double sum = 0.0, mag = 0.0;
+          for (int64_t o = 0; o < d.out; ++o) {
+            sum += double{dyv[t * d.out + o]} * wv[o * d.in + i];
+            mag += std::fabs(double{dyv[t * d.out + o]} * wv[o * d.in + i]);
+          }
+          const size_t k = static_cast<size_t>(t * d.in + i);
+          const double want = gelu_grad(pv[k]) * sum;
+          const double bound = 0x1p-8 * std::fabs(want) +
+                               1.13 * (2 * higham_gamma(d.out) * mag + 0x1p-8 * std::fabs(sum)) +
+                               0x1p-9 * std::fabs(sum);
+          ASSERT_LE(std::fabs(dxv[k] - want), bound) << "dx " << t << ", " << i;
         }
       }
     }
   }
-  for (const Dims& d : kGeluDims) {
-    SCOPED_TRACE(d.name() + ", input gradient");
-    const Tensor dy = random_exact({d.tokens, d.out}, 64).to(DType::kBF16);
-    const Tensor w = random_exact({d.out, d.in}, 65).to(DType::kBF16);
-    Tensor pre32 = random_exact({d.tokens, d.in}, 66);
-    for (int64_t i = 0; i < pre32.numel(); ++i) pre32.data()[i] *= 2.0f;  // [-2, 2)
-    const Tensor pre = pre32.to(DType::kBF16);
-    Tensor dx = Tensor::full({d.tokens, d.in}, 7.0f, gpu, DType::kBF16);
-    kernels::cuda::gelu_input_grad(dy.to(gpu), w.to(gpu), pre.to(gpu), dx);
-    const std::vector<float> dyv = dy.to(DType::kF32).to_vector(),
-                             wv = w.to(DType::kF32).to_vector(),
-                             pv = pre.to(DType::kF32).to_vector(),
-                             dxv = dx.to(DType::kF32).to_vector();
-    for (int64_t t = 0; t < d.tokens; ++t) {
-      for (int64_t i = 0; i < d.in; ++i) {
-        double sum = 0.0, mag = 0.0;
-        for (int64_t o = 0; o < d.out; ++o) {
-          sum += double{dyv[t * d.out + o]} * wv[o * d.in + i];
-          mag += std::fabs(double{dyv[t * d.out + o]} * wv[o * d.in + i]);
-        }
-        const size_t k = static_cast<size_t>(t * d.in + i);
-        const double want = gelu_grad(pv[k]) * sum;
-        const double bound = 0x1p-8 * std::fabs(want) +
-                             1.13 * (2 * higham_gamma(d.out) * mag + 0x1p-8 * std::fabs(sum)) +
-                             0x1p-9 * std::fabs(sum);
-        ASSERT_LE(std::fabs(dxv[k] - want), bound) << "dx " << t << ", " << i;
-      }
-    }
-  }
+  kernels::cuda::set_fused_epilogues(true);
 }
 
 // The epilogues are deterministic too: the same bits on a repeated run.
