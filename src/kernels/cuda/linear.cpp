@@ -21,9 +21,13 @@
 
 #include <cublasLt.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -77,10 +81,18 @@ Operand operand(const Tensor& t, int64_t rows, int64_t cols) {
   return {t.raw_data(), cuda_type(t), rows, cols, t.row_stride()};
 }
 
-// The descriptors of one call, destroyed on every path out.
-class Descriptors {
+// One problem's descriptors, and the algorithm cuBLASLt's heuristic chose
+// for them (or its refusal): built once per shape, dtype, epilogue and
+// operand alignment, then kept for the program, as PyTorch caches its
+// cuBLASLt plans. Building them (five descriptors and a heuristic query,
+// tens of microseconds of host time) per call was most of a small GEMM's
+// launch cost; a kept plan only has its pointers set before each call.
+class Plan {
  public:
-  ~Descriptors() {
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
     if (preference_ != nullptr) cublasLtMatmulPreferenceDestroy(preference_);
     for (cublasLtMatrixLayout_t l : layouts_) {
       if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
@@ -90,6 +102,8 @@ class Descriptors {
   cublasLtMatmulDesc_t& op() { return op_; }
   cublasLtMatrixLayout_t& layout(int i) { return layouts_[i]; }
   cublasLtMatmulPreference_t& preference() { return preference_; }
+  cublasLtMatmulHeuristicResult_t result{};
+  cublasStatus_t status = CUBLAS_STATUS_NOT_INITIALIZED;  // SUCCESS: result.algo runs it
 
  private:
   cublasLtMatmulDesc_t op_ = nullptr;
@@ -114,6 +128,54 @@ struct Aux {
   int64_t ld = 0;
 };
 
+// Everything a plan depends on: what the descriptors hold, and the operands'
+// alignments (the heuristic's choice depends on them, not on the addresses).
+using PlanKey = std::array<int64_t, 23>;
+
+std::mutex g_plans_mutex;
+// Never destroyed: the handles they belong to outlive the statics.
+auto* g_plans = new std::map<PlanKey, std::unique_ptr<Plan>>;
+
+void build_plan(Plan& plan, int device, cublasComputeType_t compute, cublasOperation_t op_a,
+                cublasOperation_t op_b, const Operand& a, const Operand& b, const Operand& d,
+                cublasLtEpilogue_t epilogue, const void* bias, Aux aux) {
+  COLROW_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op(), compute, CUDA_R_32F));
+  set_op(plan.op(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
+  set_op(plan.op(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
+  set_op(plan.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  set_op(plan.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux.data != nullptr) {
+    set_op(plan.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data);
+    set_op(plan.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux.ld);
+  }
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.layout(0), a.type, a.rows, a.cols, a.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.layout(1), b.type, b.rows, b.cols, b.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.layout(2), d.type, d.rows, d.cols, d.ld));
+  COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&plan.preference()));
+  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                 static_cast<uint64_t>(kWorkspaceBytes));
+  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                 alignment_of(a.data));
+  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                 alignment_of(b.data));
+  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                 alignment_of(d.data));
+  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                 alignment_of(d.data));
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      colrow::cuda::cublaslt_handle(device), plan.op(), plan.layout(0), plan.layout(1),
+      plan.layout(2), plan.layout(2), plan.preference(), 1, &plan.result, &found);
+  if (status == CUBLAS_STATUS_SUCCESS && found == 0) {
+    plan.status = CUBLAS_STATUS_NOT_SUPPORTED;
+  } else if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+    plan.status = status;
+  } else {
+    COLROW_CUBLAS_CHECK(status);
+    plan.status = CUBLAS_STATUS_SUCCESS;
+  }
+}
+
 // d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`
 // (and `aux`):
 // CUBLAS_STATUS_SUCCESS once queued; the status (nothing queued) when
@@ -122,47 +184,49 @@ struct Aux {
 cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b,
                          const Operand& a, const Operand& b, float beta, const Operand& d,
                          cublasLtEpilogue_t epilogue, const void* bias, Aux aux = {}) {
-  Descriptors desc;
   const cublasComputeType_t compute = colrow::cuda::allow_tf32() && a.type == CUDA_R_32F
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
-  COLROW_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc.op(), compute, CUDA_R_32F));
-  set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSA, op_a);
-  set_op(desc.op(), CUBLASLT_MATMUL_DESC_TRANSB, op_b);
-  set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
-  set_op(desc.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-  if (aux.data != nullptr) {
-    set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data);
-    set_op(desc.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, aux.ld);
+  const PlanKey key = {device,
+                       compute,
+                       op_a,
+                       op_b,
+                       epilogue,
+                       a.type,
+                       b.type,
+                       d.type,
+                       a.rows,
+                       a.cols,
+                       a.ld,
+                       b.rows,
+                       b.cols,
+                       b.ld,
+                       d.rows,
+                       d.cols,
+                       d.ld,
+                       aux.data != nullptr ? aux.ld : -1,
+                       alignment_of(a.data),
+                       alignment_of(b.data),
+                       alignment_of(d.data),
+                       bias != nullptr ? alignment_of(bias) : 0,
+                       aux.data != nullptr ? alignment_of(aux.data) : 0};
+  std::lock_guard<std::mutex> lock(g_plans_mutex);
+  std::unique_ptr<Plan>& slot = (*g_plans)[key];
+  if (!slot) {
+    auto plan = std::make_unique<Plan>();
+    build_plan(*plan, device, compute, op_a, op_b, a, b, d, epilogue, bias, aux);
+    slot = std::move(plan);  // kept only once whole: a throw above leaves no half-built plan
   }
-  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(0), a.type, a.rows, a.cols, a.ld));
-  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(1), b.type, b.rows, b.cols, b.ld));
-  COLROW_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&desc.layout(2), d.type, d.rows, d.cols, d.ld));
-  COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&desc.preference()));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                 static_cast<uint64_t>(kWorkspaceBytes));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                 alignment_of(a.data));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                 alignment_of(b.data));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                 alignment_of(d.data));
-  set_preference(desc.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                 alignment_of(d.data));
-  cublasLtHandle_t handle = colrow::cuda::cublaslt_handle(device);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle, desc.op(), desc.layout(0), desc.layout(1), desc.layout(2), desc.layout(2),
-      desc.preference(), 1, &result, &found);
-  if (status == CUBLAS_STATUS_SUCCESS && found == 0) return CUBLAS_STATUS_NOT_SUPPORTED;
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) return status;
-  COLROW_CUBLAS_CHECK(status);
+  Plan& plan = *slot;
+  if (plan.status != CUBLAS_STATUS_SUCCESS) return plan.status;
+  // This call's addresses, of the alignments the plan was chosen for.
+  set_op(plan.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  if (aux.data != nullptr) set_op(plan.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data);
   const float alpha = 1.0f;
   const cublasStatus_t run = cublasLtMatmul(
-      handle, desc.op(), &alpha, a.data, desc.layout(0), b.data, desc.layout(1), &beta, d.data,
-      desc.layout(2), const_cast<void*>(d.data), desc.layout(2), &result.algo, workspace(device),
-      kWorkspaceBytes, colrow::cuda::compute_stream(device));
+      colrow::cuda::cublaslt_handle(device), plan.op(), &alpha, a.data, plan.layout(0), b.data,
+      plan.layout(1), &beta, d.data, plan.layout(2), const_cast<void*>(d.data), plan.layout(2),
+      &plan.result.algo, workspace(device), kWorkspaceBytes, colrow::cuda::compute_stream(device));
   if (run == CUBLAS_STATUS_NOT_SUPPORTED) return run;  // refused before queuing anything
   COLROW_CUBLAS_CHECK(run);
   return run;
@@ -261,7 +325,8 @@ void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tens
     check_linear_dtypes(what, x, w, y, *b, false);
   }
   const int device = cuda_device_of(what, {&x, &w, b, &pre_activation, &y});
-  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, y)) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 &&
+      gelu_epilogue_fits(pre_activation, y)) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, operand(w, in, out), operand(x, in, tokens),
                   0.0f, operand(y, out, tokens),
@@ -286,7 +351,8 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
   require_like(what, pre_activation, dx);
   check_linear_dtypes(what, dy, w, dx, pre_activation, false);
   const int device = cuda_device_of(what, {&dy, &w, &pre_activation, &dx});
-  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation, dx)) {
+  if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 &&
+      gelu_epilogue_fits(pre_activation, dx)) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_N, CUBLAS_OP_N, operand(w, in, out), operand(dy, out, tokens),
                   0.0f, operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,

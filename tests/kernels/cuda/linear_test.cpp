@@ -159,6 +159,33 @@ TEST(CudaLinearTest, ColumnBlocksOfWiderBuffers) {
   for (size_t i = 0; i < gb.size(); ++i) ASSERT_NEAR(gb[i], cb[i], 1e-3 * (1.0 + std::fabs(cb[i])));
 }
 
+// A kept cuBLASLt plan serves every call of its shape: the second call, on
+// other operands, bias and output (of the same alignments), must use those
+// and not the first call's addresses.
+TEST(CudaLinearTest, AKeptPlanTakesEachCallsOperands) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims d{64, 96, 256};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    std::vector<Tensor> y_gpu;
+    std::vector<Tensor> y_cpu;
+    for (uint32_t seed : {81u, 91u}) {
+      const Tensor x = testing::random_integers({d.tokens, d.in}, seed, 3).to(dtype);
+      const Tensor w = testing::random_integers({d.out, d.in}, seed + 1, 3).to(dtype);
+      const Tensor b = testing::random_integers({d.out}, seed + 2, 3).to(dtype);
+      y_cpu.push_back(Tensor::empty({d.tokens, d.out}, Device::cpu(), dtype));
+      y_gpu.push_back(Tensor::empty({d.tokens, d.out}, gpu, dtype));
+      kernels::cpu::linear_forward(x, w, b, y_cpu.back());
+      kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu.back());
+    }
+    // Small integers: the fp32 sums are exact and bf16 rounds them once on
+    // both devices, so each call equals the CPU's bit for bit.
+    EXPECT_TRUE(same_bits(y_gpu[0], y_cpu[0])) << "first call";
+    EXPECT_TRUE(same_bits(y_gpu[1], y_cpu[1])) << "second call, kept plan";
+  }
+}
+
 TEST(CudaLinearTest, RepeatedRunsGiveTheSameBits) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
