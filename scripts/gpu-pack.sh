@@ -16,7 +16,9 @@ build=${1:-build-cuda}
 pack=build-gpu
 rm -rf "$pack"; mkdir -p "$pack/tests"
 cp "$build/colrow" "$pack/"
-tests=$(awk '/LABELS "gpu"/ { match($0, /\[=\[[^]]*\]=\]/); print substr($0, RSTART + 3, RLENGTH - 6) }' \
+# Every test whose labels include gpu ("gpu", or "multirank;gpu" for the
+# tests that run on two ranks).
+tests=$(awk '/LABELS "([^"]*;)?gpu(;[^"]*)?"/ { match($0, /\[=\[[^]]*\]=\]/); print substr($0, RSTART + 3, RLENGTH - 6) }' \
   "$build/tests/CTestTestfile.cmake")
 for t in $tests; do
   exe="$build/tests/${t%_np[0-9]*}"
