@@ -525,7 +525,12 @@ bool tensor_core_attention_supports(int64_t head_dim, int device) {
   // build for an older architecture JITs kernels whose bodies trap).
   colrow::cuda::compute_stream(device);  // makes `device` current
   cudaFuncAttributes built{};
-  COLROW_CUDA_CHECK(cudaFuncGetAttributes(&built, tc_forward<64>));
+  const cudaError_t found = cudaFuncGetAttributes(&built, tc_forward<64>);
+  if (found == cudaErrorNoKernelImageForDevice || found == cudaErrorInvalidDeviceFunction) {
+    cudaGetLastError();  // no image this GPU can run: the fp32 kernels serve (clears the error)
+    return false;
+  }
+  COLROW_CUDA_CHECK(found);
   return built.ptxVersion >= 80;
 }
 
