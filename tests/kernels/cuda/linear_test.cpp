@@ -31,6 +31,14 @@ using testing::higham_gamma;
 using testing::random_exact;
 using testing::same_bits;
 
+// Epilogues on or off for a scope, back on after it, even when an ASSERT returns early.
+struct FusedEpilogues {
+  explicit FusedEpilogues(bool fused) { kernels::cuda::set_fused_epilogues(fused); }
+  ~FusedEpilogues() { kernels::cuda::set_fused_epilogues(true); }
+  FusedEpilogues(const FusedEpilogues&) = delete;
+  FusedEpilogues& operator=(const FusedEpilogues&) = delete;
+};
+
 struct Dims {
   int64_t tokens, in, out;
   std::string name() const {
@@ -220,27 +228,31 @@ TEST(CudaLinearTest, ShapeErrorsAreInternalErrors) {
   EXPECT_THROW(kernels::cuda::linear_weight_grads(y, x, dw, short_b), InternalError);
 }
 
+// Both ways: the epilogues, and the GEMM and bias kernels (--epilogues separate).
 TEST(CudaLinearTest, Bf16SmallIntegersAreBitwiseEqualToCpu) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  for (const Dims& d : kDims) {
-    const Tensor x = testing::random_integers({d.tokens, d.in}, 41, 4).to(DType::kBF16);
-    const Tensor w = testing::random_integers({d.out, d.in}, 42, 4).to(DType::kBF16);
-    const Tensor b = testing::random_integers({d.out}, 43, 4).to(DType::kBF16);
-    Tensor y_cpu = Tensor::empty({d.tokens, d.out}, Device::cpu(), DType::kBF16);
-    Tensor y_gpu = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16);
-    kernels::cpu::linear_forward(x, w, b, y_cpu);
-    kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu);
-    ASSERT_TRUE(same_bits(y_gpu, y_cpu)) << d.name();
-    const Tensor dy = testing::random_integers({d.tokens, d.out}, 44, 4).to(DType::kBF16);
-    Tensor dw_cpu = testing::random_integers({d.out, d.in}, 45, 4);
-    Tensor db_cpu = testing::random_integers({d.out}, 46, 4);
-    Tensor dw_gpu = dw_cpu.to(gpu), db_gpu = db_cpu.to(gpu);
-    kernels::cpu::linear_weight_grads(dy, x, dw_cpu, db_cpu);
-    kernels::cuda::linear_weight_grads(dy.to(gpu), x.to(gpu), dw_gpu, db_gpu);
-    ASSERT_TRUE(same_bits(dw_gpu, dw_cpu)) << d.name();
-    ASSERT_TRUE(same_bits(db_gpu, db_cpu)) << d.name();
-  }
+  for (bool fused : {true, false})
+    for (const Dims& d : kDims) {
+      SCOPED_TRACE(fused ? "fused epilogues" : "separate kernels");
+      const FusedEpilogues scope(fused);
+      const Tensor x = testing::random_integers({d.tokens, d.in}, 41, 4).to(DType::kBF16);
+      const Tensor w = testing::random_integers({d.out, d.in}, 42, 4).to(DType::kBF16);
+      const Tensor b = testing::random_integers({d.out}, 43, 4).to(DType::kBF16);
+      Tensor y_cpu = Tensor::empty({d.tokens, d.out}, Device::cpu(), DType::kBF16);
+      Tensor y_gpu = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16);
+      kernels::cpu::linear_forward(x, w, b, y_cpu);
+      kernels::cuda::linear_forward(x.to(gpu), w.to(gpu), b.to(gpu), y_gpu);
+      ASSERT_TRUE(same_bits(y_gpu, y_cpu)) << d.name();
+      const Tensor dy = testing::random_integers({d.tokens, d.out}, 44, 4).to(DType::kBF16);
+      Tensor dw_cpu = testing::random_integers({d.out, d.in}, 45, 4);
+      Tensor db_cpu = testing::random_integers({d.out}, 46, 4);
+      Tensor dw_gpu = dw_cpu.to(gpu), db_gpu = db_cpu.to(gpu);
+      kernels::cpu::linear_weight_grads(dy, x, dw_cpu, db_cpu);
+      kernels::cuda::linear_weight_grads(dy.to(gpu), x.to(gpu), dw_gpu, db_gpu);
+      ASSERT_TRUE(same_bits(dw_gpu, dw_cpu)) << d.name();
+      ASSERT_TRUE(same_bits(db_gpu, db_cpu)) << d.name();
+    }
 }
 
 // ---- the GELU MLP's pair: linear_gelu_forward and gelu_input_grad
@@ -328,7 +340,7 @@ TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
   const Device gpu = testing::test_gpu();
   for (bool fused : {true, false}) {
     SCOPED_TRACE(fused ? "fused epilogues" : "separate kernels");
-    kernels::cuda::set_fused_epilogues(fused);
+    const FusedEpilogues scope(fused);
     for (bool with_bias : {true, false}) {
       for (const Dims& d : kGeluDims) {
         SCOPED_TRACE(d.name() + (with_bias ? ", bias" : ", no bias"));
@@ -393,7 +405,6 @@ TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
       }
     }
   }
-  kernels::cuda::set_fused_epilogues(true);
 }
 
 // The epilogues are deterministic too: the same bits on a repeated run.
