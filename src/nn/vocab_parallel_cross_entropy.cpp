@@ -54,16 +54,21 @@ void validate_cross_entropy(int64_t vocab_size, int64_t padded_vocab_size, int t
   }
 }
 
-float mean_loss(const Tensor& losses, int64_t counted) {
+double loss_sum(const Tensor& losses) {
   if (losses.ndim() != 1 || losses.dtype() != DType::kF32) {
     throw InternalError("[cross_entropy] losses " + shape_to_string(losses.shape()) +
                         " must be fp32 [tokens]");
   }
-  if (counted == 0) return std::numeric_limits<float>::quiet_NaN();
   const Tensor host = losses.to(Device::cpu());  // no copy on the CPU
   double total = 0.0;
   const float* loss = host.data();
   for (int64_t t = 0; t < host.numel(); ++t) total += loss[t * host.stride(0)];  // ignored: + 0
+  return total;
+}
+
+float mean_loss(const Tensor& losses, int64_t counted) {
+  const double total = loss_sum(losses);  // checks the losses even when none counts
+  if (counted == 0) return std::numeric_limits<float>::quiet_NaN();
   return static_cast<float>(total / static_cast<double>(counted));
 }
 

@@ -97,8 +97,9 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
         Slot& slot = slot_for(j);
         const GptModel::StageForward out = slot.model->forward_stage(
             b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
-        if (stage.is_last()) {
-          keep_losses(out.loss, loss_offset[j], loss_offset[j + 1]);
+        if (stage.is_last()) {  // a copy in stream order (InternalError on a size mismatch)
+          step_losses_.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j])
+              .copy_from(out.loss.losses);
           counted[j] = out.loss.counted;
         }
         sent[j] = out.output;
@@ -141,18 +142,10 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   const Tensor losses = step_losses_.to(Device::cpu());  // waits for the last backward's GPU work
   double loss = 0.0;
   for (int j = 0; j < micro_batches; ++j) {
-    loss += mean_loss(losses.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j]),
-                      counted[j]);
+    loss +=
+        mean_loss(losses.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j]), counted[j]);
   }
   return loss;
-}
-
-void PipelineRunner::keep_losses(const CrossEntropyOutput& loss, int64_t begin, int64_t end) {
-  if (loss.losses.numel() != end - begin) {
-    throw InternalError("[pipeline] a micro-batch of " + std::to_string(end - begin) +
-                        " tokens gave " + std::to_string(loss.losses.numel()) + " losses");
-  }
-  step_losses_.slice(0, begin, end - begin).copy_from(loss.losses);  // in stream order
 }
 
 void PipelineRunner::sum_tied_embedding_grads() {
@@ -187,8 +180,7 @@ std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& bat
     const GptModel::StageForward out = slot.model->forward_stage(
         b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
     if (stage.is_last()) {
-      const Tensor losses = out.loss.losses.to(Device::cpu());               // no copy on the CPU
-      for (int64_t i = 0; i < losses.numel(); ++i) sum += losses.data()[i];  // double, in order
+      sum += loss_sum(out.loss.losses);  // double, in token order
       count += static_cast<double>(out.loss.counted);
     } else {
       slot.sends.push_back(pp_.start_send(*out.output, pp_.rank() + 1, kActivations));

@@ -436,6 +436,20 @@ TEST(VocabParallelCrossEntropyTest, IgnoredRows) {
   for (float v : default_ignore.backward().to_vector()) EXPECT_EQ(v, 0.0f);
 }
 
+// loss_sum adds in double, token by token; mean_loss divides once and rounds
+// once; anything but fp32 [tokens] is an InternalError, even with nothing
+// counted.
+TEST(VocabParallelCrossEntropyTest, LossSumAndMean) {
+  // An fp32 running sum would drop the 2^-30 terms; the double keeps them.
+  const Tensor losses = Tensor::from_vector({5}, {1.0f, 0x1p-30f, 0.0f, 0x1p-30f, 3.0f});
+  EXPECT_EQ(loss_sum(losses), 4.0 + 0x1p-29);
+  EXPECT_EQ(mean_loss(losses, 3), static_cast<float>((4.0 + 0x1p-29) / 3.0));
+  EXPECT_TRUE(std::isnan(mean_loss(losses, 0)));
+  EXPECT_THROW(loss_sum(Tensor::zeros({2, 3})), InternalError);
+  EXPECT_THROW(mean_loss(Tensor::zeros({2, 3}), 0), InternalError);
+  EXPECT_THROW(loss_sum(Tensor::zeros({4}).to(DType::kBF16)), InternalError);
+}
+
 template <typename E, typename Fn>
 void expect_error(Fn&& fn, const std::string& expected) {
   try {

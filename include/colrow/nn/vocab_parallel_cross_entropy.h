@@ -26,11 +26,13 @@ namespace colrow {
 // The target that does not count, PyTorch's and Hugging Face's default.
 constexpr int32_t kIgnoreIndex = -100;
 
-// The mean of per-token `losses` (0 on ignored rows) over `counted` tokens:
-// their sum in double, in token order, rounded to fp32 once, so every device,
-// rank and tp gives the same bits for the same losses; NaN when counted is 0
-// (as PyTorch). Reads the losses back: on a GPU, a wait for the kernels that
+// The sum of per-token `losses` ([tokens] fp32, 0 on ignored rows) in double,
+// in token order, so every device, rank and tp gives the same bits for the
+// same losses. Reads the losses back: on a GPU, a wait for the kernels that
 // wrote them.
+double loss_sum(const Tensor& losses);
+// loss_sum over `counted` tokens, rounded to fp32 once; NaN when counted is 0
+// (as PyTorch).
 float mean_loss(const Tensor& losses, int64_t counted);
 
 struct CrossEntropyOutput {

@@ -73,8 +73,6 @@ class PipelineRunner {
   // (a new replica when every slot is in flight).
   Slot& slot_for(int micro_batch);
   void sum_tied_embedding_grads();
-  // Copies a micro-batch's per-token losses into step_losses_[begin, end).
-  void keep_losses(const CrossEntropyOutput& loss, int64_t begin, int64_t end);
 
   GptModel& model_;
   Communicator& pp_;

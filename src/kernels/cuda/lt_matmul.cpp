@@ -32,11 +32,7 @@ uint32_t alignment_of(const void* p) {
 }
 
 // One problem's descriptors, and the algorithm cuBLASLt's heuristic chose
-// for them (or its refusal): built once per shape, dtype, epilogue and
-// operand alignment, then kept for the program, as PyTorch caches its
-// cuBLASLt plans. Building them (five descriptors and a heuristic query,
-// tens of microseconds of host time) per call was most of a small GEMM's
-// launch cost; a kept plan only has its pointers set before each call.
+// for them (or its refusal), kept for the program (lt_matmul.h).
 class Plan {
  public:
   Plan() = default;

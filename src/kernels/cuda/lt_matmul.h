@@ -4,8 +4,9 @@
 // GEMM). Each problem's descriptors and algorithm, or cuBLASLt's refusal,
 // are kept for the program, keyed by everything they depend on (shapes,
 // dtypes, epilogue, TF32, operand alignments), as PyTorch caches its plans:
-// building them costs tens of microseconds of host time, a kept plan's call
-// only sets its pointers.
+// a kept plan's call only sets its pointers, instead of creating five
+// descriptors and querying the heuristic (host time per call, not measured
+// here).
 #pragma once
 
 #include <cublasLt.h>

@@ -320,18 +320,28 @@ TEST(CudaLinearTest, GeluPairMatchesCpuInFp32) {
 }
 
 // bf16 through the epilogues where they apply, against the exact values of
-// the same bf16 inputs (double). Each side of the comparison:
-//   the sums: fp32 accumulation, within 2 gamma_{k+1} sum |terms| (twice
+// the same bf16 inputs (double), with u = 2^-8, bf16's unit roundoff:
+//   the sums: fp32 accumulation, within S = 2 gamma_{k+1} sum |terms| (twice
 //     Higham's bound: the tensor cores' order and truncation);
-//   pre-activation: rounded to bf16 once, 2^-9 |pre| (2^-8 taken);
-//   activation: its rounding (2^-8 |y| taken), GELU's slope (below 1.13)
-//     times the input's error (the epilogue reads the fp32 sum, the kernels
-//     the rounded pre-activation), and cuBLASLt's GELU, whose accuracy is not
-//     documented: 2^-11 |pre| allows tanh.approx.f32 (2^-11 relative);
-//   input gradient: likewise, gelu' (below 1.13) times the product's error
-//     (rounded once more on the kernels' path), and 2^-9 |product| for the
-//     epilogue's derivative.
+//   a bf16 rounding of a value within e of exact v: within e + u (|v| + e);
+//   pre-activation: the sum, rounded once;
+//   activation: GELU's slope (at most 1.13) times its input's error (the
+//     epilogue reads the fp32 sum, the kernels the rounded pre-activation:
+//     the latter bounds both), plus cuBLASLt's GELU, whose accuracy is not
+//     documented: 2^-11 |pre| allows tanh.approx.f32 (2^-11 relative); then
+//     rounded once;
+//   input gradient: gelu'(pre) (at most 1.13) times the product's error (the
+//     kernels round the product first), plus 2^-9 |product| for the
+//     epilogue's derivative (tanh.approx's error through gelu' for |pre| <=
+//     2); then rounded once.
 // A transposed operand or a misplaced aux is off by O(1).
+constexpr double kBf16U = 0x1p-8;
+constexpr double kGeluSlope = 1.13;  // max |gelu_tanh'|: 1.129 near x = 1.5
+
+double rounded_bf16(double error, double exact) {
+  return error + kBf16U * (std::fabs(exact) + error);
+}
+
 // Both ways: through the epilogues, and the GEMM and GELU kernels (--epilogues separate).
 TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
   COLROW_REQUIRE_GPU();
@@ -365,11 +375,10 @@ TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
             }
             const double sums = 2 * higham_gamma(d.in + 1) * mag;
             const size_t k = static_cast<size_t>(t * d.out + o);
-            ASSERT_LE(std::fabs(pv[k] - sum), sums + 0x1p-8 * std::fabs(sum))
-                << "pre " << t << ", " << o;
-            const double y_bound = 0x1p-8 * std::fabs(gelu(sum)) +
-                                   1.13 * (sums + 0x1p-8 * std::fabs(sum)) +
-                                   0x1p-11 * std::fabs(sum);
+            const double pre_bound = rounded_bf16(sums, sum);
+            ASSERT_LE(std::fabs(pv[k] - sum), pre_bound) << "pre " << t << ", " << o;
+            const double y_bound =
+                rounded_bf16(kGeluSlope * pre_bound + 0x1p-11 * std::fabs(sum), gelu(sum));
             ASSERT_LE(std::fabs(yv[k] - gelu(sum)), y_bound) << "y " << t << ", " << o;
           }
         }
@@ -397,9 +406,8 @@ TEST(CudaLinearTest, GeluPairInBf16IsWithinItsRoundings) {
           }
           const size_t k = static_cast<size_t>(t * d.in + i);
           const double want = gelu_grad(pv[k]) * sum;
-          const double bound = 0x1p-8 * std::fabs(want) +
-                               1.13 * (2 * higham_gamma(d.out) * mag + 0x1p-8 * std::fabs(sum)) +
-                               0x1p-9 * std::fabs(sum);
+          const double product = rounded_bf16(2 * higham_gamma(d.out) * mag, sum);
+          const double bound = rounded_bf16(kGeluSlope * product + 0x1p-9 * std::fabs(sum), want);
           ASSERT_LE(std::fabs(dxv[k] - want), bound) << "dx " << t << ", " << i;
         }
       }
