@@ -99,6 +99,10 @@ void add_train(CLI::App& app, TrainOptions& o) {
               "Make the MLP's activation (GELU, SwiGLU) again in backward instead of keeping "
               "it: one [tokens, ffn/tp] activation per layer less, for one more activation pass "
               "(llm.c's recompute=1; same losses)");
+  t->add_flag("--cuda-graph", o.cuda_graph,
+              "Capture each micro-batch's forward and backward as a CUDA graph once warm and "
+              "replay it: one launch instead of hundreds (GPUs with NCCL or tp 1, pp 1; same "
+              "losses)");
   t->add_option("--profile", o.profile,
                 "Time every kernel operation over N steps after the first and print each "
                 "phase's and operation's share of the step and the FLOP/s or GB/s it achieved")

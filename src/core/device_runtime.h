@@ -32,6 +32,23 @@ void synchronize(int index);
 // without waiting, as a CUDA graph of it needs. Always 0 without CUDA.
 size_t host_wait_count();
 
+// CUDA graphs of the compute stream (train/step_graph.h): between
+// begin_capture and end_capture the work queued on GPU `index`'s compute
+// stream is recorded, not run; replay() then queues all of it as one launch.
+// While capturing, the allocator and the kept uploads refuse (InternalError):
+// a captured region must find its memory and its inputs in place, since a
+// replay reuses their addresses. A host wait fails the capture (BackendError).
+using Graph = void*;
+void begin_capture(int index);
+bool capturing(int index);
+// The instantiated graph; BackendError naming the cause when the capture
+// failed, after which the stream runs work again as before.
+Graph end_capture(int index);
+// Ends a capture that a throw interrupted, dropping what it recorded.
+void abandon_capture(int index);
+void replay(int index, Graph graph);
+void destroy_graph(Graph graph);
+
 // Timestamps queued on GPU `index`'s compute stream (CUDA events), for
 // timing kernels without synchronizing (`colrow train --profile`).
 using Mark = void*;

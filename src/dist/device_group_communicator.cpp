@@ -56,7 +56,7 @@ void DeviceGroupCommunicator::all_reduce(Tensor& x, Reduction reduction, Wire wi
   require_contiguous(x, what, name());
   if (bf16_wire) collective_checks::require_bf16({&x}, what, name());
   if (size() == 1 || x.numel() == 0) return;
-  if (!bf16_wire && dist::on_fp32_wire(x, [&](Tensor& w) { device_all_reduce(w, reduction); })) {
+  if (!bf16_wire && wire_.run(x, [&](Tensor& w) { device_all_reduce(w, reduction); })) {
     return;
   }
   device_all_reduce(x, reduction);
@@ -87,7 +87,7 @@ void DeviceGroupCommunicator::all_gather(const Tensor& in, Tensor& out) {
     return;
   }
   if (in.numel() == 0) return;
-  if (dist::on_fp32_wire(in, out,
+  if (wire_.run(in, out,
                          [this](const Tensor& i, Tensor& o) { device_all_gather(i, o); })) {
     return;
   }
@@ -114,7 +114,7 @@ void DeviceGroupCommunicator::reduce_scatter(const Tensor& in, Tensor& out, Wire
     return;
   }
   if (out.numel() == 0) return;
-  if (!bf16_wire && dist::on_fp32_wire(in, out, [this](const Tensor& i, Tensor& o) {
+  if (!bf16_wire && wire_.run(in, out, [this](const Tensor& i, Tensor& o) {
         device_reduce_scatter_sum(i, o);
       })) {
     return;
@@ -195,7 +195,7 @@ void DeviceGroupCommunicator::broadcast(Tensor& x, int root) {
   require_contiguous(x, "broadcast", name());
   collective_checks::require_root(root, size(), name());
   if (size() == 1 || x.numel() == 0) return;
-  if (dist::on_fp32_wire(x, [&](Tensor& w) { device_broadcast(w, root); })) return;
+  if (wire_.run(x, [&](Tensor& w) { device_broadcast(w, root); })) return;
   device_broadcast(x, root);
 }
 

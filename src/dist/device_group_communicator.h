@@ -14,6 +14,7 @@
 
 #include "colrow/core/device.h"
 #include "colrow/dist/communicator.h"
+#include "dist/fp32_wire.h"
 
 namespace colrow {
 
@@ -97,6 +98,8 @@ class DeviceGroupCommunicator : public Communicator {
 
   std::unique_ptr<Communicator> host_;
   Device device_;
+  // bf16 device tensors' fp32 widenings, kept: collectives in stream order.
+  dist::Fp32Wire wire_;
 };
 
 }  // namespace colrow

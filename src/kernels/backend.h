@@ -181,6 +181,15 @@ class Backend {
   virtual void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) = 0;
   virtual void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) = 0;
 
+  // --- a batch's ids and targets staged ahead of the kernels that read them:
+  // a GPU uploads now what embedding_forward/backward (over table_local's
+  // rows) and the cross-entropy pieces will read, so those find it in place
+  // and upload nothing, which lets a CUDA graph of them be fed each batch
+  // (train/step_graph.h). The CPU reads the host vectors as they come: nothing.
+  virtual void stage_embedding_ids(const std::vector<int32_t>& ids, int64_t vocab_start,
+                                   const Tensor& table_local) = 0;
+  virtual void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets) = 0;
+
   // --- vocabulary-parallel cross-entropy pieces (kernels/cpu/cross_entropy.h)
   virtual void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                                        Tensor& max) = 0;

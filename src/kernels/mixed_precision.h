@@ -8,8 +8,8 @@
 // cores), bias, activations, norms, residual adds, RoPE, embeddings, the KV
 // cache and the cross-entropy pieces. Fp32Operands applies it by copies where
 // no native kernel exists: the plain training attention of either backend
-// (the CUDA fused one reads bf16 natively), and the collectives' fp32 wire
-// for bf16 tensors (dist/fp32_wire.h).
+// (the CUDA fused one reads bf16 natively). The collectives' fp32 wire for
+// bf16 tensors (dist/fp32_wire.h) does the same in buffers a GPU group keeps.
 // The conversions are core's (Tensor::to(DType), Tensor::convert_from), the
 // same on every device, so this header is all there is to it.
 #pragma once

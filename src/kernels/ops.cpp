@@ -4,6 +4,7 @@
 #include "kernels/ops.h"
 
 #include "kernels/op_profile.h"
+#include "kernels/op_trace.h"
 
 namespace colrow::kernels {
 
@@ -38,6 +39,7 @@ double operand_bytes(std::initializer_list<const Tensor*> tensors) {
 TimedBackend on(const char* what, Device device, std::initializer_list<const Tensor*> tensors,
                 double flops = 0.0) {
   require_device(what, device, tensors);
+  kernels::trace_op(what, tensors);
   const kernels::OpWork work =
       kernels::op_profiling() ? kernels::OpWork{flops, operand_bytes(tensors)} : kernels::OpWork{};
   return {{what, device, work}, kernels::backend_for(device)};
@@ -219,6 +221,16 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
                         Tensor& dtable_local) {
   on("embedding_backward", dtable_local.device(), {&dy, &dtable_local})
       ->embedding_backward(ids, vocab_start, dy, dtable_local);
+}
+
+void stage_embedding_ids(const std::vector<int32_t>& ids, int64_t vocab_start,
+                         const Tensor& table_local) {
+  on("stage_embedding_ids", table_local.device(), {&table_local})
+      ->stage_embedding_ids(ids, vocab_start, table_local);
+}
+
+void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets) {
+  on("stage_cross_entropy_targets", device, {})->stage_cross_entropy_targets(device, targets);
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {

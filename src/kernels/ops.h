@@ -68,6 +68,9 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
                        const Tensor& table_local, Tensor& y);
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local);
+void stage_embedding_ids(const std::vector<int32_t>& ids, int64_t vocab_start,
+                         const Tensor& table_local);
+void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets);
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq);
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable);
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);

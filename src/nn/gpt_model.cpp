@@ -156,9 +156,8 @@ CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
   return forward_stage(ids, nullptr, targets, batch, seq).loss;
 }
 
-GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
-                                               const std::vector<int32_t>& targets, int64_t batch,
-                                               int64_t seq) {
+void GptModel::check_batch(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
+                           int64_t batch, int64_t seq) const {
   const int64_t tokens = batch * seq;
   if (batch < 1 || seq < 1 || (stage_.is_first() && static_cast<int64_t>(ids.size()) != tokens) ||
       (stage_.is_last() && static_cast<int64_t>(targets.size()) != tokens)) {
@@ -167,6 +166,19 @@ GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, 
                             std::to_string(batch) + ") x seq (" + std::to_string(seq) + ").");
   }
   if (sequence_parallel_) require_tokens_divisible(tokens, tp_.size(), "model");
+}
+
+int64_t GptModel::stage_inputs(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
+                               int64_t batch, int64_t seq) {
+  check_batch(ids, targets, batch, seq);
+  if (stage_.is_first()) embedding_->stage(ids);
+  return stage_.is_last() ? loss_->stage(targets, device_) : 0;
+}
+
+GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
+                                               const std::vector<int32_t>& targets, int64_t batch,
+                                               int64_t seq) {
+  check_batch(ids, targets, batch, seq);
   batch_ = batch;
   seq_ = seq;
   const Tensor* h = input;

@@ -84,6 +84,29 @@ VocabParallelCrossEntropy::VocabParallelCrossEntropy(Communicator& tp, int64_t v
       vocab_start_(tp.rank() * vocab_size_local_),
       real_local_(std::clamp(vocab_size - vocab_start_, int64_t{0}, vocab_size_local_)) {}
 
+int64_t VocabParallelCrossEntropy::counted_targets(const std::vector<int32_t>& targets) const {
+  int64_t counted = 0;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    const int32_t target = targets[t];
+    if (target == ignore_index_) continue;
+    if (target < 0 || target >= vocab_size_) {
+      throw InvalidInputError("[cross_entropy] target (" + std::to_string(target) +
+                              ") at position " + std::to_string(t) +
+                              " must be in [0, vocab_size (" + std::to_string(vocab_size_) +
+                              ")) or be ignore_index (" + std::to_string(ignore_index_) +
+                              "). Check that the labels match the model's vocabulary.");
+    }
+    ++counted;
+  }
+  return counted;
+}
+
+int64_t VocabParallelCrossEntropy::stage(const std::vector<int32_t>& targets, Device device) const {
+  const int64_t counted = counted_targets(targets);
+  ops::stage_cross_entropy_targets(device, targets);
+  return counted;
+}
+
 CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local,
                                                       const std::vector<int32_t>& targets) {
   // Everything that can fail is checked before the first collective; targets
@@ -96,19 +119,7 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local
                         "), padded_vocab_size/tp (" + std::to_string(v_local) +
                         ")] with contiguous rows");
   }
-  counted_ = 0;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    const int32_t target = targets[t];
-    if (target == ignore_index_) continue;
-    if (target < 0 || target >= vocab_size_) {
-      throw InvalidInputError("[cross_entropy] target (" + std::to_string(target) +
-                              ") at position " + std::to_string(t) +
-                              " must be in [0, vocab_size (" + std::to_string(vocab_size_) +
-                              ")) or be ignore_index (" + std::to_string(ignore_index_) +
-                              "). Check that the labels match the model's vocabulary.");
-    }
-    ++counted_;
-  }
+  counted_ = counted_targets(targets);
   logits_ = logits_local;
   logits_consumed_ = false;
   targets_ = targets;

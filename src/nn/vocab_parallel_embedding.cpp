@@ -90,6 +90,11 @@ const Tensor& VocabParallelEmbedding::forward(const std::vector<int32_t>& ids) {
   return y_;
 }
 
+void VocabParallelEmbedding::stage(const std::vector<int32_t>& ids) {
+  check_token_ids(ids, vocab_size_);
+  ops::stage_embedding_ids(ids, vocab_start_, weight_.value);
+}
+
 void VocabParallelEmbedding::backward(const Tensor& dy) {
   // [g bwd] identity: dy is replicated over tp; each rank keeps the rows it owns
   const int64_t tokens = static_cast<int64_t>(ids_.size()), d = d_model_;

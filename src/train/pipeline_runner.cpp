@@ -74,6 +74,15 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
     loss_offset[j + 1] = loss_offset[j] + batches[j].rows * batches[j].seq_len;
   }
   if (stage.is_last()) ensure_shape(step_losses_, {loss_offset.back()}, model_.device());
+  if (graph_) {
+    if (on_grads_ready) {
+      throw InternalError(
+          "[pipeline] a captured backward reports no gradients: "
+          "--cuda-graph runs without on_grads_ready");
+    }
+    run_graphed(batches, loss_offset, counted);
+    return step_loss(loss_offset, counted);
+  }
   const bool timed = time_steps_ && pp_.size() > 1;
   const auto step_start = Clock::now();
   timing_ = StepTiming{};
@@ -136,16 +145,45 @@ double PipelineRunner::train_step(int micro_batches, const std::function<Batch(i
   for (Slot& slot : slots_) slot.finish_sends();
   if (timed) timing_.seconds = seconds_since(step_start);
   sum_tied_embedding_grads();
-  if (!stage.is_last()) return 0.0;
+  return stage.is_last() ? step_loss(loss_offset, counted) : 0.0;
+}
+
+double PipelineRunner::step_loss(const std::vector<int64_t>& loss_offset,
+                                 const std::vector<int64_t>& counted) {
   // Each micro-batch's mean as the loss layer defines it (mean_loss), added
   // in micro-batch order: the same bits as asking each forward's output.
   const Tensor losses = step_losses_.to(Device::cpu());  // waits for the last backward's GPU work
   double loss = 0.0;
-  for (int j = 0; j < micro_batches; ++j) {
+  for (size_t j = 0; j < counted.size(); ++j) {
     loss +=
         mean_loss(losses.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j]), counted[j]);
   }
   return loss;
+}
+
+void PipelineRunner::use_cuda_graphs(bool on) {
+  if (!on) {
+    graph_.reset();
+    return;
+  }
+  StepGraph::require_one_stage(pp_.size());
+  graph_ = std::make_unique<StepGraph>(model_.device(), model_.tp());
+}
+
+void PipelineRunner::run_graphed(const std::vector<Batch>& batches,
+                                 const std::vector<int64_t>& loss_offset,
+                                 std::vector<int64_t>& counted) {
+  for (size_t j = 0; j < batches.size(); ++j) {
+    const Batch& b = batches[j];
+    counted[j] = model_.stage_inputs(b.ids, b.targets, b.rows, b.seq_len);
+    graph_->run({b.rows, b.seq_len, counted[j]}, [&] {
+      graph_losses_ =
+          model_.forward_stage(b.ids, nullptr, b.targets, b.rows, b.seq_len).loss.losses;
+      model_.backward_stage(nullptr);
+    });
+    step_losses_.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j])
+        .copy_from(graph_losses_);  // in stream order
+  }
 }
 
 void PipelineRunner::sum_tied_embedding_grads() {

@@ -126,8 +126,11 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
+  if (o.cuda_graph) StepGraph::require_gpu(placement.device);
+
   // ---- the run
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
+  if (o.cuda_graph) StepGraph::require_capturable(mesh.tp());
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
   std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
   const PipelineStage stage =
@@ -140,6 +143,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                   o.pp > 1 ? &mesh.pp() : nullptr);
   phase.reset();
   PipelineRunner runner(model, mesh.pp());
+  runner.use_cuda_graphs(o.cuda_graph);
   TrainState state;
   state.seed = o.seed;
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
@@ -163,7 +167,8 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                 ? ", grads reduced in " + std::to_string(optimizer.bucket_count()) + " bucket(s)"
                 : "")
         << (o.sequence_parallel ? ", sequence parallel" : "")
-        << (o.recompute_activation ? ", MLP activation recomputed" : "") << ", "
+        << (o.recompute_activation ? ", MLP activation recomputed" : "")
+        << (o.cuda_graph ? ", micro-batches replayed as CUDA graphs" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)
         << " grads + " << mib(8.0 * optimizer.slice_size()) << " AdamW moments\n"
@@ -321,6 +326,13 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                (o.out.empty() ? std::string("(no --out: nothing saved)") : o.out) + ".");
       break;
     }
+  }
+  if (const StepGraph* graph = runner.step_graph()) {
+    const StepGraph::Counts& c = graph->counts();
+    log.line("cuda graphs: " + std::to_string(c.replayed) + " micro-batches replayed (" +
+             std::to_string(c.captured) + " captured), " + std::to_string(c.eager) +
+             " run eagerly" +
+             (graph->failure().empty() ? "" : "; capturing stopped: " + graph->failure()));
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/nn/pipeline_stage.h"
+#include "colrow/train/step_graph.h"
 
 namespace colrow {
 namespace {
@@ -46,6 +47,14 @@ TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int
   require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
               o.profile >= 0,
           "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");
+  // --cuda-graph (train/step_graph.h): what a captured micro-batch cannot do.
+  if (o.cuda_graph) StepGraph::require_one_stage(o.pp);
+  require(!o.cuda_graph || o.profile == 0,
+          "--cuda-graph replays a micro-batch as one launch, which --profile cannot time "
+          "operation by operation. Profile without --cuda-graph.");
+  require(!o.cuda_graph || !o.overlap_grad_reduce || o.dp == 1,
+          "--cuda-graph and --overlap-grad-reduce exclude each other: a captured backward "
+          "cannot start the dp reductions as it goes. Leave out one of them.");
   require(o.resume.empty() || o.init.empty(),
           "resume (" + o.resume + ") and init (" + o.init +
               ") exclude each other: --resume "

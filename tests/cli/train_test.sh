@@ -149,6 +149,8 @@ err=$(run 2 train $common --steps 20 --batch 4611686018427387904 --grad-accum 4 
 [ "$(echo "$err" | grep -c 'must fit in 64 bits: the tokens of one step')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --profile -1 2>&1 >/dev/null) && { echo "FAIL: --profile -1 accepted"; exit 1; }
 [ "$(echo "$err" | grep -c 'profile must not be negative')" = 2 ] || { echo "FAIL: $err"; exit 1; }
+err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --cuda-graph 2>&1 >/dev/null) && { echo "FAIL: --cuda-graph on the CPU accepted"; exit 1; }
+[ "$(echo "$err" | grep -c 'cuda-graph captures GPU work, but --device is cpu')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 
 # --profile 2: steps 2-3 timed per operation, the report once, after step 3.
 out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)

@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "colrow/core/error.h"
+#include "colrow/data/token_dataset.h"
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/parameter.h"
+#include "colrow/nn/vocab_parallel_cross_entropy.h"
 
 namespace colrow::testing {
 
@@ -108,6 +110,20 @@ inline std::vector<int32_t> random_ids(uint64_t seed, int64_t count, int64_t voc
   std::vector<int32_t> ids(count);
   for (int32_t& id : ids) id = static_cast<int32_t>(gen() % vocab);
   return ids;
+}
+
+// A micro-batch of `rows` x `seq` random ids and targets below `vocab` (the
+// same on every rank for the same seed); the targets of the first `ignored`
+// tokens at every third position are ignore_index.
+inline Batch random_batch(uint64_t seed, int64_t rows, int64_t seq, int64_t vocab,
+                          int ignored = 0) {
+  Batch b;
+  b.rows = rows;
+  b.seq_len = seq;
+  b.ids = random_ids(seed, rows * seq, vocab);
+  b.targets = random_ids(seed + 1000, rows * seq, vocab);
+  for (int t = 0; t < ignored; ++t) b.targets[3 * t] = kIgnoreIndex;
+  return b;
 }
 
 // The largest |gradient entry| over a model's parameters: the scale the

@@ -83,6 +83,23 @@ TEST(TrainingPlanTest, RefusesEachBadFlagWithItsRule) {
             std::string::npos);
   EXPECT_NE(refusal(with([](TrainOptions& o) { o.pp = 2, o.pp_layers = {1}; }), 2).find("pp"),
             std::string::npos);
+  // --cuda-graph: a micro-batch the graph cannot hold (stages, per-op timing,
+  // reductions started during backward)
+  EXPECT_EQ(refusal(with([](TrainOptions& o) { o.cuda_graph = true; }), 1), "");
+  EXPECT_NE(refusal(with([](TrainOptions& o) { o.cuda_graph = true, o.pp = 2; }), 2).find("--pp 2"),
+            std::string::npos);
+  EXPECT_NE(refusal(with([](TrainOptions& o) { o.cuda_graph = true, o.profile = 3; }), 1)
+                .find("--profile"),
+            std::string::npos);
+  EXPECT_NE(refusal(with([](TrainOptions& o) {
+                      o.cuda_graph = true, o.overlap_grad_reduce = true, o.dp = 2;
+                    }),
+                    2)
+                .find("--overlap-grad-reduce"),
+            std::string::npos);
+  EXPECT_EQ(
+      refusal(with([](TrainOptions& o) { o.cuda_graph = true, o.overlap_grad_reduce = true; }), 1),
+      "");  // nothing to overlap at dp 1
 }
 
 }  // namespace

@@ -32,6 +32,10 @@ class Communicator {
   virtual int size() const = 0;
   // Short name for messages and traces ("tp", "dp", "world").
   virtual const std::string& name() const = 0;
+  // Whether its collectives on device tensors are queued on the GPU's
+  // compute stream with nothing done by the host, so that a CUDA graph can
+  // record them (NCCL's; train/step_graph.h). A group of one has none to record.
+  virtual bool capturable() const { return false; }
 
   // In place: every rank ends with the element-wise sum / max. x contiguous.
   virtual void all_reduce_sum(Tensor& x) = 0;

@@ -106,6 +106,15 @@ class GptModel {
   };
   StageForward forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
                              const std::vector<int32_t>& targets, int64_t batch, int64_t seq);
+  // Checks a micro-batch as forward_stage does and stages its ids and targets
+  // on the device (VocabParallelEmbedding::stage, VocabParallelCrossEntropy::
+  // stage), so that forward_stage and backward_stage of it upload nothing: a
+  // CUDA graph of the two is fed each micro-batch this way before its replay
+  // (train/step_graph.h). Returns the targets that count (the last stage; 0
+  // elsewhere), the one value of a batch besides its size that the work
+  // queued for it depends on (the mean's 1 / counted).
+  int64_t stage_inputs(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
+                       int64_t batch, int64_t seq);
   // Backward of the last forward_stage. grad_output: the next stage's
   // input gradient, the shape of the output (the last stage: nullptr, it
   // starts from its loss). Returns the gradient of `input` for the previous
@@ -172,6 +181,10 @@ class GptModel {
   const Tensor& head_backward();
   void embedding_backward(const Tensor& dx);
   void require_whole_model(const char* what) const;
+  // InvalidInputError unless ids and targets (where this stage reads them)
+  // are batch x seq tokens; sequence parallel: tokens divisible by tp.
+  void check_batch(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
+                   int64_t batch, int64_t seq) const;
   // Calls on_grads_ready_ (set) with `group`'s reportable parameters, if any.
   void report_grads_ready(const std::vector<Parameter*>& group);
   // This model's parameters become handles onto `owner`'s (same stage:

@@ -69,6 +69,11 @@ class VocabParallelCrossEntropy {
   const Tensor& backward(float grad_scale);     // the same scale for every token
   const Tensor& backward(const Tensor& dloss);  // dloss: [tokens], per token
 
+  // Checks `targets` as forward does, stages them on `device`
+  // (ops::stage_cross_entropy_targets: forward and backward then upload
+  // nothing, what a CUDA graph of them needs) and returns how many count.
+  int64_t stage(const std::vector<int32_t>& targets, Device device) const;
+
   // With `in_place`, backward writes dlogits over the logits forward was
   // given (when they are contiguous) and returns them, as llm.c's fused
   // classifier does: no [tokens, V_pad/tp] buffer of the layer's own, the
@@ -86,6 +91,8 @@ class VocabParallelCrossEntropy {
 
  private:
   const Tensor& backward_scaled(const Tensor* dloss, float uniform_scale);
+  // Targets that count; InvalidInputError at the first one out of range.
+  int64_t counted_targets(const std::vector<int32_t>& targets) const;
 
   Communicator& tp_;
   int64_t vocab_size_;

@@ -47,6 +47,10 @@ class VocabParallelEmbedding {
   // dy: [tokens, d_model] for the ids of the last forward; accumulates my rows
   // of the weight gradient (a repeated id accumulates once per occurrence).
   void backward(const Tensor& dy);
+  // Checks `ids` as forward does and stages them on the device
+  // (ops::stage_embedding_ids), so that the forward and backward of these ids
+  // upload nothing: what a CUDA graph of them needs (train/step_graph.h).
+  void stage(const std::vector<int32_t>& ids);
 
   Parameter& weight() { return weight_; }
   // My shard [padded_vocab_size/tp, d_model] as the layers compute with it, for a tied output

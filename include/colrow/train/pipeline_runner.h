@@ -19,6 +19,7 @@
 #include "colrow/data/token_dataset.h"
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/gpt_model.h"
+#include "colrow/train/step_graph.h"
 
 namespace colrow {
 
@@ -42,6 +43,14 @@ class PipelineRunner {
   // tied embeddings', which are summed afterwards and never reported.
   double train_step(int micro_batches, const std::function<Batch(int)>& batch,
                     const GptModel::GradsReady& on_grads_ready = {});
+
+  // --cuda-graph (train/step_graph.h): each micro-batch's forward and
+  // backward is staged, then run through a StepGraph, replayed once warm.
+  // ConfigError off a GPU or at pp > 1 (a stage's sends and receives wait on
+  // the host); train_step then refuses on_grads_ready (a graph's backward
+  // reports nothing, so the dp reduction follows it).
+  void use_cuda_graphs(bool on);
+  const StepGraph* step_graph() const { return graph_.get(); }
 
   // Forward only. Returns {sum of per-token losses (in double, token by
   // token), tokens counted} on the
@@ -73,6 +82,13 @@ class PipelineRunner {
   // (a new replica when every slot is in flight).
   Slot& slot_for(int micro_batch);
   void sum_tied_embedding_grads();
+  // train_step at pp = 1 through graph_: each micro-batch's losses into
+  // step_losses_ at its loss_offset, its counted targets into `counted`.
+  void run_graphed(const std::vector<Batch>& batches, const std::vector<int64_t>& loss_offset,
+                   std::vector<int64_t>& counted);
+  // The last stage's step loss: each micro-batch's mean (mean_loss) read from
+  // step_losses_, added in micro-batch order.
+  double step_loss(const std::vector<int64_t>& loss_offset, const std::vector<int64_t>& counted);
 
   GptModel& model_;
   Communicator& pp_;
@@ -84,6 +100,8 @@ class PipelineRunner {
   Tensor step_losses_;        // [the step's tokens]: every micro-batch's losses (last stage)
   StepTiming timing_;
   bool time_steps_ = true;
+  std::unique_ptr<StepGraph> graph_;
+  Tensor graph_losses_;  // the loss layer's per-token losses, where each region leaves them
 };
 
 // The bubble of one step, measured as the 1F1B formula counts it: the share

@@ -33,6 +33,9 @@ void throw_cuda_error(cudaError_t code, const char* statement, const char* file,
 namespace cuda {
 namespace {
 std::atomic<size_t> g_host_waits{0};
+// The GPU whose compute stream is being captured, or -1: one capture at a
+// time per process (a rank drives one GPU).
+std::atomic<int> g_capturing{-1};
 }  // namespace
 
 void wait_for_stream(cudaStream_t stream) {
@@ -79,6 +82,13 @@ class CachingCudaAllocator final : public Allocator {
 
   void* allocate(size_t bytes) override {
     const size_t size = BlockCache::rounded(bytes);  // 512-byte aligned: cuBLAS asks for 256
+    if (capturing(index_)) {
+      // A replay would write to this block after the tensor holding it is gone.
+      throw InternalError("[cuda graph] " + std::to_string(size) + " bytes asked of cuda:" +
+                          std::to_string(index_) + "'s allocator while its stream is captured" +
+                          MemoryPhase::describe_current() +
+                          ": a captured region must run warm, on buffers it already holds");
+    }
     std::lock_guard<std::mutex> lock(mutex_);
     void* p = cache_.take(size);
     if (p == nullptr) {
@@ -271,6 +281,67 @@ void synchronize(int index) {
 
 size_t host_wait_count() {
   return cuda::g_host_waits;
+}
+
+void begin_capture(int index) {
+  cudaStream_t stream = cuda::compute_stream(index);
+  int expected = -1;
+  if (!cuda::g_capturing.compare_exchange_strong(expected, index)) {
+    throw InternalError("[cuda graph] a capture on cuda:" + std::to_string(expected) +
+                        " is already open");
+  }
+  // Thread-local: a call of this thread that cannot be recorded (a host wait,
+  // cudaMalloc) fails the capture instead of running outside it.
+  const cudaError_t began = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
+  if (began != cudaSuccess) {
+    cuda::g_capturing = -1;
+    COLROW_CUDA_CHECK(began);
+  }
+}
+
+bool capturing(int index) {
+  return cuda::g_capturing.load(std::memory_order_relaxed) == index;
+}
+
+Graph end_capture(int index) {
+  cudaStream_t stream = cuda::compute_stream(index);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  cuda::g_capturing = -1;
+  if (ended != cudaSuccess || graph == nullptr) {
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // the stream runs work again; the error is reported here
+    throw BackendError(std::string("[cuda graph] the capture on cuda:") + std::to_string(index) +
+                       " failed: " + cudaGetErrorString(ended));
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);  // the executable graph keeps its own copy
+  if (made != cudaSuccess) {
+    cudaGetLastError();  // not left for the next launch check to report
+    throw BackendError(std::string("[cuda graph] instantiating the capture on cuda:") +
+                       std::to_string(index) + " failed: " + cudaGetErrorString(made));
+  }
+  return exec;
+}
+
+void abandon_capture(int index) {
+  if (!capturing(index)) return;
+  cudaStream_t stream = cuda::compute_stream(index);
+  cudaGraph_t graph = nullptr;
+  cudaStreamEndCapture(stream, &graph);  // an invalidated capture ends too, with an error
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  cudaGetLastError();
+  cuda::g_capturing = -1;
+}
+
+void replay(int index, Graph graph) {
+  COLROW_CUDA_CHECK(
+      cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), cuda::compute_stream(index)));
+}
+
+void destroy_graph(Graph graph) {
+  if (graph != nullptr) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 Mark create_mark(int index) {

@@ -50,6 +50,26 @@ size_t host_wait_count() {
   return 0;
 }
 
+void begin_capture(int index) {
+  not_built("a CUDA graph on cuda:" + std::to_string(index));
+}
+
+bool capturing(int) {
+  return false;
+}
+
+Graph end_capture(int index) {
+  not_built("a CUDA graph on cuda:" + std::to_string(index));
+}
+
+void abandon_capture(int) {}
+
+void replay(int index, Graph) {
+  not_built("a CUDA graph on cuda:" + std::to_string(index));
+}
+
+void destroy_graph(Graph) {}
+
 Mark create_mark(int index) {
   not_built("timing on cuda:" + std::to_string(index));
 }

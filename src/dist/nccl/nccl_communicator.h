@@ -54,6 +54,7 @@ class NcclCommunicator final : public DeviceGroupCommunicator {
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+  bool capturable() const override { return true; }
 
  private:
   void device_all_reduce(Tensor& x, Reduction reduction) override;

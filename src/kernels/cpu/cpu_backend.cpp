@@ -161,6 +161,8 @@ class CpuBackend final : public Backend {
   void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) override {
     cpu::position_embedding_backward(dx, seq, dtable);
   }
+  void stage_embedding_ids(const std::vector<int32_t>&, int64_t, const Tensor&) override {}
+  void stage_cross_entropy_targets(Device, const std::vector<int32_t>&) override {}
   void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                                Tensor& max) override {
     cpu::cross_entropy_local_max(logits_local, rows, max);

@@ -144,6 +144,10 @@ __global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, in
 
 }  // namespace
 
+void stage_cross_entropy_targets(int device, const std::vector<int32_t>& targets) {
+  if (!targets.empty()) upload_kept(device, "cross_entropy.targets", targets);
+}
+
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                              Tensor& max) {
   const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);

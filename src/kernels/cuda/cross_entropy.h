@@ -10,6 +10,10 @@
 
 namespace colrow::kernels::cuda {
 
+// Uploads the targets the pieces below will read, so that they find them in
+// place (Backend::stage_cross_entropy_targets).
+void stage_cross_entropy_targets(int device, const std::vector<int32_t>& targets);
+
 // logits_local: [tokens, vocab_size_local] with contiguous rows -> max: [tokens]
 void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
 // -> sum_exp: [tokens], target_logit: [tokens] ([tokens, 2] with label smoothing)

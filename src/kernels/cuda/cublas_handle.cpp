@@ -8,11 +8,14 @@
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_context.h"
+#include "kernels/cuda/kept_buffers.h"
 
 namespace colrow::cuda {
 namespace {
 
 std::atomic<bool> g_allow_tf32{false};
+// cuBLAS's own recommendation for Hopper (cublasSetWorkspace).
+constexpr size_t kWorkspaceBytes = 32u << 20;
 
 cublasMath_t math_mode() {
   return g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
@@ -29,6 +32,13 @@ cublasHandle_t cublas_handle(int device) {
   if (handle == nullptr) {
     COLROW_CUBLAS_CHECK(cublasCreate(&handle));
     COLROW_CUBLAS_CHECK(cublasSetStream(handle, stream));
+    // A workspace of its own for the program (cuBLAS's advice for CUDA
+    // graphs): otherwise captured GEMMs may add allocation nodes to a graph.
+    // Set after the stream, which resets it; used in compute-stream order.
+    COLROW_CUBLAS_CHECK(cublasSetWorkspace(
+        handle,
+        kernels::cuda::kept_scratch(device, "cublas.workspace", {kWorkspaceBytes / 4}).data(),
+        kWorkspaceBytes));
   }
   COLROW_CUBLAS_CHECK(cublasSetMathMode(handle, math_mode()));
   return handle;

@@ -172,6 +172,13 @@ class CudaBackend final : public Backend {
   void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) override {
     cuda::position_embedding_backward(dx, seq, dtable);
   }
+  void stage_embedding_ids(const std::vector<int32_t>& ids, int64_t vocab_start,
+                           const Tensor& table_local) override {
+    cuda::stage_embedding_ids(table_local.device().index, ids, vocab_start, table_local.size(0));
+  }
+  void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets) override {
+    cuda::stage_cross_entropy_targets(device.index, targets);
+  }
   void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
                                Tensor& max) override {
     cuda::cross_entropy_local_max(logits_local, rows, max);

@@ -30,6 +30,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kRowThreads = 128;  // features per block in the scatter-add
+// Blocks along the table rows of the scatter-add: each takes rows u, u +
+// kMaxRowBlocks, ... (a batch of B x T tokens has at most that many rows).
+constexpr int64_t kMaxRowBlocks = 4096;
 
 [[noreturn]] void fail(const char* what, const std::string& detail) {
   throw InternalError(std::string("[embedding] ") + what + ": " + detail);
@@ -46,23 +49,28 @@ __global__ void gather_rows(const int32_t* ids, int64_t vocab_start, int64_t row
   y[t * ld_y + j] = row >= 0 && row < rows_local ? table[row * ld_table + j] : narrow<E>(0.0f);
 }
 
-// plan = [rows: n][offsets: n + 1][tokens]: table row rows[u] receives the dy
-// rows tokens[offsets[u] .. offsets[u + 1]), in that (token) order.
-// Grid: x = row u, y = block of features.
+// plan = [n][rows: n][offsets: n + 1][tokens]: table row rows[u] receives the
+// dy rows tokens[offsets[u] .. offsets[u + 1]), in that (token) order. The
+// count n is read here, not passed: the launch depends on the batch's size
+// only, so a CUDA graph of it serves every batch of that size.
+// Grid: x = rows u, u + gridDim.x, ...; y = block of features.
 template <typename E>
-__global__ void scatter_add_rows(const int32_t* plan, int64_t n, const E* dy, int64_t ld_dy,
-                                 float* dtable, int64_t ld_table, int64_t d) {
+__global__ void scatter_add_rows(const int32_t* plan, const E* dy, int64_t ld_dy, float* dtable,
+                                 int64_t ld_table, int64_t d) {
   const int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
   if (j >= d) return;
-  const int64_t u = blockIdx.x;
-  const int32_t* offsets = plan + n;
-  const int32_t* tokens = plan + 2 * n + 1;
-  float* dst = dtable + static_cast<int64_t>(plan[u]) * ld_table + j;
-  float acc = *dst;
-  for (int32_t k = offsets[u]; k < offsets[u + 1]; ++k) {
-    acc += widen(dy[static_cast<int64_t>(tokens[k]) * ld_dy + j]);
+  const int64_t n = plan[0];
+  const int32_t* rows = plan + 1;
+  const int32_t* offsets = rows + n;
+  const int32_t* tokens = offsets + n + 1;
+  for (int64_t u = blockIdx.x; u < n; u += gridDim.x) {
+    float* dst = dtable + static_cast<int64_t>(rows[u]) * ld_table + j;
+    float acc = *dst;
+    for (int32_t k = offsets[u]; k < offsets[u + 1]; ++k) {
+      acc += widen(dy[static_cast<int64_t>(tokens[k]) * ld_dy + j]);
+    }
+    *dst = acc;
   }
-  *dst = acc;
 }
 
 template <typename E>
@@ -87,6 +95,46 @@ __global__ void sum_positions(const E* dx, int64_t batch, int64_t seq, int64_t d
   *dst = acc;
 }
 
+// The uploads of one batch's ids and of their backward plan, shared by the
+// kernels and stage_embedding_ids (what the kernels then find in place).
+const int32_t* upload_ids(int device, const std::vector<int32_t>& ids) {
+  return upload_kept(device, "embedding.ids", ids);
+}
+
+// The scatter-add's plan (scatter_add_rows): my tokens grouped by table row,
+// rows ascending, tokens ascending within a row. At most 3 tokens + 2 values,
+// the room reserved, so the buffers stay put as the distinct ids vary.
+const int32_t* upload_backward_plan(int device, const std::vector<int32_t>& ids,
+                                    int64_t vocab_start, int64_t rows_local) {
+  const int64_t tokens = static_cast<int64_t>(ids.size());
+  if (tokens > INT32_MAX) fail("embedding_backward", "more than 2^31 - 1 tokens");
+  std::vector<std::pair<int32_t, int32_t>> local;  // (row, token)
+  local.reserve(ids.size());
+  for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
+    if (row >= 0 && row < rows_local) {
+      local.emplace_back(static_cast<int32_t>(row), static_cast<int32_t>(t));
+    }
+  }
+  std::sort(local.begin(), local.end());
+  std::vector<int32_t> rows, offsets, order;
+  for (size_t k = 0; k < local.size(); ++k) {
+    if (k == 0 || local[k].first != local[k - 1].first) {
+      rows.push_back(local[k].first);
+      offsets.push_back(static_cast<int32_t>(k));
+    }
+    order.push_back(local[k].second);
+  }
+  offsets.push_back(static_cast<int32_t>(local.size()));
+  std::vector<int32_t> plan;
+  plan.reserve(1 + rows.size() + offsets.size() + order.size());
+  plan.push_back(static_cast<int32_t>(rows.size()));
+  plan.insert(plan.end(), rows.begin(), rows.end());
+  plan.insert(plan.end(), offsets.begin(), offsets.end());
+  plan.insert(plan.end(), order.begin(), order.end());
+  return upload_kept(device, "embedding.backward_plan", plan, static_cast<size_t>(3 * tokens + 2));
+}
+
 }  // namespace
 
 void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
@@ -97,7 +145,7 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
   const int device = cuda_device_of(what, {&y, &table_local});
   const int64_t d = y.size(1);
   if (tokens * d == 0) return;
-  const int32_t* ids_gpu = upload_kept(device, "embedding.ids", ids);
+  const int32_t* ids_gpu = upload_ids(device, ids);
   with_element_type(what, {&table_local, &y}, [&](auto e) {
     using E = decltype(e);
     gather_rows<E><<<colrow::cuda::blocks_for(tokens * d, kThreads), kThreads, 0,
@@ -114,47 +162,27 @@ void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, co
   const int64_t tokens = static_cast<int64_t>(ids.size());
   check_embedding_backward(dy, dtable_local, tokens);
   const int device = cuda_device_of(what, {&dtable_local, &dy});
-  const int64_t d = dy.size(1), rows_local = dtable_local.size(0);
+  const int64_t d = dy.size(1);
   if (tokens * d == 0) return;
-  if (tokens > INT32_MAX) fail(what, "more than 2^31 - 1 tokens");
-  // (row, token) for my tokens, grouped by row with tokens ascending.
-  std::vector<std::pair<int32_t, int32_t>> local;
-  local.reserve(ids.size());
-  for (int64_t t = 0; t < tokens; ++t) {
-    const int64_t row = static_cast<int64_t>(ids[t]) - vocab_start;
-    if (row >= 0 && row < rows_local) {
-      local.emplace_back(static_cast<int32_t>(row), static_cast<int32_t>(t));
-    }
-  }
-  if (local.empty()) return;
-  std::sort(local.begin(), local.end());
-  std::vector<int32_t> rows, offsets, order;
-  for (size_t k = 0; k < local.size(); ++k) {
-    if (k == 0 || local[k].first != local[k - 1].first) {
-      rows.push_back(local[k].first);
-      offsets.push_back(static_cast<int32_t>(k));
-    }
-    order.push_back(local[k].second);
-  }
-  offsets.push_back(static_cast<int32_t>(local.size()));
-  const int64_t n = static_cast<int64_t>(rows.size());
-  std::vector<int32_t> plan;
-  plan.reserve(rows.size() + offsets.size() + order.size());
-  plan.insert(plan.end(), rows.begin(), rows.end());
-  plan.insert(plan.end(), offsets.begin(), offsets.end());
-  plan.insert(plan.end(), order.begin(), order.end());
-  // At most 3 tokens + 1 values (rows, offsets, order): room for any batch
-  // of this size, so the buffers stay put as the distinct ids vary.
-  const int32_t* plan_gpu =
-      upload_kept(device, "embedding.backward_plan", plan, static_cast<size_t>(3 * tokens + 1));
+  const int32_t* plan_gpu = upload_backward_plan(device, ids, vocab_start, dtable_local.size(0));
   const int64_t feature_blocks = (d + kRowThreads - 1) / kRowThreads;
-  if (feature_blocks > 65535 || n > INT32_MAX) fail(what, "d or the row count is too large");
-  const dim3 grid(static_cast<unsigned int>(n), static_cast<unsigned int>(feature_blocks));
+  if (feature_blocks > 65535) fail(what, "d is too large");
+  // Launched even when no token falls in my rows (every block then returns):
+  // the launch follows the batch's size, never its ids.
+  const dim3 grid(static_cast<unsigned int>(std::min<int64_t>(tokens, kMaxRowBlocks)),
+                  static_cast<unsigned int>(feature_blocks));
   with_elements(dy, [&](const auto* g) {
     scatter_add_rows<<<grid, kRowThreads, 0, colrow::cuda::compute_stream(device)>>>(
-        plan_gpu, n, g, dy.row_stride(), dtable_local.data(), dtable_local.row_stride(), d);
+        plan_gpu, g, dy.row_stride(), dtable_local.data(), dtable_local.row_stride(), d);
   });
   COLROW_CUDA_CHECK_LAUNCH();
+}
+
+void stage_embedding_ids(int device, const std::vector<int32_t>& ids, int64_t vocab_start,
+                         int64_t rows_local) {
+  if (ids.empty()) return;
+  upload_ids(device, ids);
+  upload_backward_plan(device, ids, vocab_start, rows_local);
 }
 
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {

@@ -18,6 +18,13 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
 void embedding_backward(const std::vector<int32_t>& ids, int64_t vocab_start, const Tensor& dy,
                         Tensor& dtable_local);
 
+// Uploads what embedding_forward and embedding_backward of these ids will read
+// (the ids, the gradient's plan over my rows [vocab_start, vocab_start +
+// rows_local)), so that they find it in place and upload nothing: how a CUDA
+// graph of them is fed a new batch before each replay.
+void stage_embedding_ids(int device, const std::vector<int32_t>& ids, int64_t vocab_start,
+                         int64_t rows_local);
+
 // x: [tokens, d] contiguous, tokens a multiple of seq; table: [max_positions >= seq, d]
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq);
 // dx: [tokens, d] contiguous -> dtable: [max_positions, d] (rows < seq accumulated)

@@ -10,8 +10,11 @@
 #include <string>
 #include <utility>
 
+#include "colrow/core/error.h"
+
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "core/device_runtime.h"
 
 namespace colrow::kernels::cuda {
 namespace {
@@ -69,6 +72,12 @@ const void* upload_kept(int device, const char* role, const void* data, size_t b
   if (bytes == 0) return u.device_buffer.data();
   if (!regrown && bytes == u.last_bytes && std::memcmp(u.pinned, data, bytes) == 0) {
     return u.device_buffer.data();  // already there, queued before anything that reads it now
+  }
+  if (device_runtime::capturing(device)) {
+    // A replay would copy whatever the pinned buffer holds then: the data
+    // must be staged before the capture (GptModel::stage_inputs).
+    throw InternalError(std::string("[cuda graph] an upload to '") + role +
+                        "' while the stream is captured: stage it before the captured region");
   }
   if (u.copied == nullptr) {
     COLROW_CUDA_CHECK(cudaEventCreateWithFlags(&u.copied, cudaEventDisableTiming));
