@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <iterator>
 #include <map>
 
 namespace colrow {
@@ -26,10 +27,13 @@ class BlockCache {
     return (std::max<size_t>(bytes, 1) + unit - 1) / unit * unit;
   }
 
-  // A cached block of exactly `size` (a rounded size), or nullptr.
+  // A cached block of exactly `size` (a rounded size), or nullptr: the one
+  // freed last (emplace puts it at the end of its size's range), whose pages
+  // are the likeliest to be in cache and mapped.
   void* take(size_t size) {
-    auto cached = free_.find(size);
-    if (cached == free_.end()) return nullptr;
+    const auto range = free_.equal_range(size);
+    if (range.first == range.second) return nullptr;
+    const auto cached = std::prev(range.second);
     void* p = cached->second;
     free_.erase(cached);
     return p;

@@ -26,6 +26,9 @@ void fill(Tensor& t, float value);
 // dst = src across fp32 and bf16 (Tensor::convert_from), both contiguous on one GPU.
 void convert(const Tensor& src, Tensor& dst);
 void synchronize(int index);
+// GPU `index`'s UUID as hex: the same for every process that sees this
+// physical GPU, under whatever index CUDA_VISIBLE_DEVICES gives it there.
+std::string physical_id(int index);
 // How many times the host has waited for a GPU so far (a stream or event
 // synchronization, a copy to or from host memory, a pinned upload buffer
 // still being read): what lets a test prove that a step queues its work

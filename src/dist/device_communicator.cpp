@@ -1,8 +1,10 @@
 // Chooses a group's device communicator (see dist/device_communicator.h).
 // Which GPU each rank uses is learned with one all_gather over the MPI group:
-// a 64-bit hash of the host name, as four 16-bit pieces (floats hold integers
-// below 2^24 exactly), and the GPU index. Every rank sees the same table, so
-// every rank makes the same choice or throws the same error.
+// 64-bit hashes of the host name and of the GPU's UUID, each as four 16-bit
+// pieces (floats hold integers below 2^24 exactly), and the GPU index. The
+// UUID, not the index, says which ranks share a GPU: with a per-rank
+// CUDA_VISIBLE_DEVICES every rank's GPU is cuda:0. Every rank sees the same
+// table, so every rank makes the same choice or throws the same error.
 #include "colrow/dist/device_communicator.h"
 
 #include <unistd.h>
@@ -16,6 +18,7 @@
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
 #include "colrow/dist/mpi_communicator.h"
+#include "core/device_runtime.h"
 #include "dist/nccl/nccl_communicator.h"
 #include "dist/shm/shm_communicator.h"
 #include "dist/staged/staged_communicator.h"
@@ -23,15 +26,27 @@
 namespace colrow {
 namespace {
 
-constexpr int kHashPieces = 4;            // 16 bits each
-constexpr int kFields = kHashPieces + 1;  // + the GPU index
+constexpr int kHashPieces = 4;                // 16 bits each
+constexpr int kFields = 2 * kHashPieces + 1;  // node, GPU UUID, GPU index
 
 constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur
 
 struct RankGpu {
   uint64_t node;  // hash of the host name
-  int gpu;        // device index on that node
+  uint64_t uuid;  // hash of the GPU's UUID
+  int gpu;        // device index in that rank's process
 };
+
+void put_hash(uint64_t hash, float* pieces) {
+  for (int i = 0; i < kHashPieces; ++i)
+    pieces[i] = static_cast<float>((hash >> (16 * i)) & 0xFFFFu);
+}
+
+uint64_t read_hash(const float* pieces) {
+  uint64_t hash = 0;
+  for (int i = 0; i < kHashPieces; ++i) hash |= static_cast<uint64_t>(pieces[i]) << (16 * i);
+  return hash;
+}
 
 // Every rank's placement, in group rank order. Collective over `host`; a rank
 // that cannot read its host name says so in the table, so all ranks throw.
@@ -40,13 +55,12 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
   const bool named = gethostname(name, sizeof name - 1) == 0;
   // 64-bit FNV-1a, the hash parameter streams use: stable across processes
   // and builds, unlike std::hash.
-  const uint64_t node = name_stream(name);
   Tensor mine = Tensor::empty({1, kFields});
-  for (int i = 0; i < kHashPieces; ++i) {
-    mine.data()[i] = named ? static_cast<float>((node >> (16 * i)) & 0xFFFFu) : kNoHostName;
-  }
-  mine.data()[kHashPieces] = static_cast<float>(device.index);
-  Tensor all = Tensor::empty({host.size(), kFields});  // [size, 5]
+  put_hash(name_stream(name), mine.data());
+  if (!named) mine.data()[0] = kNoHostName;
+  put_hash(name_stream(device_runtime::physical_id(device.index)), mine.data() + kHashPieces);
+  mine.data()[2 * kHashPieces] = static_cast<float>(device.index);
+  Tensor all = Tensor::empty({host.size(), kFields});  // [size, 9]
   host.all_gather(mine, all);
 
   std::vector<RankGpu> placements(host.size());
@@ -56,9 +70,8 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
       throw BackendError("[dist] gethostname failed on rank " + std::to_string(r) + " of " +
                          host.name() + ": cannot tell which ranks share a GPU");
     }
-    uint64_t h = 0;
-    for (int i = 0; i < kHashPieces; ++i) h |= static_cast<uint64_t>(row[i]) << (16 * i);
-    placements[r] = {h, static_cast<int>(row[kHashPieces])};
+    placements[r] = {read_hash(row), read_hash(row + kHashPieces),
+                     static_cast<int>(row[2 * kHashPieces])};
   }
   return placements;
 }
@@ -71,14 +84,14 @@ struct SharedGpu {
 
 // The shared GPU whose lowest rank is lowest: the same answer on every rank.
 SharedGpu first_shared_gpu(const std::vector<RankGpu>& placements) {
-  std::map<std::pair<uint64_t, int>, std::vector<int>> users;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<int>> users;
   for (int r = 0; r < static_cast<int>(placements.size()); ++r) {
-    users[{placements[r].node, placements[r].gpu}].push_back(r);
+    users[{placements[r].node, placements[r].uuid}].push_back(r);
   }
   SharedGpu first;
   for (const auto& [where, ranks] : users) {
     if (ranks.size() > 1 && (first.ranks.empty() || ranks[0] < first.ranks[0])) {
-      first = {where.second, ranks};
+      first = {placements[ranks[0]].gpu, ranks};
     }
   }
   return first;

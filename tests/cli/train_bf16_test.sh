@@ -13,7 +13,9 @@
 #    checkpoint holds);
 #  - eval, generate and bench decode run in bf16; eval's loss is within 1%
 #    of fp32's;
-#  - pipeline stages in bf16 (their activations cross as bf16): at --pp 2 the
+#  - pipeline stages in bf16 (their activations cross as bf16), each side at
+#    one thread per rank (without --deterministic OpenBLAS's threaded sgemm
+#    sums in another order at another thread count): at --pp 2 the
 #    first step's loss is bitwise the --pp 1 bf16 run's (the same forward; a
 #    stage computing in fp32 would change it), the curve follows pp 1's within
 #    1e-3, and eval and greedy generate at --pp 2 give --pp 1's loss and text;
@@ -36,8 +38,8 @@ run 2 train $common --dtype bf16 --tp 1 --dp 2 --batch 2 --grad-reduce-dtype bf1
 grep -q "grads reduced in bf16" "$dir/wire.out" || { echo "FAIL: no bf16 reduction in the header"; cat "$dir/wire.out"; exit 1; }
 run 2 train $common --tp 1 --dp 2 --batch 2 --metrics "$dir/f32-dp2.jsonl" > /dev/null
 run 2 train $common --tp 1 --dp 2 --batch 2 --grad-reduce-dtype bf16 --metrics "$dir/f32-dp2-wire.jsonl" > /dev/null
-run 1 train $common --dtype bf16 --batch 2 --grad-accum 2 --metrics "$dir/bf16-ga2.jsonl" > /dev/null
-run 2 train $common --dtype bf16 --batch 2 --grad-accum 2 --pp 2 --tp 1 --metrics "$dir/bf16-pp2.jsonl" > /dev/null
+run 1 train $common --dtype bf16 --batch 2 --grad-accum 2 --threads 1 --metrics "$dir/bf16-ga2.jsonl" > /dev/null
+run 2 train $common --dtype bf16 --batch 2 --grad-accum 2 --pp 2 --tp 1 --threads 1 --metrics "$dir/bf16-pp2.jsonl" > /dev/null
 run 1 train $common --dtype bf16 --stop-after 15 --out "$dir/resumed" > /dev/null
 run 1 train $common --dtype bf16 --resume "$dir/resumed" --metrics "$dir/resumed.jsonl" > /dev/null
 python3 - "$dir" <<'PY'
@@ -72,8 +74,8 @@ PY
 
 run 2 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json > "$dir/eval-f32.json"
 run 2 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json --dtype bf16 > "$dir/eval-bf16.json"
-run 1 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json --dtype bf16 > "$dir/eval-bf16-tp1.json"
-run 2 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json --dtype bf16 --pp 2 --tp 1 > "$dir/eval-bf16-pp2.json"
+run 1 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json --dtype bf16 --threads 1 > "$dir/eval-bf16-tp1.json"
+run 2 eval --model "$dir/f32/latest" --tokens "$dir/tokens.bin" --seq-len 32 --json --dtype bf16 --pp 2 --tp 1 --threads 1 > "$dir/eval-bf16-pp2.json"
 python3 - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -84,8 +86,8 @@ print("eval: bf16 %.5f (also at pp 2), fp32 %.5f" % (bf16, f32))
 PY
 out=$(run 2 generate --model "$dir/f32/latest" --prompt "line 7: the" --max-new-tokens 8 --temperature 0 --dtype bf16)
 [ -n "$out" ] || { echo "FAIL: generate --dtype bf16 printed nothing"; exit 1; }
-out_tp1=$(run 1 generate --model "$dir/f32/latest" --prompt "line 7: the" --max-new-tokens 8 --temperature 0 --dtype bf16)
-out_pp2=$(run 2 generate --model "$dir/f32/latest" --prompt "line 7: the" --max-new-tokens 8 --temperature 0 --dtype bf16 --pp 2 --tp 1)
+out_tp1=$(run 1 generate --model "$dir/f32/latest" --prompt "line 7: the" --max-new-tokens 8 --temperature 0 --dtype bf16 --threads 1)
+out_pp2=$(run 2 generate --model "$dir/f32/latest" --prompt "line 7: the" --max-new-tokens 8 --temperature 0 --dtype bf16 --pp 2 --tp 1 --threads 1)
 [ "$out_pp2" = "$out_tp1" ] || { echo "FAIL: generate --pp 2 in bf16 gave '$out_pp2', pp 1 '$out_tp1'"; exit 1; }
 run 1 bench decode --model gpt2-tiny --prompt-len 16 --new-tokens 4 --dtype bf16 > /dev/null
 

@@ -47,6 +47,10 @@ void wait_for_event(cudaEvent_t event) {
   const cudaError_t state = cudaEventQuery(event);
   if (state == cudaSuccess) return;
   if (state != cudaErrorNotReady) COLROW_CUDA_CHECK(state);
+  // "Not ready" is an answer, not an error: clear it, or the next launch
+  // check (cudaGetLastError) would report it (PyTorch's CUDAEvent::query
+  // does the same).
+  (void)cudaGetLastError();
   ++g_host_waits;
   COLROW_CUDA_CHECK(cudaEventSynchronize(event));
 }
@@ -122,19 +126,23 @@ class CachingCudaAllocator final : public Allocator {
 
   size_t bytes_in_use() const override { return counter_.in_use(); }
   size_t peak_bytes_in_use() const override { return counter_.peak(); }
-  size_t allocation_count() const override { return counter_.allocations(); }
+  // A release of the cache counts too: a kept CUDA graph may still hold the
+  // address of a cached block, which is then no longer the GPU's to write.
+  size_t allocation_count() const override { return counter_.allocations() + releases_; }
 
  private:
   // The cached blocks back to the driver, after the stream is done with them.
   void release_cache() {
     cuda::wait_for_stream(cuda::compute_stream(index_));
     cache_.release_all([](void* p, size_t) { cudaFree(p); });
+    ++releases_;
   }
 
   const int index_;
   std::mutex mutex_;  // guards cache_
   BlockCache cache_;
-  AllocationCounter counter_;  // rounded bytes handed out
+  AllocationCounter counter_;        // rounded bytes handed out
+  std::atomic<size_t> releases_{0};  // of the cache to the driver
 };
 
 // T: float, or uint16_t for bf16's bits.
@@ -277,6 +285,19 @@ void convert(const Tensor& src, Tensor& dst) {
 
 void synchronize(int index) {
   cuda::wait_for_stream(cuda::compute_stream(index));
+}
+
+std::string physical_id(int index) {
+  cudaDeviceProp prop{};
+  COLROW_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  static const char kHex[] = "0123456789abcdef";
+  std::string id;
+  for (char byte : prop.uuid.bytes) {
+    const auto b = static_cast<unsigned char>(byte);
+    id += kHex[b >> 4];
+    id += kHex[b & 15];
+  }
+  return id;
 }
 
 size_t host_wait_count() {

@@ -46,6 +46,10 @@ void convert(const Tensor&, Tensor&) {
 
 void synchronize(int) {}
 
+std::string physical_id(int index) {
+  not_built("the UUID of cuda:" + std::to_string(index));
+}
+
 size_t host_wait_count() {
   return 0;
 }

@@ -97,13 +97,20 @@ class NcclCommunicator::SendQueue {
     issued_ = pushed_;
     cudaStream_t stream = stream_of(device_);
     COLROW_NCCL_CHECK(ncclGroupStart());
-    for (const Held& s : sends) {
-      COLROW_NCCL_CHECK(ncclSend(s.x.raw_data(), static_cast<size_t>(s.x.numel()), nccl_type(s.x),
-                                 s.dst, comm_, stream));
-    }
-    if (recv != nullptr) {
-      COLROW_NCCL_CHECK(ncclRecv(recv->raw_data(), static_cast<size_t>(recv->numel()),
-                                 nccl_type(*recv), src, comm_, stream));
+    try {
+      for (const Held& s : sends) {
+        COLROW_NCCL_CHECK(ncclSend(s.x.raw_data(), static_cast<size_t>(s.x.numel()), nccl_type(s.x),
+                                   s.dst, comm_, stream));
+      }
+      if (recv != nullptr) {
+        COLROW_NCCL_CHECK(ncclRecv(recv->raw_data(), static_cast<size_t>(recv->numel()),
+                                   nccl_type(*recv), src, comm_, stream));
+      }
+    } catch (...) {
+      // Groups nest: left open, every later NCCL call on this thread would
+      // join it and never launch.
+      (void)ncclGroupEnd();
+      throw;
     }
     COLROW_NCCL_CHECK(ncclGroupEnd());
   }

@@ -156,7 +156,9 @@ void backward_rows(const E* x, int64_t ld, int64_t tokens, int64_t v_local,
   const int32_t ignore = rows.ignore_index;
   const int64_t start = rows.vocab_start;
   const float a = rows.label_smoothing;
-  const float a_over_v = static_cast<float>(static_cast<double>(a) / rows.vocab_size);
+  // 0 without smoothing, whatever vocab_size holds (0 when unset), as on the GPU.
+  const float a_over_v =
+      a > 0.0f ? static_cast<float>(static_cast<double>(a) / rows.vocab_size) : 0.0f;
   const float one_minus_a = 1.0f - a;
   const int64_t chunks = std::max<int64_t>(1, ceil_div(v_local, kVocabChunk));
 #pragma omp parallel for schedule(static) if (tokens * v_local > kParallelElements)

@@ -17,8 +17,13 @@ std::atomic<bool> g_allow_tf32{false};
 // cuBLAS's own recommendation for Hopper (cublasSetWorkspace).
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
+// Split-K partial sums stay in the fp32 accumulator: by default cuBLAS may
+// reduce them in a bf16 output's type, rounding c more than once (PyTorch
+// sets the same flag). No effect on fp32 outputs.
 cublasMath_t math_mode() {
-  return g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+  const int mode = (g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+  return static_cast<cublasMath_t>(mode);
 }
 
 }  // namespace
@@ -30,15 +35,23 @@ cublasHandle_t cublas_handle(int device) {
   std::lock_guard<std::mutex> lock(mutex);
   cublasHandle_t& handle = handles[device];
   if (handle == nullptr) {
-    COLROW_CUBLAS_CHECK(cublasCreate(&handle));
-    COLROW_CUBLAS_CHECK(cublasSetStream(handle, stream));
-    // A workspace of its own for the program (cuBLAS's advice for CUDA
-    // graphs): otherwise captured GEMMs may add allocation nodes to a graph.
-    // Set after the stream, which resets it; used in compute-stream order.
-    COLROW_CUBLAS_CHECK(cublasSetWorkspace(
-        handle,
-        kernels::cuda::kept_scratch(device, "cublas.workspace", {kWorkspaceBytes / 4}).data(),
-        kWorkspaceBytes));
+    // Kept only once set up whole: a throw below leaves no half-made handle.
+    cublasHandle_t made = nullptr;
+    COLROW_CUBLAS_CHECK(cublasCreate(&made));
+    try {
+      COLROW_CUBLAS_CHECK(cublasSetStream(made, stream));
+      // A workspace of its own for the program (cuBLAS's advice for CUDA
+      // graphs): otherwise captured GEMMs may add allocation nodes to a graph.
+      // Set after the stream, which resets it; used in compute-stream order.
+      COLROW_CUBLAS_CHECK(cublasSetWorkspace(
+          made,
+          kernels::cuda::kept_scratch(device, "cublas.workspace", {kWorkspaceBytes / 4}).data(),
+          kWorkspaceBytes));
+    } catch (...) {
+      cublasDestroy(made);
+      throw;
+    }
+    handle = made;
   }
   COLROW_CUBLAS_CHECK(cublasSetMathMode(handle, math_mode()));
   return handle;

@@ -45,6 +45,7 @@ namespace colrow::kernels::cuda {
 namespace {
 
 std::atomic<bool> g_fused_epilogues{true};
+std::atomic<int64_t> g_fused_runs{0};
 
 // Says once per call site that it runs unfused, so that a profile's extra
 // bias or activation passes have an explanation.
@@ -65,7 +66,10 @@ bool gelu_epilogue_fits(const Tensor& pre_activation) {
          reinterpret_cast<uintptr_t>(pre_activation.raw_data()) % 16 == 0;
 }
 
+// Shaped as out and laid out as a GEMM's matrix: it is written or read as
+// cuBLASLt's aux matrix, or as the separate path's GEMM output.
 void require_like(const char* what, const Tensor& pre_activation, const Tensor& out) {
+  require_gemm_matrix(pre_activation, "pre_activation");
   if (pre_activation.shape() != out.shape()) {
     throw InternalError(std::string("[linear] ") + what + ": pre_activation " +
                         shape_to_string(pre_activation.shape()) + " must be shaped like " +
@@ -83,6 +87,10 @@ bool fused_epilogues() {
   return g_fused_epilogues;
 }
 
+int64_t fused_epilogue_runs() {
+  return g_fused_runs;
+}
+
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
   const auto [tokens, out, in] = check_gemm(Trans::kNo, Trans::kYes, x, w, y);
   check_bias(y, b, "linear_forward");
@@ -92,7 +100,10 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     const cublasStatus_t fused = lt_matmul(
         device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 0.0f,
         lt_operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
-    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    if (fused == CUBLAS_STATUS_SUCCESS) {
+      ++g_fused_runs;
+      return;
+    }
     static std::atomic<bool> noted{false};
     note_unfused(noted, "linear_forward", fused);
   }
@@ -118,6 +129,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
         device, CUBLAS_OP_N, CUBLAS_OP_T, lt_operand(x, in, tokens), lt_operand(dy, out, tokens),
         1.0f, lt_operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB, sums.data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
+      ++g_fused_runs;
       add_into(db, sums);
       return;
     }
@@ -146,7 +158,10 @@ void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tens
                   b != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
                   b != nullptr ? b->raw_data() : nullptr,
                   LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
-    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    if (fused == CUBLAS_STATUS_SUCCESS) {
+      ++g_fused_runs;
+      return;
+    }
     static std::atomic<bool> noted{false};
     note_unfused(noted, what, fused);
   }
@@ -169,7 +184,10 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
         device, CUBLAS_OP_N, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(dy, out, tokens), 0.0f,
         lt_operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
         LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
-    if (fused == CUBLAS_STATUS_SUCCESS) return;
+    if (fused == CUBLAS_STATUS_SUCCESS) {
+      ++g_fused_runs;
+      return;
+    }
     static std::atomic<bool> noted{false};
     note_unfused(noted, what, fused);
   }

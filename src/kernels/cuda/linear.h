@@ -15,6 +15,10 @@ namespace colrow::kernels::cuda {
 // and the element-wise kernels (Backend::set_fused_epilogues).
 void set_fused_epilogues(bool fused);
 bool fused_epilogues();
+// Calls below that ran with their epilogue in cuBLASLt, since the program
+// began: a refusal runs the separate kernels with the same results, so this
+// is how a test (or a profile) tells the two apart.
+int64_t fused_epilogue_runs();
 
 // y = x w^T + b
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);

@@ -296,6 +296,11 @@ TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   kernels::Backend& backend = kernels::backend_for(dev);
+  // Back to auto after the test, even when an assertion returns early.
+  struct AutoAfter {
+    kernels::Backend& backend;
+    ~AutoAfter() { backend.set_attention_kernel(kernels::AttentionKernel::kAuto); }
+  } auto_after{backend};
   EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5}));
   EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 256}), (Shape{2, 3, 5, 5}));
   EXPECT_FALSE(gpu::flash_attention_supports(129, dev.index));
@@ -307,7 +312,6 @@ TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
   backend.set_attention_kernel(kernels::AttentionKernel::kFused);
   EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5}));
   EXPECT_THROW(backend.attention_saved_shape(dev, {2, 3, 5, 256}), ConfigError);
-  backend.set_attention_kernel(kernels::AttentionKernel::kAuto);
 }
 
 TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
@@ -441,6 +445,21 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresMatchesReference) {
   }
 }
 
+// bf16 at a head_dim the tensor cores do not take runs the fp32 fused
+// kernels on widened operands (one rounding per output; D reads the rounded
+// output): within the tensor-core bounds, which count more roundings.
+TEST(CudaFlashAttentionTest, Bf16ThroughTheFp32KernelsMatchesReference) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  uint32_t seed = 750;
+  for (const Case& c : {Case{1, 100, 4, 2, 48, 40}, Case{2, 17, 3, 3, 72}, Case{1, 65, 2, 1, 8}}) {
+    SCOPED_TRACE(c.name());
+    ASSERT_FALSE(gpu::flash_attention_uses_tensor_cores(DType::kBF16, c.head_dim, dev.index));
+    const Inputs in = bf16_values(inputs(c, seed += 10));
+    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
+  }
+}
+
 // T = 1, 17, 64, 1024 and 2048, with and without GQA: the tensor-core
 // kernels against the plain fp32 kernels (part 1's reference, which stores
 // P) on the same bf16 values, within the sum of their two bounds.
@@ -470,6 +489,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
   const Case c{2, 333, 6, 2, 64, 100};
   const Inputs in = bf16_values(inputs(c, 900));
   const Outputs a = run_flash_bf16(c, in, dev);
+  expect_bf16_matches_reference(c, in, a);  // the bits every run repeats are right ones
   expect_same_outputs("repeated", run_flash_bf16(c, in, dev), a);
   for (int64_t shift : {0, 1}) {
     SCOPED_TRACE("columns shifted by " + std::to_string(shift));

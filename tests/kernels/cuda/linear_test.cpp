@@ -194,6 +194,42 @@ TEST(CudaLinearTest, AKeptPlanTakesEachCallsOperands) {
   }
 }
 
+// The separate kernels give the same results, so the other tests pass even
+// when cuBLASLt refuses every epilogue: here each bf16 call on an aligned
+// shape (a multiple of 16 everywhere, the one cuBLASLt's bf16 kernels take)
+// must run in cuBLASLt (the mixed-precision model's layers: forward's bias,
+// the weight gradient's bias sums, the GELU pair), and none with the
+// epilogues off. A refusal prints its "[cublaslt] note" line above.
+TEST(CudaLinearTest, Bf16EpiloguesRunInCublasLt) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims d{64, 96, 256};
+  const auto bf16 = [&](const Shape& shape, uint32_t seed) {
+    return testing::random_integers(shape, seed, 3).to(DType::kBF16).to(gpu);
+  };
+  const Tensor x = bf16({d.tokens, d.in}, 1), w = bf16({d.out, d.in}, 2), b = bf16({d.out}, 3);
+  const Tensor dy = bf16({d.tokens, d.out}, 4);
+  Tensor y = Tensor::empty({d.tokens, d.out}, gpu, DType::kBF16), pre = y.clone();
+  Tensor dw = Tensor::zeros({d.out, d.in}, gpu), db = Tensor::zeros({d.out}, gpu);
+  Tensor dx = Tensor::empty({d.tokens, d.in}, gpu, DType::kBF16);
+  const Tensor pre_in = bf16({d.tokens, d.in}, 5);
+  for (bool fused : {true, false}) {
+    SCOPED_TRACE(fused ? "fused epilogues" : "separate kernels");
+    const FusedEpilogues scope(fused);
+    const int64_t before = kernels::cuda::fused_epilogue_runs();
+    kernels::cuda::linear_forward(x, w, b, y);
+    EXPECT_EQ(kernels::cuda::fused_epilogue_runs() - before, fused ? 1 : 0) << "bias";
+    kernels::cuda::linear_weight_grads(dy, x, dw, db);
+    EXPECT_EQ(kernels::cuda::fused_epilogue_runs() - before, fused ? 2 : 0) << "bias gradient";
+    kernels::cuda::linear_gelu_forward(x, w, &b, pre, y);
+    EXPECT_EQ(kernels::cuda::fused_epilogue_runs() - before, fused ? 3 : 0) << "GELU, bias";
+    kernels::cuda::linear_gelu_forward(x, w, nullptr, pre, y);
+    EXPECT_EQ(kernels::cuda::fused_epilogue_runs() - before, fused ? 4 : 0) << "GELU";
+    kernels::cuda::gelu_input_grad(dy, w, pre_in, dx);
+    EXPECT_EQ(kernels::cuda::fused_epilogue_runs() - before, fused ? 5 : 0) << "GELU gradient";
+  }
+}
+
 TEST(CudaLinearTest, RepeatedRunsGiveTheSameBits) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
