@@ -5,7 +5,7 @@
 # placeholder; beside them the benchmark's inputs a GPU machine lacks: the
 # PyTorch peer (peers/, from ../shared/peers when present) and Debian's Jargon
 # File; Debian's OpenMP build of OpenBLAS (xz, 4 MiB). The whole build is over
-# the device tool's 64 MiB; this is ~25 MiB.
+# the device tool's 64 MiB; this is ~45 MiB (28 GPU tests, 2026-11-24).
 # On the GPU machine: `scripts/gpu-test.sh --packed` (it fills in the path),
 # `DATA=build-gpu/jargon.txt.gz scripts/bench-gpu.sh build-gpu build-gpu/peers/torch_gpt2_gpu.py`.
 #   scripts/gpu-pack.sh [BUILD_DIR]
@@ -20,6 +20,10 @@ cp "$build/colrow" "$pack/"
 # tests that run on two ranks).
 tests=$(awk '/LABELS "([^"]*;)?gpu(;[^"]*)?"/ { match($0, /\[=\[[^]]*\]=\]/); print substr($0, RSTART + 3, RLENGTH - 6) }' \
   "$build/tests/CTestTestfile.cmake")
+if [ -z "$tests" ]; then
+  echo "gpu-pack.sh: $build lists no gpu-labelled test; is it a CUDA build (cmake -DCOLROW_CUDA=ON) with its tests?" >&2
+  exit 1
+fi
 for t in $tests; do
   exe="$build/tests/${t%_np[0-9]*}"
   # A gtest executable (a script test such as cli_train_cuda runs colrow itself).

@@ -3,17 +3,23 @@
 // [tp, tokens, h/tp] staging buffer and are rearranged here.
 #include "colrow/dist/mappings.h"
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "colrow/core/error.h"
 
 namespace colrow {
 namespace {
 
-// A growth-only staging buffer per dtype, so repeated steps do not allocate.
-Tensor staging(const Shape& shape, DType dtype) {
-  thread_local Tensor buffers[2];
-  Tensor& buffer = buffers[dtype == DType::kBF16 ? 1 : 0];
+// A growth-only staging buffer per device and dtype, on the shard's device
+// (a collective takes its tensors on one device), so repeated steps do not
+// allocate.
+Tensor staging(const Shape& shape, Device device, DType dtype) {
+  thread_local std::map<std::pair<std::string, DType>, Tensor> buffers;
+  Tensor& buffer = buffers[{device.str(), dtype}];
   if (buffer.numel() < shape_numel(shape)) {
-    buffer = Tensor::empty({shape_numel(shape)}, Device::cpu(), dtype);
+    buffer = Tensor::empty({shape_numel(shape)}, device, dtype);
   }
   return buffer.slice(0, 0, shape_numel(shape)).view(shape);
 }
@@ -43,7 +49,7 @@ void all_gather_last_dim(const Tensor& local, Tensor& full, Communicator& tp) {
   require_shape(local, split_shape(full, -1, tp.size(), "all-gather last dim"), "local shard");
   Shape stacked = local.shape();
   stacked.insert(stacked.begin(), tp.size());
-  Tensor buffer = staging(stacked, local.dtype());
+  Tensor buffer = staging(stacked, local.device(), local.dtype());
   const Tensor send = local.is_contiguous() ? local : local.clone();
   tp.all_gather(send, buffer);  // [tp, tokens, h/tp]: rank r's block at r
   for (int r = 0; r < tp.size(); ++r) {

@@ -16,10 +16,7 @@
 set -eu
 . "$(dirname "$0")/train_fixture.sh"
 
-if ! run 1 bench mlp --d-model 48 --tokens 8 --device cuda > "$dir/probe.txt" 2>&1; then
-  echo "GPU test skipped: $(grep -m1 '\[device\]' "$dir/probe.txt" || tail -n1 "$dir/probe.txt")"
-  exit 0
-fi
+skip_without_gpu
 corpus=/usr/share/doc/jargon-text/jargon.txt.gz
 [ -f "$corpus" ] || corpus="$(dirname "$colrow")/jargon.txt.gz"
 [ -f "$corpus" ] || { echo "FAIL: no Jargon File (apt-get install jargon-text, or scripts/gpu-pack.sh)"; exit 1; }

@@ -13,10 +13,7 @@
 set -eu
 . "$(dirname "$0")/train_fixture.sh"
 
-if ! run 1 bench mlp --d-model 48 --tokens 8 --device cuda > "$dir/probe.txt" 2>&1; then
-  echo "GPU test skipped: $(grep -m1 '\[device\]' "$dir/probe.txt" || tail -n1 "$dir/probe.txt")"
-  exit 0
-fi
+skip_without_gpu
 
 write_corpus "$dir/text.txt" 400
 common="--model gpt2-tiny --data $dir/text.txt --seq-len 32 --lr 3e-3 --eval-windows 8 --steps 20"

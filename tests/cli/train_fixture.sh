@@ -8,6 +8,19 @@ dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 # run NP ARGS...: colrow ARGS on NP ranks, five minutes at most.
 run() { np=$1; shift; timeout 300 "$mpiexec" -np "$np" --oversubscribe --bind-to none --quiet "$colrow" "$@"; }
 
+# skip_without_gpu: a GPU test's first line. Where colrow finds no GPU (or
+# was built without CUDA) it prints "GPU test skipped: <why>" and exits 0,
+# which ctest reports as skipped; any other failure of the probe fails the
+# test, so that a GPU bug cannot pass for a missing GPU.
+skip_without_gpu() {
+  run 1 bench mlp --d-model 48 --tokens 8 --device cuda > "$dir/probe.txt" 2>&1 && return 0
+  if grep -q '\[device\] device (cuda) needs a GPU' "$dir/probe.txt"; then
+    echo "GPU test skipped: $(grep -m1 '\[device\]' "$dir/probe.txt")"
+    exit 0
+  fi
+  echo "FAIL: the GPU probe (bench mlp --device cuda) failed:"; cat "$dir/probe.txt"; exit 1
+}
+
 # write_corpus FILE LINES [SENTENCE]: LINES numbered lines of one sentence, a
 # text every tokenizer reads and a small model learns in a few steps.
 write_corpus() {

@@ -112,9 +112,13 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
     add_bias(y, b);
     return;
   }
-  Tensor y32 = Tensor::empty(y.shape(), y.device());  // fp32 sums, the bias, one rounding
+  // fp32 sums, the bias, one rounding; in kept buffers, so that a warm step
+  // allocates nothing on this path either (--epilogues separate, a refusal).
+  Tensor y32 = kept_scratch(device, "linear.forward_sums", y.shape());
+  Tensor b32 = kept_scratch(device, "linear.forward_bias", b.shape());
   gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, y32);
-  add_bias(y32, b.to(DType::kF32));
+  b32.convert_from(b);
+  add_bias(y32, b32);
   store_rounded(y32, y);
 }
 
