@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# What a session with a lent GPU runs, in parts that each fit one device call
+# (10 minutes; 30 minutes of device time a session, so the order is the
+# priority): build CUDA here (scripts/build.sh finds nvcc), pack it with
+# `scripts/gpu-pack.sh build`, then per part, carrying build-gpu:
+#   scripts/gpu-agenda.sh tests    the GPU suite without the CLI runs: every
+#                                  CUDA kernel against its CPU twin, the
+#                                  communicators, the model, CUDA graphs; then
+#                                  the linear test again with cuBLASLt's log
+#   scripts/gpu-agenda.sh cli      the CLI GPU runs (fp32 curves at three
+#                                  meshes, --cuda-graph, 300 bf16 steps)
+#   scripts/gpu-agenda.sh bench    issue 8's benchmark: bf16 beside PyTorch's
+#                                  bf16 and bf16-compile, then --profile 5
+#   scripts/gpu-agenda.sh ab       --epilogues and --cuda-graph, each A/B
+#   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch
+#   scripts/gpu-agenda.sh cpu16 PHASE   issue 10 on the machine's CPU cores
+#                                  (bench/cpu16.sh pools|scaling|comm|profile)
+# Each part writes its log (and ctest's or the bench's files) under $OUT,
+# which the device tool brings back; docs/performance.md says what each
+# measurement is for.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+part=${1:?usage: scripts/gpu-agenda.sh tests|cli|bench|ab|sweep|cpu16 [PHASE]}
+out=${OUT:-/tmp/gpu-agenda}
+mkdir -p "$out"
+[ -x build-gpu/colrow ] || { echo "gpu-agenda.sh: no build-gpu/colrow; run scripts/gpu-pack.sh here and carry build-gpu" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+data=build-gpu/jargon.txt.gz
+peer=build-gpu/peers/torch_gpt2_gpu.py
+
+case "$part" in
+  tests)
+    scripts/gpu-test.sh --packed -E '^cli_' 2>&1 | tee "$out/tests.log"
+    status=${PIPESTATUS[0]}
+    CUBLASLT_LOG_LEVEL=2 build-gpu/tests/kernels_cuda_linear_test > "$out/linear-cublaslt.log" 2>&1
+    exit "$status"
+    ;;
+  cli)
+    scripts/gpu-test.sh --packed -R '^cli_' 2>&1 | tee "$out/cli.log"
+    exit "${PIPESTATUS[0]}"
+    ;;
+  bench)
+    DATA=$data MODES=bf16 scripts/bench-gpu.sh build-gpu "$peer" 2>&1 | tee "$out/bench-bf16.log"
+    build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
+      --steps 8 --data "$data" --profile 5 2>&1 | tee "$out/profile-bf16.log"
+    ;;
+  ab)
+    BUILD=build-gpu A_NAME=fused A="" B_NAME=separate B="--epilogues separate" DEVICE=cuda \
+      EXTRA="--dtype bf16 --data $data" MODEL=gpt2-124m BATCH=16 SEQ=1024 \
+      bench/compare_flags.sh 2>&1 | tee "$out/ab-epilogues.log"
+    for m in "gpt2-byte-small 8 256" "gpt2-124m 16 1024"; do
+      set -- $m
+      STEPS=20 BUILD=build-gpu A_NAME=eager A="" B_NAME=graph B="--cuda-graph" DEVICE=cuda \
+        EXTRA="--dtype bf16 --data $data" MODEL=$1 BATCH=$2 SEQ=$3 \
+        bench/compare_flags.sh 2>&1 | tee "$out/ab-cuda-graph-$1.log"
+    done
+    ;;
+  sweep)
+    DATA=$data DEVICE=cuda DTYPE=bf16 PEER_MODE=bf16-compile \
+      bench/sweep_d_model.sh build-gpu 2>&1 | tee "$out/sweep.log"
+    ;;
+  cpu16)
+    bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile}" "$out/cpu16-$2"
+    ;;
+  *)
+    echo "gpu-agenda.sh: unknown part '$part' (tests, cli, bench, ab, sweep or cpu16)" >&2
+    exit 2
+    ;;
+esac
