@@ -1,12 +1,15 @@
 // cblas_sgemm with shapes checked up front (BLAS itself would only print and
-// exit). A product with one row (decoding one token) goes to cblas_sgemv:
-// OpenBLAS 0.3.21's sgemm packs the whole of b first, tripling the memory
-// traffic of what is then a matrix-vector product bound by that traffic.
-// bf16 operands are widened and go to sgemm, except for the products with a
-// few rows against a weight stored [n, k] (decoding: y = x W^T), which read
-// the bf16 weight as it is, widening each element in registers: the weights
-// then cross memory once at 2 bytes each, where widening them whole first
-// would write and read an fp32 copy (5x the bytes), and OpenBLAS has no bf16
+// exit). OpenBLAS 0.3.21's sgemm packs the whole of b first, which costs more
+// than the product itself when a has a few rows (decoding): a product with
+// one fp32 row goes to cblas_sgemv, and 2 to kFewRows rows against a weight
+// stored [n, k] (y = x W^T) to one dot product per output, reading each
+// weight row once (2-2.3x faster than sgemm for GPT-2 124M's decode steps at
+// batch 2 to 8 here, docs/performance.md).
+// bf16 operands are widened and go to sgemm, except for the products with up
+// to kFewRows rows against a weight stored [n, k], which read the bf16
+// weight as it is, widening each element in registers: the weights then
+// cross memory once at 2 bytes each, where widening them whole first would
+// write and read an fp32 copy (5x the bytes), and OpenBLAS has no bf16
 // kernel to call (Debian's 0.3.21 does not export cblas_sbgemm/sbgemv).
 #include "kernels/cpu/gemm.h"
 
@@ -47,31 +50,48 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// c32[i, j] = alpha sum_p a[i, p] w[j, p] + beta c32[i, j] for i < m, j < n:
-// a [m, k] (widened once: m k elements), w [n, k] bf16 read natively. Each
-// output is one thread's fp32 sum, its order fixed when compiled (the omp simd
-// reduction's lanes), so the bits do not depend on the thread count
-// (--deterministic holds without blocking); another build or -march may sum
-// in other lanes.
-void bf16_rows_times_weights_t(float alpha, const Tensor& a, const Tensor& w, float beta,
-                               Tensor& c32) {
-  const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
-  const Tensor a32 = a.to(DType::kF32);  // a fresh contiguous [m, k]
-  const float* x = a32.data();
-  const uint16_t* weights = w.bf16_data();
-  const int64_t ldw = w.row_stride(), ldc = c32.row_stride();
-  float* out = c32.data();
+inline float widen(float v) {
+  return v;
+}
+inline float widen(uint16_t bf16) {
+  return bf16_to_float(bf16);
+}
+
+// out[i, j] = alpha sum_p x[i, p] w[j, p] + beta out[i, j] for i < m, j < n,
+// with w fp32 or bf16 (its bits), read in place: each weight row crosses
+// memory once and is read from L1 for the other rows. Each output is one
+// thread's fp32 sum, its order fixed when compiled (the omp simd reduction's
+// lanes), so the bits do not depend on the thread count (--deterministic
+// holds without blocking); another build or -march may sum in other lanes.
+template <typename W>
+void rows_times_weights_t(int64_t m, int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
+                          const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
 #pragma omp parallel for schedule(static) if (n * k > kParallelElements)
   for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* row = weights + j * ldw;
+    const W* row = w + j * ldw;
     for (int64_t i = 0; i < m; ++i) {
-      const float* xi = x + i * k;
+      const float* xi = x + i * ldx;
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (int64_t p = 0; p < k; ++p) sum += xi[p] * bf16_to_float(row[p]);
+      for (int64_t p = 0; p < k; ++p) sum += xi[p] * widen(row[p]);
       float& y = out[i * ldc + j];
       y = beta == 0.0f ? alpha * sum : alpha * sum + beta * y;
     }
+  }
+}
+
+// c32 = alpha a w^T + beta c32 for a few rows of a against w [n, k] in its own
+// dtype; a bf16 a is widened once (m k elements).
+void few_rows_times_weights_t(float alpha, const Tensor& a, const Tensor& w, float beta,
+                              Tensor& c32) {
+  const int64_t m = a.size(0), k = a.size(1), n = w.size(0);
+  const Tensor a32 = a.dtype() == DType::kF32 ? a : a.to(DType::kF32);
+  if (w.dtype() == DType::kBF16) {
+    rows_times_weights_t(m, n, k, alpha, a32.data(), a32.row_stride(), w.bf16_data(),
+                         w.row_stride(), beta, c32.data(), c32.row_stride());
+  } else {
+    rows_times_weights_t(m, n, k, alpha, a32.data(), a32.row_stride(), w.data(), w.row_stride(),
+                         beta, c32.data(), c32.row_stride());
   }
 }
 
@@ -92,11 +112,10 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // bf16 operands: their products are exact in fp32, so widening them and
     // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
     // c is widened (when beta reads it) and rounded back once.
-    const bool native =
-        m <= kNativeBf16Rows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0;
+    const bool native = m <= kFewRows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0;
     auto product_into = [&](Tensor& c32) {
       if (native) {
-        bf16_rows_times_weights_t(alpha, a, b, beta, c32);
+        few_rows_times_weights_t(alpha, a, b, beta, c32);
       } else {
         gemm(trans_a, trans_b, alpha, a.to(DType::kF32), b.to(DType::kF32), beta, c32);
       }
@@ -114,6 +133,10 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) c(i, j) = beta == 0.0f ? 0.0f : beta * c(i, j);
     }
+    return;
+  }
+  if (m >= 2 && m <= kFewRows && trans_a == Trans::kNo && trans_b == Trans::kYes) {
+    few_rows_times_weights_t(alpha, a, b, beta, c);  // the same bits at any thread count
     return;
   }
   const int64_t lda = a.row_stride(), ldb = b.row_stride(), ldc = c.row_stride();

@@ -28,11 +28,12 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
 // of packing each operand once per block row or column (docs/performance.md).
 constexpr int64_t kInvariantBlock = 256;
 
-// Up to this many rows of a, a bf16 product reads the bf16 operand natively
-// (the weights of gemm's decode products, the cached values of
-// kv_cache.cpp's P V), widening each element in registers; above, sgemm on
-// widened copies is faster (its blocking reuses each element across rows).
-constexpr int64_t kNativeBf16Rows = 8;
+// Up to this many rows of a, a product against weights stored [n, k] (the
+// decode products) runs one dot product per output, reading each weight row
+// once (bf16 widened in registers), and so does kv_cache.cpp's bf16 P V on
+// the cached values; above, sgemm is faster (its blocking reuses each
+// element across rows, and bf16 operands are widened whole first).
+constexpr int64_t kFewRows = 8;
 void set_thread_invariant_gemm(bool on);
 
 // 2 m n k: the floating-point operations of one such product.

@@ -128,7 +128,7 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     Tensor o = out.slice(0, b * n + r0, m).slice(1, h * hs, hs);
     if (o.dtype() == DType::kF32) {
       gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
-    } else if (m <= kNativeBf16Rows) {
+    } else if (m <= kFewRows) {
       bf16_probabilities_times_values(s, v, o);
     } else {
       Tensor o_wide = Tensor::empty({m, hs});

@@ -364,6 +364,53 @@ TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
   }
 }
 
+// 2 to 8 fp32 rows, and 1 to 8 bf16 ones, against weights stored [n, k]
+// (y = x W^T, decoding) take one dot product per output instead of sgemm
+// (kFewRows): odd n, k below, at and past the vector lanes, from strided
+// views (x a column block, W rows padded, c a column block), each scaling:
+// within Higham's bound of the exact result; and the bits do not depend on
+// the thread count. One fp32 row (sgemv) and 9 rows (sgemm) are checked alike.
+TEST(GemmTest, FewRowsTimesWeightsAreTiledInRegisters) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9}) {
+      for (int64_t n : {1, 3, 130}) {
+        for (int64_t k : {1, 15, 16, 33, 300}) {
+          const std::string what = std::string(dtype_name(dtype)) + " m=" + std::to_string(m) +
+                                   " n=" + std::to_string(n) + " k=" + std::to_string(k);
+          SCOPED_TRACE(what);
+          Tensor x_wide = Tensor::empty({m, 2 * k}), w_wide = Tensor::empty({n, k + 5});
+          Tensor c0 = Tensor::empty({m, n});
+          fill_uniform(x_wide, "fx");
+          fill_uniform(w_wide, "fw");
+          fill_uniform(c0, "fc");
+          const Tensor x = x_wide.to(dtype).slice(1, 0, k), w = w_wide.to(dtype).slice(1, 0, k);
+          for (const Scaling& sc : kScalings) {
+            Tensor c_wide = Tensor::zeros({m, 2 * n});
+            Tensor c = c_wide.slice(1, n, n);
+            c.copy_from(c0);
+            gemm(Trans::kNo, Trans::kYes, sc.alpha, x, w, sc.beta, c);
+            expect_matches(
+                c,
+                reference_gemm(Trans::kNo, Trans::kYes, sc.alpha, x.to(DType::kF32),
+                               w.to(DType::kF32), sc.beta, c0),
+                what + " alpha=" + std::to_string(sc.alpha) + " beta=" + std::to_string(sc.beta));
+          }
+          Tensor one_thread = c0.clone(), two_threads = c0.clone();
+          const int threads = omp_get_max_threads();
+          omp_set_num_threads(1);
+          gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, one_thread);
+          omp_set_num_threads(2);
+          gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, two_threads);
+          omp_set_num_threads(threads);
+          if (m <= 8 && (m >= 2 || dtype == DType::kBF16)) {
+            EXPECT_EQ(one_thread.to_vector(), two_threads.to_vector());
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmTest, LinearLayerIdentities) {
   // The three products of a linear layer (see gemm.h) on one set of operands:
   // y = x W^T, dx = dy W, dW += dy^T x.
