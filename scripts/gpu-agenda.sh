@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What a session with a lent GPU runs, in parts that each fit one device call
 # (10 minutes; 30 minutes of device time a session, so the order is the
-# priority): build CUDA here (scripts/build.sh finds nvcc), pack it with
+# priority; each part's length there is estimated, not yet measured): build CUDA here (scripts/build.sh finds nvcc), pack it with
 # `scripts/gpu-pack.sh build`, then per part, carrying build-gpu:
 #   scripts/gpu-agenda.sh tests    the GPU suite without the CLI runs: every
 #                                  CUDA kernel against its CPU twin, the
@@ -41,23 +41,30 @@ case "$part" in
     ;;
   bench)
     DATA=$data MODES=bf16 scripts/bench-gpu.sh build-gpu "$peer" 2>&1 | tee "$out/bench-bf16.log"
+    status=${PIPESTATUS[0]}
     build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
       --steps 8 --data "$data" --profile 5 2>&1 | tee "$out/profile-bf16.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    exit "$status"
     ;;
   ab)
     BUILD=build-gpu A_NAME=fused A="" B_NAME=separate B="--epilogues separate" DEVICE=cuda \
       EXTRA="--dtype bf16 --data $data" MODEL=gpt2-124m BATCH=16 SEQ=1024 \
       bench/compare_flags.sh 2>&1 | tee "$out/ab-epilogues.log"
+    status=${PIPESTATUS[0]}
     for m in "gpt2-byte-small 8 256" "gpt2-124m 16 1024"; do
       set -- $m
       STEPS=20 BUILD=build-gpu A_NAME=eager A="" B_NAME=graph B="--cuda-graph" DEVICE=cuda \
         EXTRA="--dtype bf16 --data $data" MODEL=$1 BATCH=$2 SEQ=$3 \
         bench/compare_flags.sh 2>&1 | tee "$out/ab-cuda-graph-$1.log"
+      [ "${PIPESTATUS[0]}" = 0 ] || status=1
     done
+    exit "$status"
     ;;
   sweep)
     DATA=$data DEVICE=cuda DTYPE=bf16 PEER_MODE=bf16-compile \
       bench/sweep_d_model.sh build-gpu 2>&1 | tee "$out/sweep.log"
+    exit "${PIPESTATUS[0]}"
     ;;
   cpu16)
     bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile}" "$out/cpu16-$2"

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <exception>
 #include <iostream>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -29,7 +31,7 @@ namespace {
 constexpr int kHashPieces = 4;                // 16 bits each
 constexpr int kFields = 2 * kHashPieces + 1;  // node, GPU UUID, GPU index
 
-constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur
+constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur: no host name, or no UUID
 
 struct RankGpu {
   uint64_t node;  // hash of the host name
@@ -58,7 +60,15 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
   Tensor mine = Tensor::empty({1, kFields});
   put_hash(name_stream(name), mine.data());
   if (!named) mine.data()[0] = kNoHostName;
-  put_hash(name_stream(device_runtime::physical_id(device.index)), mine.data() + kHashPieces);
+  // A rank that cannot read its GPU's UUID says so in the table too, rather
+  // than throwing before the gather that the other ranks wait in.
+  std::string uuid_error;
+  try {
+    put_hash(name_stream(device_runtime::physical_id(device.index)), mine.data() + kHashPieces);
+  } catch (const std::exception& e) {
+    uuid_error = e.what();
+    mine.data()[kHashPieces] = kNoHostName;
+  }
   mine.data()[2 * kHashPieces] = static_cast<float>(device.index);
   Tensor all = Tensor::empty({host.size(), kFields});  // [size, 9]
   host.all_gather(mine, all);
@@ -69,6 +79,12 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
     if (row[0] == kNoHostName) {
       throw BackendError("[dist] gethostname failed on rank " + std::to_string(r) + " of " +
                          host.name() + ": cannot tell which ranks share a GPU");
+    }
+    if (row[kHashPieces] == kNoHostName) {
+      throw BackendError("[dist] the UUID of its GPU could not be read on rank " +
+                         std::to_string(r) + " of " + host.name() +
+                         ": cannot tell which ranks share a GPU" +
+                         (uuid_error.empty() ? "" : " (" + uuid_error + ")"));
     }
     placements[r] = {read_hash(row), read_hash(row + kHashPieces),
                      static_cast<int>(row[2 * kHashPieces])};

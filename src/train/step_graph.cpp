@@ -113,7 +113,7 @@ void StepGraph::run(const Key& key, const std::function<void()>& region) {
     if (++cold_runs_ == kColdRunsBeforeGivingUp) {
       stop(
           "every micro-batch takes memory from the allocator, so none can be captured "
-          "(--attention plain, or a GEMM cuBLASLt refused, makes buffers per call)");
+          "(--attention plain makes buffers per call)");
     }
     return;
   }

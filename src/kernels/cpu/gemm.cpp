@@ -3,8 +3,10 @@
 // than the product itself when a has a few rows (decoding): a product with
 // one fp32 row goes to cblas_sgemv, and 2 to kFewRows rows against a weight
 // stored [n, k] (y = x W^T) to one dot product per output, reading each
-// weight row once (2-2.3x faster than sgemm for GPT-2 124M's decode steps at
-// batch 2 to 8 here, docs/performance.md).
+// weight row once: GPT-2 124M's decode steps at tp 1 with 2 threads 2.9x,
+// 2.8x and 1.5x faster than through sgemm at batch 2, 4 and 8; at one
+// thread per rank 1.7x and 1.25x at batch 2 and 4, but 0.85-0.94x at 8,
+// where unthreaded sgemm's blocking wins (docs/performance.md).
 // bf16 operands are widened and go to sgemm, except for the products with up
 // to kFewRows rows against a weight stored [n, k], which read the bf16
 // weight as it is, widening each element in registers: the weights then

@@ -28,11 +28,13 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
 // of packing each operand once per block row or column (docs/performance.md).
 constexpr int64_t kInvariantBlock = 256;
 
-// Up to this many rows of a, a product against weights stored [n, k] (the
-// decode products) runs one dot product per output, reading each weight row
-// once (bf16 widened in registers), and so does kv_cache.cpp's bf16 P V on
-// the cached values; above, sgemm is faster (its blocking reuses each
-// element across rows, and bf16 operands are widened whole first).
+// Up to this many rows of a (from 2 in fp32, where one row is sgemv's), a
+// product against weights stored [n, k] (the decode products) runs one dot
+// product per output, reading each weight row once (bf16 widened in
+// registers), and so does kv_cache.cpp's bf16 P V on the cached values.
+// Above, sgemm is faster (its blocking reuses each element across rows, and
+// bf16 operands are widened whole first); at 8 fp32 rows on one thread it
+// already is, by 6-15% (docs/performance.md, "A few rows without sgemm").
 constexpr int64_t kFewRows = 8;
 void set_thread_invariant_gemm(bool on);
 

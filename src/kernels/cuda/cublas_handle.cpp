@@ -19,7 +19,8 @@ constexpr size_t kWorkspaceBytes = 32u << 20;
 
 // Split-K partial sums stay in the fp32 accumulator: by default cuBLAS may
 // reduce them in a bf16 output's type, rounding c more than once (PyTorch
-// sets the same flag). No effect on fp32 outputs.
+// sets this flag only with allow_bf16_reduced_precision_reduction=False; its
+// default allows it). No effect on fp32 outputs.
 cublasMath_t math_mode() {
   const int mode = (g_allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
                    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;

@@ -45,7 +45,11 @@ namespace colrow::kernels::cuda {
 namespace {
 
 std::atomic<bool> g_fused_epilogues{true};
-std::atomic<int64_t> g_fused_runs{0};
+std::atomic<int64_t> g_fused_runs[4] = {};  // by Epilogue
+
+void count_fused(Epilogue epilogue) {
+  ++g_fused_runs[static_cast<int>(epilogue)];
+}
 
 // Says once per call site that it runs unfused, so that a profile's extra
 // bias or activation passes have an explanation.
@@ -87,8 +91,8 @@ bool fused_epilogues() {
   return g_fused_epilogues;
 }
 
-int64_t fused_epilogue_runs() {
-  return g_fused_runs;
+int64_t fused_epilogue_runs(Epilogue epilogue) {
+  return g_fused_runs[static_cast<int>(epilogue)];
 }
 
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y) {
@@ -101,7 +105,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
         device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 0.0f,
         lt_operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
-      ++g_fused_runs;
+      count_fused(Epilogue::kBias);
       return;
     }
     static std::atomic<bool> noted{false};
@@ -133,7 +137,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
         device, CUBLAS_OP_N, CUBLAS_OP_T, lt_operand(x, in, tokens), lt_operand(dy, out, tokens),
         1.0f, lt_operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB, sums.data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
-      ++g_fused_runs;
+      count_fused(Epilogue::kBiasGrad);
       add_into(db, sums);
       return;
     }
@@ -163,7 +167,7 @@ void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tens
                   b != nullptr ? b->raw_data() : nullptr,
                   LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
     if (fused == CUBLAS_STATUS_SUCCESS) {
-      ++g_fused_runs;
+      count_fused(Epilogue::kGelu);
       return;
     }
     static std::atomic<bool> noted{false};
@@ -189,7 +193,7 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
         lt_operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
         LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
     if (fused == CUBLAS_STATUS_SUCCESS) {
-      ++g_fused_runs;
+      count_fused(Epilogue::kGeluGrad);
       return;
     }
     static std::atomic<bool> noted{false};

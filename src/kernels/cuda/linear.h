@@ -15,10 +15,14 @@ namespace colrow::kernels::cuda {
 // and the element-wise kernels (Backend::set_fused_epilogues).
 void set_fused_epilogues(bool fused);
 bool fused_epilogues();
-// Calls below that ran with their epilogue in cuBLASLt, since the program
-// began: a refusal runs the separate kernels with the same results, so this
-// is how a test (or a profile) tells the two apart.
-int64_t fused_epilogue_runs();
+// The epilogues, and how many calls ran one in cuBLASLt since the program
+// began. A refusal runs the separate kernels instead (the same results for
+// the bias ones; the GELU pair's within a rounding, kernels/cuda/linear.cpp),
+// so this is how a test (or a profile) tells the two apart. A GELU call whose
+// epilogue was refused counts nothing under kGelu, whatever its fallback's
+// bias GEMM counts under kBias.
+enum class Epilogue { kBias, kBiasGrad, kGelu, kGeluGrad };
+int64_t fused_epilogue_runs(Epilogue epilogue);
 
 // y = x w^T + b
 void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y);

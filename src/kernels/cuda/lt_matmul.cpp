@@ -94,11 +94,14 @@ void build_plan(Plan& plan, int device, cublasComputeType_t compute, cublasOpera
   COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&plan.preference()));
   set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                  static_cast<uint64_t>(kWorkspaceBytes));
-  // Split-K partial sums in fp32 only (not in the output buffer or its type),
-  // so that a bf16 d is rounded once, as cublas_handle's math mode asks too.
-  set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                 static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE |
-                                       CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  // A bf16 d: split-K partial sums in fp32 only (not in the output buffer
+  // or its type), so that d is rounded once, as cublas_handle's math mode
+  // asks too. An fp32 d keeps every scheme: its type is the compute type.
+  if (d.type == CUDA_R_16BF) {
+    set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                   static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE |
+                                         CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  }
   set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                  alignment_of(a.data));
   set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,

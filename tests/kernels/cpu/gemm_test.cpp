@@ -370,7 +370,7 @@ TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
 // views (x a column block, W rows padded, c a column block), each scaling:
 // within Higham's bound of the exact result; and the bits do not depend on
 // the thread count. One fp32 row (sgemv) and 9 rows (sgemm) are checked alike.
-TEST(GemmTest, FewRowsTimesWeightsAreTiledInRegisters) {
+TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9}) {
       for (int64_t n : {1, 3, 130}) {
