@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colrow/core/bfloat16.h"
@@ -318,6 +319,19 @@ TEST(GemmTest, Bf16ColumnBlockOfCAndDtypeRules) {
   EXPECT_THROW(gemm(Trans::kNo, Trans::kNo, 1.0f, a, b, 0.0f, c_half), InternalError);
 }
 
+// alpha x w^T + beta c0 computed at 1 and at 2 OpenMP threads.
+std::pair<std::vector<float>, std::vector<float>> at_one_and_two_threads(
+    float alpha, const Tensor& x, const Tensor& w, float beta, const Tensor& c0) {
+  Tensor one = c0.clone(), two = c0.clone();
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  gemm(Trans::kNo, Trans::kYes, alpha, x, w, beta, one);
+  omp_set_num_threads(2);
+  gemm(Trans::kNo, Trans::kYes, alpha, x, w, beta, two);
+  omp_set_num_threads(threads);
+  return {one.to_vector(), two.to_vector()};
+}
+
 // Up to 8 rows against bf16 weights stored [n, k] (y = x W^T, decoding)
 // read the weights natively: on random values from strided views (x a
 // column block, W rows padded, c a column block) the fp32 result is within
@@ -351,15 +365,9 @@ TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
       ASSERT_LE(std::fabs(half[i] - rh.value[i]), rh.bound[i] + std::fabs(rh.value[i]) * 0x1p-8)
           << i;
     }
-    Tensor one_thread = c0.clone(), two_threads = c0.clone();
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, one_thread);
-    omp_set_num_threads(2);
-    gemm(Trans::kNo, Trans::kYes, 2.0f, x, w, 0.5f, two_threads);
-    omp_set_num_threads(threads);
+    const auto [one_thread, two_threads] = at_one_and_two_threads(2.0f, x, w, 0.5f, c0);
     if (m <= 8) {
-      EXPECT_EQ(one_thread.to_vector(), two_threads.to_vector());
+      EXPECT_EQ(one_thread, two_threads);
     }
   }
 }
@@ -395,15 +403,9 @@ TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
                                w.to(DType::kF32), sc.beta, c0),
                 what + " alpha=" + std::to_string(sc.alpha) + " beta=" + std::to_string(sc.beta));
           }
-          Tensor one_thread = c0.clone(), two_threads = c0.clone();
-          const int threads = omp_get_max_threads();
-          omp_set_num_threads(1);
-          gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, one_thread);
-          omp_set_num_threads(2);
-          gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, two_threads);
-          omp_set_num_threads(threads);
+          const auto [one_thread, two_threads] = at_one_and_two_threads(1.0f, x, w, 0.0f, c0);
           if (m <= 8 && (m >= 2 || dtype == DType::kBF16)) {
-            EXPECT_EQ(one_thread.to_vector(), two_threads.to_vector());
+            EXPECT_EQ(one_thread, two_threads);
           }
         }
       }
