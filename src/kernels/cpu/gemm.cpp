@@ -3,10 +3,10 @@
 // than the product itself when a has a few rows (decoding): a product with
 // one fp32 row goes to cblas_sgemv, and 2 to kFewRows rows against a weight
 // stored [n, k] (y = x W^T) to one dot product per output, reading each
-// weight row once: GPT-2 124M's decode steps at tp 1 with 2 threads 2.9x,
-// 2.8x and 1.5x faster than through sgemm at batch 2, 4 and 8; at one
-// thread per rank 1.7x and 1.25x at batch 2 and 4, but 0.85-0.94x at 8,
-// where unthreaded sgemm's blocking wins (docs/performance.md).
+// weight row once: GPT-2 124M's decode steps at tp 1 with 2 threads about
+// 3x faster than through sgemm at batch 2 and 4 and 1.6x at 8; at one thread
+// per rank 1.7x and 1.25x at batch 2 and 4, about even at 8
+// (docs/performance.md, "A few rows without sgemm").
 // bf16 operands are widened and go to sgemm, except for the products with up
 // to kFewRows rows against a weight stored [n, k], which read the bf16
 // weight as it is, widening each element in registers: the weights then
@@ -61,23 +61,44 @@ inline float widen(uint16_t bf16) {
 
 // out[i, j] = alpha sum_p x[i, p] w[j, p] + beta out[i, j] for i < m, j < n,
 // with w fp32 or bf16 (its bits), read in place: each weight row crosses
-// memory once and is read from L1 for the other rows. Each output is one
-// thread's fp32 sum, its order fixed when compiled (the omp simd reduction's
-// lanes), so the bits do not depend on the thread count (--deterministic
-// holds without blocking); another build or -march may sum in other lanes.
+// memory once and is read from L1 for the other rows, four rows of x at a
+// time sharing each widened weight vector. Each output is one thread's fp32
+// sum, its order fixed when compiled (the omp simd reduction's lanes), so the
+// bits do not depend on the thread count (--deterministic holds without
+// blocking); another build or -march may sum in other lanes.
 template <typename W>
 void rows_times_weights_t(int64_t m, int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
                           const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
+  auto store = [&](int64_t i, int64_t j, float sum) {
+    float& y = out[i * ldc + j];
+    y = beta == 0.0f ? alpha * sum : alpha * sum + beta * y;
+  };
 #pragma omp parallel for schedule(static) if (n * k > kParallelElements)
   for (int64_t j = 0; j < n; ++j) {
     const W* row = w + j * ldw;
-    for (int64_t i = 0; i < m; ++i) {
+    int64_t i = 0;
+    for (; i + 4 <= m; i += 4) {
+      const float *x0 = x + i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+      for (int64_t p = 0; p < k; ++p) {
+        const float v = widen(row[p]);
+        s0 += x0[p] * v;
+        s1 += x1[p] * v;
+        s2 += x2[p] * v;
+        s3 += x3[p] * v;
+      }
+      store(i, j, s0);
+      store(i + 1, j, s1);
+      store(i + 2, j, s2);
+      store(i + 3, j, s3);
+    }
+    for (; i < m; ++i) {  // the rows left over, one at a time
       const float* xi = x + i * ldx;
       float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
       for (int64_t p = 0; p < k; ++p) sum += xi[p] * widen(row[p]);
-      float& y = out[i * ldc + j];
-      y = beta == 0.0f ? alpha * sum : alpha * sum + beta * y;
+      store(i, j, sum);
     }
   }
 }

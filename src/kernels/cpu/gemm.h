@@ -33,8 +33,8 @@ constexpr int64_t kInvariantBlock = 256;
 // product per output, reading each weight row once (bf16 widened in
 // registers), and so does kv_cache.cpp's bf16 P V on the cached values.
 // Above, sgemm is faster (its blocking reuses each element across rows, and
-// bf16 operands are widened whole first); at 8 fp32 rows on one thread it
-// already is, by 6-15% (docs/performance.md, "A few rows without sgemm").
+// bf16 operands are widened whole first); at 8 fp32 rows on one thread the
+// two are about even (docs/performance.md, "A few rows without sgemm").
 constexpr int64_t kFewRows = 8;
 void set_thread_invariant_gemm(bool on);
 
