@@ -31,7 +31,7 @@ namespace {
 constexpr int kHashPieces = 4;                // 16 bits each
 constexpr int kFields = 2 * kHashPieces + 1;  // node, GPU UUID, GPU index
 
-constexpr float kNoHostName = -1.0f;  // a hash piece that cannot occur: no host name, or no UUID
+constexpr float kUnreadable = -1.0f;  // a hash piece that cannot occur: no host name, or no UUID
 
 struct RankGpu {
   uint64_t node;  // hash of the host name
@@ -59,7 +59,7 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
   // and builds, unlike std::hash.
   Tensor mine = Tensor::empty({1, kFields});
   put_hash(name_stream(name), mine.data());
-  if (!named) mine.data()[0] = kNoHostName;
+  if (!named) mine.data()[0] = kUnreadable;
   // A rank that cannot read its GPU's UUID says so in the table too, rather
   // than throwing before the gather that the other ranks wait in.
   std::string uuid_error;
@@ -67,7 +67,7 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
     put_hash(name_stream(device_runtime::physical_id(device.index)), mine.data() + kHashPieces);
   } catch (const std::exception& e) {
     uuid_error = e.what();
-    mine.data()[kHashPieces] = kNoHostName;
+    mine.data()[kHashPieces] = kUnreadable;
   }
   mine.data()[2 * kHashPieces] = static_cast<float>(device.index);
   Tensor all = Tensor::empty({host.size(), kFields});  // [size, 9]
@@ -76,11 +76,11 @@ std::vector<RankGpu> gather_placements(Communicator& host, Device device) {
   std::vector<RankGpu> placements(host.size());
   for (int r = 0; r < host.size(); ++r) {
     const float* row = all.data() + r * kFields;
-    if (row[0] == kNoHostName) {
+    if (row[0] == kUnreadable) {
       throw BackendError("[dist] gethostname failed on rank " + std::to_string(r) + " of " +
                          host.name() + ": cannot tell which ranks share a GPU");
     }
-    if (row[kHashPieces] == kNoHostName) {
+    if (row[kHashPieces] == kUnreadable) {
       throw BackendError("[dist] the UUID of its GPU could not be read on rank " +
                          std::to_string(r) + " of " + host.name() +
                          ": cannot tell which ranks share a GPU" +

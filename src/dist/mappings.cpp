@@ -4,8 +4,7 @@
 #include "colrow/dist/mappings.h"
 
 #include <map>
-#include <string>
-#include <utility>
+#include <tuple>
 
 #include "colrow/core/error.h"
 
@@ -16,8 +15,8 @@ namespace {
 // (a collective takes its tensors on one device), so repeated steps do not
 // allocate.
 Tensor staging(const Shape& shape, Device device, DType dtype) {
-  thread_local std::map<std::pair<std::string, DType>, Tensor> buffers;
-  Tensor& buffer = buffers[{device.str(), dtype}];
+  thread_local std::map<std::tuple<Device::Kind, int, DType>, Tensor> buffers;
+  Tensor& buffer = buffers[{device.kind, device.index, dtype}];
   if (buffer.numel() < shape_numel(shape)) {
     buffer = Tensor::empty({shape_numel(shape)}, device, dtype);
   }

@@ -175,10 +175,18 @@ void PipelineRunner::run_graphed(const std::vector<Batch>& batches,
                                  std::vector<int64_t>& counted) {
   for (size_t j = 0; j < batches.size(); ++j) {
     const Batch& b = batches[j];
-    counted[j] = model_.stage_inputs(b.ids, b.targets, b.rows, b.seq_len);
+    // Once capturing has stopped every micro-batch runs eagerly, and its
+    // forward checks and uploads the inputs itself: no staging twice.
+    const bool staged = graph_->failure().empty();
+    if (staged) counted[j] = model_.stage_inputs(b.ids, b.targets, b.rows, b.seq_len);
     graph_->run({b.rows, b.seq_len, counted[j]}, [&] {
-      graph_losses_ =
-          model_.forward_stage(b.ids, nullptr, b.targets, b.rows, b.seq_len).loss.losses;
+      // A replay runs no region: graph_losses_ stays the loss layer's buffer
+      // from the last run, one buffer for every key while graphs are kept (a
+      // new shape allocates, which drops them all).
+      const GptModel::StageForward out =
+          model_.forward_stage(b.ids, nullptr, b.targets, b.rows, b.seq_len);
+      graph_losses_ = out.loss.losses;
+      if (!staged) counted[j] = out.loss.counted;
       model_.backward_stage(nullptr);
     });
     step_losses_.slice(0, loss_offset[j], loss_offset[j + 1] - loss_offset[j])

@@ -118,6 +118,14 @@ void few_rows_times_weights_t(float alpha, const Tensor& a, const Tensor& w, flo
   }
 }
 
+// Whether the product is a few rows of a against weights stored [n, k], which
+// few_rows_times_weights_t takes: from one bf16 row, from two fp32 rows (one
+// fp32 row is sgemv's).
+bool takes_few_rows(int64_t m, int64_t k, Trans trans_a, Trans trans_b, DType dtype) {
+  const int64_t fewest = dtype == DType::kF32 ? 2 : 1;
+  return m >= fewest && m <= kFewRows && k > 0 && trans_a == Trans::kNo && trans_b == Trans::kYes;
+}
+
 }  // namespace
 
 void set_thread_invariant_gemm(bool on) {
@@ -135,7 +143,7 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // bf16 operands: their products are exact in fp32, so widening them and
     // running sgemm is a bf16 GEMM with fp32 accumulation, as a GPU's; a bf16
     // c is widened (when beta reads it) and rounded back once.
-    const bool native = m <= kFewRows && trans_a == Trans::kNo && trans_b == Trans::kYes && k > 0;
+    const bool native = takes_few_rows(m, k, trans_a, trans_b, a.dtype());
     auto product_into = [&](Tensor& c32) {
       if (native) {
         few_rows_times_weights_t(alpha, a, b, beta, c32);
@@ -158,7 +166,7 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     }
     return;
   }
-  if (m >= 2 && m <= kFewRows && trans_a == Trans::kNo && trans_b == Trans::kYes) {
+  if (takes_few_rows(m, k, trans_a, trans_b, DType::kF32)) {
     few_rows_times_weights_t(alpha, a, b, beta, c);  // the same bits at any thread count
     return;
   }
