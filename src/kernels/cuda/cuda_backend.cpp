@@ -132,8 +132,7 @@ class CudaBackend final : public Backend {
   }
   Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) override {
     if (uses_fused_attention(device, size.head_dim)) {
-      return cuda::flash_attention_backward_scratch_shape(size.batch, size.n_head, size.seq,
-                                                          size.head_dim, size.dtype, device.index);
+      return cuda::flash_attention_backward_scratch_shape(size.batch, size.n_head, size.seq);
     }
     return cuda::attention_backward_scratch_shape(size.batch, size.n_head, size.seq);
   }

@@ -14,15 +14,19 @@
 // forward, per (sequence, query head, query tile): over the key tiles it
 //   meets, S -> the online softmax (running max m and sum l per row) ->
 //   O += P V; then O / l and lse = m + log l.
-// backward: D_i = dO_i . O_i; per (sequence, KV head, key tile), over its
-//   query heads and the query tiles it meets: S and dP = dO V^T again,
-//   P = exp(S - lse), dS = P (dP - D), dV += P^T dO, dK += dS^T Q, and the
-//   tile's share of dQ, dS K, into its own slot of the scratch; a last
-//   kernel sums each row's slots in key-tile order. S is computed in the
-//   same order in both passes, so backward's P has forward's bits.
+// backward: D_i = dO_i . O_i; then
+//   dK, dV per (sequence, KV head, key tile), over its query heads and the
+//   query tiles it meets: S and dP = dO V^T again, P = exp(S - lse),
+//   dS = P (dP - D), dV += P^T dO, dK += dS^T Q;
+//   dQ per (sequence, query head, query tile), over the key tiles it meets:
+//   S and dP again, dQ += dS K.
+//   Each gradient is one block's running sum in a fixed order (no atomics,
+//   no partial sums in memory), at the cost of computing S and dP twice, as
+//   the tensor-core kernels do. S is computed in forward's order in every
+//   pass, so backward's P has forward's bits.
 // q, k, v, out and their gradients are fp32 or bf16 (E, kernels/elements.h),
 // widened as loaded into the fp32 tiles and registers, each output rounded
-// once; lse and the scratch (D, the dQ shares) stay fp32.
+// once; lse and the scratch (D) stay fp32.
 #include "kernels/cuda/flash_attention.h"
 
 #include <cuda_runtime.h>
@@ -71,9 +75,9 @@ struct ForwardLayout {
         V(Pt + kScoreTile),
         floats(V + row_tile(hsp)) {}
 };
-struct BackwardLayout {
+struct BackwardKvLayout {
   int64_t Qt, dOt, PS, lse, D, K, V, Q, dO, floats;
-  constexpr explicit BackwardLayout(int hsp)
+  constexpr explicit BackwardKvLayout(int hsp)
       : Qt(0),
         dOt(Qt + transposed_tile(hsp)),
         PS(dOt + transposed_tile(hsp)),
@@ -84,6 +88,19 @@ struct BackwardLayout {
         Q(V + row_tile(hsp)),
         dO(Q + row_tile(hsp)),
         floats(dO + row_tile(hsp)) {}
+};
+struct BackwardQLayout {
+  int64_t Qt, dOt, Kt, Vt, dS, lse, D, K, floats;
+  constexpr explicit BackwardQLayout(int hsp)
+      : Qt(0),
+        dOt(Qt + transposed_tile(hsp)),
+        Kt(dOt + transposed_tile(hsp)),
+        Vt(Kt + transposed_tile(hsp)),
+        dS(Vt + transposed_tile(hsp)),
+        lse(dS + kScoreTile),
+        D(lse + kTile),
+        K(D + kTile),
+        floats(K + row_tile(hsp)) {}
 };
 
 // Max and sum over the 16 threads of one score row (lanes tx of one ty: the
@@ -246,17 +263,18 @@ struct Gradients {
   int64_t lddo;
   const float* lse;  // [B, NH, T]
   const float* d;    // [B, NH, T]
+  E* dq;
+  int64_t lddq;
   E* dk;
   int64_t lddk;
   E* dv;
   int64_t lddv;
-  float* dq_parts;  // [key tiles, B*T, NH*HS]
 };
 
 template <int TE, typename E>
 __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands<E> a, Gradients<E> gr) {
   constexpr int HSP = TE * kSide;
-  constexpr BackwardLayout L(HSP);
+  constexpr BackwardKvLayout L(HSP);
   extern __shared__ float4 flash_shared[];
   float* shared = reinterpret_cast<float*>(flash_shared);
   float* Qt = shared + L.Qt;    // [HSP][kTStride], times scale
@@ -272,7 +290,6 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands<E> a, 
   const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
   const int c0 = ty * kPer, r0 = tx * kPer;  // this thread's keys and queries of a score tile
   const int64_t T = a.seq, HS = a.head_dim, NH = a.n_head, n_kv = a.n_head / a.group;
-  const int64_t tokens = gridDim.x / n_kv * T, width = NH * HS;
   const int64_t bg = blockIdx.x, b = bg / n_kv, g = bg % n_kv;
   const int64_t kt = blockIdx.y, j0 = kt * kTile, query_tiles = (T + kTile - 1) / kTile;
   load_tile<HSP>(a.k + b * T * a.ldk + g * HS, a.ldk, j0, T, HS, K, nullptr, 1.0f);
@@ -325,31 +342,6 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands<E> a, 
       store_patch_transposed(PS, r0, c0, ds);
       __syncthreads();
       accumulate_tile_product(PS, c0, Q, tx, dk);  // dK += dS^T Q (times scale at the end)
-      // This key tile's share of dQ (times scale when summed): dS K for
-      // queries ty * 4 + i, columns tx + 16 t.
-      float share[kPer][TE] = {};
-      for (int c = 0; c < kTile; ++c) {
-        float dsc[kPer];
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) dsc[i] = PS[(ty * kPer + i) * kTStride + c];
-#pragma unroll
-        for (int t = 0; t < TE; ++t) {
-          const float ke = K[c * (HSP + 1) + tx + kSide * t];
-#pragma unroll
-          for (int i = 0; i < kPer; ++i) share[i][t] = fmaf(dsc[i], ke, share[i][t]);
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int64_t qi = i0 + ty * kPer + i;
-        if (qi >= T) continue;
-        float* row = gr.dq_parts + (kt * tokens + b * T + qi) * width + h * HS;
-#pragma unroll
-        for (int t = 0; t < TE; ++t) {
-          const int e = tx + kSide * t;
-          if (e < HS) row[e] = share[i][t];
-        }
-      }
     }
   }
 #pragma unroll
@@ -369,20 +361,86 @@ __global__ void __launch_bounds__(kThreads, 1) flash_backward_kv(Operands<E> a, 
   }
 }
 
-// dq[row, col] = scale x the sum, in key-tile order, of the shares of the
-// key tiles that row's query tile meets, rounded once.
-template <typename E>
-__global__ void sum_dq_shares(const float* parts, int64_t tokens, int64_t width, int64_t seq,
-                              int64_t window, float scale, E* dq, int64_t lddq) {
-  const int64_t n = tokens * width;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = idx / width, col = idx % width, qt = (row % seq) / kTile;
-    float sum = 0.0f;
-    for (int64_t kt = first_key_tile(qt, window); kt <= qt; ++kt) {
-      sum += parts[(kt * tokens + row) * width + col];
+// dQ of one (sequence, query head, query tile): the thread's patch is forward's
+// (queries r0 + i, keys c0 + j), S and dP from transposed tiles as forward
+// reads them, dS stored with keys as rows, dQ += dS K over the key tiles in
+// order (queries r0 + i, columns tx + 16 t).
+template <int TE, typename E>
+__global__ void __launch_bounds__(kThreads, 1) flash_backward_q(Operands<E> a, Gradients<E> gr) {
+  constexpr int HSP = TE * kSide;
+  constexpr BackwardQLayout L(HSP);
+  extern __shared__ float4 flash_shared[];
+  float* shared = reinterpret_cast<float*>(flash_shared);
+  float* Qt = shared + L.Qt;    // [HSP][kTStride], times scale
+  float* dOt = shared + L.dOt;  // [HSP][kTStride]
+  float* Kt = shared + L.Kt;    // [HSP][kTStride]
+  float* Vt = shared + L.Vt;    // [HSP][kTStride]
+  float* dS = shared + L.dS;    // [64 keys][kTStride queries]
+  float* lse = shared + L.lse;  // [64] the query tile's
+  float* D = shared + L.D;      // [64]
+  float* K = shared + L.K;      // [64][HSP + 1]
+
+  const int ty = threadIdx.x / kSide, tx = threadIdx.x % kSide;
+  const int r0 = ty * kPer, c0 = tx * kPer;  // this thread's score rows and columns
+  const int64_t T = a.seq, HS = a.head_dim, NH = a.n_head;
+  const int64_t bh = blockIdx.x, b = bh / NH, h = bh % NH, g = h / a.group;
+  const int64_t qt = gridDim.y - 1 - blockIdx.y;  // the tiles with the most keys start first
+  const int64_t i0 = qt * kTile;
+  const E* k = a.k + b * T * a.ldk + g * HS;
+  const E* v = a.v + b * T * a.ldv + g * HS;
+  load_tile<HSP>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, HS, nullptr, Qt, a.scale);
+  load_tile<HSP>(gr.dout + b * T * gr.lddo + h * HS, gr.lddo, i0, T, HS, nullptr, dOt, 1.0f);
+  for (int idx = threadIdx.x; idx < kTile; idx += kThreads) {
+    lse[idx] = i0 + idx < T ? gr.lse[bh * T + i0 + idx] : 0.0f;
+    D[idx] = i0 + idx < T ? gr.d[bh * T + i0 + idx] : 0.0f;
+  }
+
+  float dq[kPer][TE] = {};
+  for (int64_t kt = first_key_tile(qt, a.window); kt <= qt; ++kt) {
+    const int64_t j0 = kt * kTile;
+    __syncthreads();  // the last tile's Kt, Vt, K and dS are read
+    load_tile<HSP>(k, a.ldk, j0, T, HS, K, Kt, 1.0f);
+    load_tile<HSP>(v, a.ldv, j0, T, HS, nullptr, Vt, 1.0f);
+    __syncthreads();
+    float s[kPer][kPer] = {}, dp[kPer][kPer] = {};
+    for (int e = 0; e < HS; ++e) {
+      const float4 qv = load4(Qt + e * kTStride + r0), kv = load4(Kt + e * kTStride + c0);
+      const float4 gv = load4(dOt + e * kTStride + r0), vv = load4(Vt + e * kTStride + c0);
+      const float qe[kPer] = {qv.x, qv.y, qv.z, qv.w}, ke[kPer] = {kv.x, kv.y, kv.z, kv.w};
+      const float ge[kPer] = {gv.x, gv.y, gv.z, gv.w}, ve[kPer] = {vv.x, vv.y, vv.z, vv.w};
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          s[i][j] = fmaf(qe[i], ke[j], s[i][j]);  // forward's order and operands: the same bits
+          dp[i][j] = fmaf(ge[i], ve[j], dp[i][j]);
+        }
+      }
     }
-    dq[row * lddq + col] = narrow<E>(sum * scale);
+    float ds[kPer][kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const bool seen = visible(i0 + r0 + i, j0 + c0 + j, T, a.window);
+        const float p = seen ? expf(s[i][j] - lse[r0 + i]) : 0.0f;
+        ds[i][j] = p * (dp[i][j] - D[r0 + i]);
+      }
+    }
+    store_patch_transposed(dS, c0, r0, ds);
+    __syncthreads();
+    accumulate_tile_product(dS, r0, K, tx, dq);  // dQ += dS K (times scale at the end)
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int64_t qi = i0 + r0 + i;
+    if (qi >= T) continue;
+    E* row = gr.dq + (b * T + qi) * gr.lddq + h * HS;
+#pragma unroll
+    for (int t = 0; t < TE; ++t) {
+      const int e = tx + kSide * t;
+      if (e < HS) row[e] = narrow<E>(dq[i][t] * a.scale);
+    }
   }
 }
 
@@ -412,14 +470,20 @@ void launch_forward(const Operands<E>& a, int64_t batch, E* out, int64_t ldo, fl
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
+// dK and dV over key tiles, then dQ over query tiles.
 template <int TE, typename E>
-void launch_backward_kv(const Operands<E>& a, int64_t batch, const Gradients<E>& gr,
-                        cudaStream_t stream) {
-  const int64_t floats = BackwardLayout(TE * kSide).floats;
-  allow_shared_bytes(flash_backward_kv<TE, E>, floats * sizeof(float));
-  const dim3 grid(static_cast<unsigned>(batch * (a.n_head / a.group)),
-                  static_cast<unsigned>(key_tiles(a.seq)));
-  flash_backward_kv<TE, E><<<grid, kThreads, floats * sizeof(float), stream>>>(a, gr);
+void launch_backward(const Operands<E>& a, int64_t batch, const Gradients<E>& gr,
+                     cudaStream_t stream) {
+  const auto tiles = static_cast<unsigned>(key_tiles(a.seq));
+  const int64_t kv_floats = BackwardKvLayout(TE * kSide).floats;
+  allow_shared_bytes(flash_backward_kv<TE, E>, kv_floats * sizeof(float));
+  const dim3 kv_grid(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles);
+  flash_backward_kv<TE, E><<<kv_grid, kThreads, kv_floats * sizeof(float), stream>>>(a, gr);
+  COLROW_CUDA_CHECK_LAUNCH();
+  const int64_t q_floats = BackwardQLayout(TE * kSide).floats;
+  allow_shared_bytes(flash_backward_q<TE, E>, q_floats * sizeof(float));
+  const dim3 q_grid(static_cast<unsigned>(batch * a.n_head), tiles);
+  flash_backward_q<TE, E><<<q_grid, kThreads, q_floats * sizeof(float), stream>>>(a, gr);
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -431,7 +495,8 @@ bool flash_attention_supports(int64_t head_dim, int device) {
   int optin = 0;
   COLROW_CUDA_CHECK(
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  const int64_t floats = std::max(ForwardLayout(hsp).floats, BackwardLayout(hsp).floats);
+  const int64_t floats = std::max(
+      {ForwardLayout(hsp).floats, BackwardKvLayout(hsp).floats, BackwardQLayout(hsp).floats});
   return floats * static_cast<int64_t>(sizeof(float)) <= optin;
 }
 
@@ -472,21 +537,8 @@ bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device
   return dtype == DType::kBF16 && tensor_core_attention_supports(head_dim, device);
 }
 
-namespace {
-
-// The rows' dO . O, then (the fp32 kernels) the dQ partials.
-int64_t scratch_floats(int64_t batch, int64_t n_head, int64_t seq, int64_t head_dim,
-                       bool tensor_cores) {
-  const int64_t row_dots = batch * n_head * seq;
-  return tensor_cores ? row_dots : row_dots + key_tiles(seq) * batch * seq * n_head * head_dim;
-}
-
-}  // namespace
-
-Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
-                                             int64_t head_dim, DType dtype, int device) {
-  return {scratch_floats(batch, n_head, seq, head_dim,
-                         flash_attention_uses_tensor_cores(dtype, head_dim, device))};
+Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) {
+  return {batch * n_head * seq};
 }
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
@@ -500,10 +552,10 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int device = cuda_device_of(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
   const bool tensor_cores = flash_attention_uses_tensor_cores(
       shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}), d.head_dim, device);
-  const int64_t need = scratch_floats(d.batch, d.n_head, d.seq, d.head_dim, tensor_cores);
-  if (!scratch.is_contiguous() || scratch.numel() < need) {
+  const Shape need = flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq);
+  if (!scratch.is_contiguous() || scratch.numel() < need[0]) {
     attention_fail(what, "scratch " + shape_to_string(scratch.shape()) +
-                             " must be contiguous and hold at least " + shape_to_string({need}));
+                             " must be contiguous and hold at least " + shape_to_string(need));
   }
   check_supported(d, device, what);
   if (tensor_cores) {
@@ -511,36 +563,29 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     return;
   }
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  const int64_t tokens = d.batch * d.seq, rows = tokens * d.n_head;
+  const int64_t tokens = d.batch * d.seq;
   float* row_dots = scratch.data();  // [B, NH, T]
-  float* shares = row_dots + rows;   // [key tiles, B*T, NH*HS]
   with_element_type(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}, [&](auto e) {
     using E = decltype(e);
     launch_rows_dot(elements<E>(dout), dout.row_stride(), elements<E>(out), out.row_stride(),
                     tokens, d.seq, d.n_head, d.head_dim, row_dots, stream);
     const Operands<E> a = operands<E>(q, k, v, d, window);
-    const Gradients<E> gr{elements<E>(dout), dout.row_stride(), lse.data(),
-                          row_dots,          elements<E>(dk),   dk.row_stride(),
-                          elements<E>(dv),   dv.row_stride(),   shares};
+    const Gradients<E> gr{elements<E>(dout), dout.row_stride(), lse.data(),      row_dots,
+                          elements<E>(dq),   dq.row_stride(),   elements<E>(dk), dk.row_stride(),
+                          elements<E>(dv),   dv.row_stride()};
     switch (columns_per_thread(d.head_dim)) {
       case 1:
-        launch_backward_kv<1>(a, d.batch, gr, stream);
+        launch_backward<1>(a, d.batch, gr, stream);
         break;
       case 2:
-        launch_backward_kv<2>(a, d.batch, gr, stream);
+        launch_backward<2>(a, d.batch, gr, stream);
         break;
       case 4:
-        launch_backward_kv<4>(a, d.batch, gr, stream);
+        launch_backward<4>(a, d.batch, gr, stream);
         break;
       default:
-        launch_backward_kv<8>(a, d.batch, gr, stream);
+        launch_backward<8>(a, d.batch, gr, stream);
     }
-    const int64_t width = d.n_head * d.head_dim;
-    const unsigned blocks =
-        std::min<unsigned>(colrow::cuda::blocks_for(tokens * width, 256), 65535u);
-    sum_dq_shares<<<blocks, 256, 0, stream>>>(shares, tokens, width, d.seq, window, a.scale,
-                                              elements<E>(dq), dq.row_stride());
-    COLROW_CUDA_CHECK_LAUNCH();
   });
 }
 

@@ -35,10 +35,8 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 // else on the fp32 kernels, widening bf16 as they load.
 bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device);
 
-// The scratch backward needs: the rows' dO . O, then (the fp32 kernels) one dQ
-// partial per key tile of 64 ([key tiles, batch*seq, n_head*head_dim]), flat.
-Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq,
-                                             int64_t head_dim, DType dtype, int device);
+// The scratch backward needs: the rows' dO . O ([batch, n_head, seq], flat).
+Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq);
 
 // q, k, v, out, lse as given to / produced by flash_attention_forward, window
 // the same; dout: like out -> dq: like q, dk, dv: like k (overwritten).
