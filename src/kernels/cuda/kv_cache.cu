@@ -92,8 +92,11 @@ __global__ void attend_cache(const E* q, int64_t ld_q, const E* k_cache, const E
     out[t * ld_out + h * head_dim + c] = narrow<E>(acc * inv);
   }
   __syncthreads();
-  for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
-    s[j] = j >= first ? s[j] * inv : 0.0f;  // the probabilities
+  // The probabilities over [0, last], zeros for the window's masked keys and
+  // for the step's later positions (kernels/cpu/kv_cache.h's contract).
+  const int64_t step_end = place.start + n_new;
+  for (int64_t j = threadIdx.x; j < step_end; j += blockDim.x) {
+    s[j] = j >= first && j <= last ? s[j] * inv : 0.0f;
   }
 }
 
