@@ -94,6 +94,14 @@ inline int64_t check_cross_entropy_sums(const Tensor& logits_local, const CrossE
   return tokens;
 }
 
+// Label smoothing spreads a / vocab_size over every real class.
+inline void check_smoothing_vocab(const char* what, const CrossEntropyRows& rows) {
+  if (rows.label_smoothing > 0.0f && rows.vocab_size < 1) {
+    cross_entropy_fail(what, "vocab_size " + std::to_string(rows.vocab_size) +
+                                 " must be positive with label smoothing");
+  }
+}
+
 inline int64_t check_cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
                                         const CrossEntropyRows& rows, const Tensor& losses) {
   const char* what = "cross_entropy_loss";
@@ -101,6 +109,7 @@ inline int64_t check_cross_entropy_loss(const Tensor& sum_exp, const Tensor& tar
   check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
   check_target_logit(what, target_logit, rows, tokens);
   check_cross_entropy_vector(what, "losses", losses, tokens);
+  check_smoothing_vocab(what, rows);
   return tokens;
 }
 
@@ -114,6 +123,7 @@ inline int64_t check_cross_entropy_backward(const Tensor& logits_local,
   check_cross_entropy_vector(what, "max", max, tokens);
   check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
   if (dloss != nullptr) check_cross_entropy_vector(what, "dloss", *dloss, tokens);
+  check_smoothing_vocab(what, rows);
   return tokens;
 }
 
