@@ -52,17 +52,11 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-inline float widen(float v) {
-  return v;
-}
-inline float widen(uint16_t bf16) {
-  return bf16_to_float(bf16);
-}
-
 // Weight rows ahead of the one in use that rows_times_weights_t asks memory
-// for. Without it the loop read weights at 9-12 GB/s per core where a plain
-// read streams 30: its multiply-adds per byte keep the out-of-order window
-// from reaching far enough ahead (docs/performance.md, 2026-11-25).
+// for. The loop reads weights from memory at a quarter of a plain read's rate
+// on one thread (bench/few_rows_stream.cpp): memory and its multiply-adds
+// barely overlap. Asking ahead made GPT-2 124M's batch-8 decode 1.2-1.4x
+// faster at 2 threads (docs/performance.md, 2026-11-25).
 constexpr int64_t kPrefetchRows = 2;
 template <typename W>
 inline void prefetch_row(const W* row, int64_t k) {

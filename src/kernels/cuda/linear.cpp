@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
 
 #include "colrow/core/error.h"
@@ -45,7 +46,7 @@ namespace colrow::kernels::cuda {
 namespace {
 
 std::atomic<bool> g_fused_epilogues{true};
-std::atomic<int64_t> g_fused_runs[4] = {};  // by Epilogue
+std::atomic<int64_t> g_fused_runs[std::size(kEpilogues)] = {};  // by Epilogue
 
 void count_fused(Epilogue epilogue) {
   ++g_fused_runs[static_cast<int>(epilogue)];

@@ -22,6 +22,8 @@ bool fused_epilogues();
 // epilogue was refused counts nothing under kGelu, whatever its fallback's
 // bias GEMM counts under kBias.
 enum class Epilogue { kBias, kBiasGrad, kGelu, kGeluGrad };
+constexpr Epilogue kEpilogues[] = {Epilogue::kBias, Epilogue::kBiasGrad, Epilogue::kGelu,
+                                   Epilogue::kGeluGrad};
 int64_t fused_epilogue_runs(Epilogue epilogue);
 
 // y = x w^T + b

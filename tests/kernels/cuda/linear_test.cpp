@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -218,28 +219,22 @@ TEST(CudaLinearTest, Bf16EpiloguesRunInCublasLt) {
     SCOPED_TRACE(fused ? "fused epilogues" : "separate kernels");
     const FusedEpilogues scope(fused);
     using kernels::cuda::Epilogue;
-    const auto runs = [] {
-      std::vector<int64_t> r;
-      for (Epilogue e :
-           {Epilogue::kBias, Epilogue::kBiasGrad, Epilogue::kGelu, Epilogue::kGeluGrad}) {
-        r.push_back(kernels::cuda::fused_epilogue_runs(e));
-      }
-      return r;
-    };
-    const std::vector<int64_t> before = runs();
-    const auto ran = [&](int epilogue) { return runs()[epilogue] - before[epilogue]; };
+    using kernels::cuda::fused_epilogue_runs;
+    std::map<Epilogue, int64_t> before;
+    for (Epilogue e : kernels::cuda::kEpilogues) before[e] = fused_epilogue_runs(e);
+    const auto ran = [&](Epilogue e) { return fused_epilogue_runs(e) - before[e]; };
     const int64_t once = fused ? 1 : 0;
     kernels::cuda::linear_forward(x, w, b, y);
-    EXPECT_EQ(ran(0), once) << "bias";
+    EXPECT_EQ(ran(Epilogue::kBias), once) << "bias";
     kernels::cuda::linear_weight_grads(dy, x, dw, db);
-    EXPECT_EQ(ran(1), once) << "bias gradient";
+    EXPECT_EQ(ran(Epilogue::kBiasGrad), once) << "bias gradient";
     kernels::cuda::linear_gelu_forward(x, w, &b, pre, y);
-    EXPECT_EQ(ran(2), once) << "GELU, bias";
+    EXPECT_EQ(ran(Epilogue::kGelu), once) << "GELU, bias";
     kernels::cuda::linear_gelu_forward(x, w, nullptr, pre, y);
-    EXPECT_EQ(ran(2), 2 * once) << "GELU";
+    EXPECT_EQ(ran(Epilogue::kGelu), 2 * once) << "GELU";
     kernels::cuda::gelu_input_grad(dy, w, pre_in, dx);
-    EXPECT_EQ(ran(3), once) << "GELU gradient";
-    EXPECT_EQ(ran(0), once) << "a GELU call fell back to the bias GEMM";
+    EXPECT_EQ(ran(Epilogue::kGeluGrad), once) << "GELU gradient";
+    EXPECT_EQ(ran(Epilogue::kBias), once) << "a GELU call fell back to the bias GEMM";
   }
 }
 
