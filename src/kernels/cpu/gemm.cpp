@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <string>
 
 #include "colrow/core/bfloat16.h"
 #include "kernels/checks/gemm.h"
@@ -52,61 +54,151 @@ void blas_product(Trans trans_a, Trans trans_b, int64_t m, int64_t n, int64_t k,
               static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// Weight rows ahead of the one in use that rows_times_weights_t asks memory
-// for. The loop reads weights from memory at a quarter of a plain read's rate
-// on one thread (bench/few_rows_stream.cpp): memory and its multiply-adds
-// barely overlap. Asking ahead made GPT-2 124M's batch-8 decode 1.2-1.4x
-// faster at 2 threads (docs/performance.md, 2026-11-25).
-constexpr int64_t kPrefetchRows = 2;
-template <typename W>
-inline void prefetch_row(const W* row, int64_t k) {
-  const char* bytes = reinterpret_cast<const char*>(row);
-  for (int64_t b = 0; b < k * static_cast<int64_t>(sizeof(W)); b += 64)
-    __builtin_prefetch(bytes + b);
+// The few-rows product's vectors, GCC's (and Clang's) vector extensions as
+// wide as the target's registers. Each output sums its products lane by
+// lane, then the lanes in a fixed order (lane_sum): the lanes are fixed when
+// compiled, so the bits do not depend on the thread count or on the other
+// rows in the product (--deterministic holds without blocking); another
+// -march may sum in other lanes.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16, kVectorRegisters = 32;
+#elif defined(__AVX__)
+constexpr int kLanes = 8, kVectorRegisters = 16;
+#else
+constexpr int kLanes = 4, kVectorRegisters = 16;
+#endif
+using FloatLanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Bf16Lanes = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+using BitLanes = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+
+inline FloatLanes load_lanes(const float* p) {
+  FloatLanes v;
+  std::memcpy(&v, p, sizeof v);  // unaligned: views start anywhere
+  return v;
+}
+inline FloatLanes load_lanes(const uint16_t* p) {  // bf16 bits, widened exactly
+  Bf16Lanes bf16;
+  std::memcpy(&bf16, p, sizeof bf16);
+  const BitLanes bits = __builtin_convertvector(bf16, BitLanes) << 16;
+  FloatLanes v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+// Halves added until one lane is left: lane i + kLanes/2 into lane i, and so on.
+inline float lane_sum(FloatLanes v) {
+  float lanes[kLanes];
+  std::memcpy(lanes, &v, sizeof lanes);
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    for (int i = 0; i < half; ++i) lanes[i] += lanes[i + half];
+  }
+  return lanes[0];
 }
 
-// out[i, j] = alpha sum_p x[i, p] w[j, p] + beta out[i, j] for i < m, j < n,
-// with w fp32 or bf16 (its bits), read in place: each weight row crosses
-// memory once and is read from L1 for the other rows, four rows of x at a
-// time sharing each widened weight vector. Each output is one thread's fp32
-// sum, its order fixed when compiled (the omp simd reduction's lanes), so the
-// bits do not depend on the thread count (--deterministic holds without
-// blocking); another build or -march may sum in other lanes.
+// How far ahead of its reads the loop asks memory for weights. The loop
+// multiplies too slowly for the hardware prefetcher to run far enough ahead
+// by itself: on one thread of this machine, GPT-2 124M's weights stream at
+// 5-32 GB/s without it and 7-39 with it, against 37 for a plain read
+// (bench/few_rows_stream.cpp, docs/performance.md 2026-11-25).
+constexpr int64_t kPrefetchBytes = 6144;
+
+// sums[c][r] = sum_p x[r, p] w[c, p] for kRows rows of x and kWeightRows
+// weight rows (fp32 or bf16 bits, read in place): each weight vector is
+// loaded once for all rows, each x vector once for all weight rows.
+template <int kRows, int kWeightRows, typename W>
+inline void dot_tile(int64_t k, const float* x, int64_t ldx, const W* w, int64_t ldw,
+                     float (&sums)[kWeightRows][kRows]) {
+  static_assert(kRows * kWeightRows + kWeightRows + 1 <= kVectorRegisters,
+                "the tile's sums, weights and one x vector fit the registers");
+  FloatLanes acc[kWeightRows][kRows] = {};
+  int64_t p = 0;
+  for (; p + kLanes <= k; p += kLanes) {
+    FloatLanes weights[kWeightRows];
+    for (int c = 0; c < kWeightRows; ++c) {
+      const W* at = w + c * ldw + p;
+      if (p * sizeof(W) % 64 == 0) {  // once per cache line
+        __builtin_prefetch(reinterpret_cast<const char*>(at) + kPrefetchBytes / kWeightRows);
+      }
+      weights[c] = load_lanes(at);
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const FloatLanes xr = load_lanes(x + r * ldx + p);
+      for (int c = 0; c < kWeightRows; ++c) acc[c][r] += xr * weights[c];
+    }
+  }
+  for (int c = 0; c < kWeightRows; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      float sum = lane_sum(acc[c][r]);
+      for (int64_t q = p; q < k; ++q) sum += x[r * ldx + q] * widen(w[c * ldw + q]);
+      sums[c][r] = sum;
+    }
+  }
+}
+
+// out[i, j] = alpha sum_p x[i, p] w[j, p] + beta out[i, j] for kRows rows of
+// x and every j < n, in one pass over w. While the rows of x fit in L1
+// (decoding's shapes but the largest), one weight row at a time; past that,
+// two, so that each x vector read from L2 serves twice the multiply-adds.
+// On one thread of this machine (bench/few_rows_stream.cpp), GPT-2's k 3072:
+// fp32 weights at 4 rows (48 KiB of x) 19 -> 25 GB/s, at 8 rows 10 -> 15-18;
+// bf16 weights gain at 8 rows (5 -> 10-11) but lose at 4 (20 -> 17), hence
+// their threshold twice as high.
+template <int kRows, typename W>
+void rows_times_weights_t(int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
+                          const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
+  constexpr int64_t kPairAboveBytes = (sizeof(W) == sizeof(float) ? 32 : 64) << 10;
+  constexpr int kPair = kRows * 2 + 3 <= kVectorRegisters ? 2 : 1;
+  const int step = kRows * k * static_cast<int64_t>(sizeof(float)) > kPairAboveBytes ? kPair : 1;
+  auto store = [&](int64_t j, int c, const float* sums) {
+    for (int r = 0; r < kRows; ++r) {
+      float& y = out[r * ldc + j + c];
+      y = beta == 0.0f ? alpha * sums[r] : alpha * sums[r] + beta * y;
+    }
+  };
+  const int64_t tiles = (n + step - 1) / step;
+#pragma omp parallel for schedule(static) if (n * k > kParallelElements)
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t j = t * step;
+    if constexpr (kPair == 2) {
+      if (step == 2 && j + 2 <= n) {
+        float sums[2][kRows];
+        dot_tile<kRows, 2>(k, x, ldx, w + j * ldw, ldw, sums);
+        store(j, 0, sums[0]);
+        store(j, 1, sums[1]);
+        continue;
+      }
+    }
+    for (int64_t jj = j; jj < std::min(n, j + step); ++jj) {  // one row at a time
+      float sums[1][kRows];
+      dot_tile<kRows, 1>(k, x, ldx, w + jj * ldw, ldw, sums);
+      store(jj, 0, sums[0]);
+    }
+  }
+}
+
+// The same for m <= kFewRows rows, as a tile of that many rows.
 template <typename W>
 void rows_times_weights_t(int64_t m, int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
                           const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
-  auto store = [&](int64_t i, int64_t j, float sum) {
-    float& y = out[i * ldc + j];
-    y = beta == 0.0f ? alpha * sum : alpha * sum + beta * y;
-  };
-#pragma omp parallel for schedule(static) if (n * k > kParallelElements)
-  for (int64_t j = 0; j < n; ++j) {
-    const W* row = w + j * ldw;
-    if (j + kPrefetchRows < n) prefetch_row(row + kPrefetchRows * ldw, k);
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4) {
-      const float *x0 = x + i * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-      for (int64_t p = 0; p < k; ++p) {
-        const float v = widen(row[p]);
-        s0 += x0[p] * v;
-        s1 += x1[p] * v;
-        s2 += x2[p] * v;
-        s3 += x3[p] * v;
-      }
-      store(i, j, s0);
-      store(i + 1, j, s1);
-      store(i + 2, j, s2);
-      store(i + 3, j, s3);
-    }
-    for (; i < m; ++i) {  // the rows left over, one at a time
-      const float* xi = x + i * ldx;
-      float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t p = 0; p < k; ++p) sum += xi[p] * widen(row[p]);
-      store(i, j, sum);
-    }
+  static_assert(kFewRows == 8, "one case per row count");
+  switch (m) {
+    case 1:
+      return rows_times_weights_t<1>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 2:
+      return rows_times_weights_t<2>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 3:
+      return rows_times_weights_t<3>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 4:
+      return rows_times_weights_t<4>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 5:
+      return rows_times_weights_t<5>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 6:
+      return rows_times_weights_t<6>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 7:
+      return rows_times_weights_t<7>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    case 8:
+      return rows_times_weights_t<8>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
+    default:
+      throw InternalError("[gemm] few-rows product of " + std::to_string(m) + " rows");
   }
 }
 

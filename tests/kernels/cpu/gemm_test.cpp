@@ -374,7 +374,8 @@ TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
 
 // 2 to 8 fp32 rows, and 1 to 8 bf16 ones, against weights stored [n, k]
 // (y = x W^T, decoding) take one dot product per output instead of sgemm
-// (kFewRows): odd n, k below, at and past the vector lanes, from strided
+// (kFewRows): odd n, k below, at and past the vector lanes and one where 8
+// rows of x exceed L1 (weights then go two rows at a time), from strided
 // views (x a column block, W rows padded, c a column block), each scaling:
 // within Higham's bound of the exact result; and the bits do not depend on
 // the thread count. One fp32 row (sgemv) and 9 rows (sgemm) are checked alike.
@@ -382,7 +383,7 @@ TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9}) {
       for (int64_t n : {1, 3, 130}) {
-        for (int64_t k : {1, 15, 16, 33, 300}) {
+        for (int64_t k : {1, 15, 16, 33, 300, 1100}) {  // 1100: 8 rows exceed L1
           const std::string what = std::string(dtype_name(dtype)) + " m=" + std::to_string(m) +
                                    " n=" + std::to_string(n) + " k=" + std::to_string(k);
           SCOPED_TRACE(what);
@@ -408,6 +409,32 @@ TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
             EXPECT_EQ(one_thread, two_threads);
           }
         }
+      }
+    }
+  }
+}
+
+// A row's result in the few-rows product does not depend on the rows beside
+// it: each output sums its own products lane by lane in an order fixed when
+// compiled, whether the row is one of 2 or of 8, and whether the weights go
+// one row at a time or two (k 2100: 8 rows of x exceed L1, 2 do not). So a
+// sequence decodes to the same bits alone or in a batch. fp32 from 2 rows
+// (one row is sgemv's), bf16 from 1; odd n leaves a weight row unpaired.
+TEST(GemmTest, FewRowsGiveEachRowTheSameBitsAtAnyRowCount) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (int64_t k : {int64_t{300}, int64_t{2100}}) {
+      const int64_t n = 131;
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " k=" + std::to_string(k));
+      Tensor x8 = Tensor::empty({8, k}), w_wide = Tensor::empty({n, k + 3});
+      fill_uniform(x8, "rx");
+      fill_uniform(w_wide, "rw");
+      const Tensor x = x8.to(dtype), w = w_wide.to(dtype).slice(1, 0, k);
+      Tensor all = Tensor::empty({8, n});
+      gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, all);
+      for (int64_t m = dtype == DType::kF32 ? 2 : 1; m < 8; ++m) {
+        Tensor some = Tensor::empty({m, n});
+        gemm(Trans::kNo, Trans::kYes, 1.0f, x.slice(0, 8 - m, m), w, 0.0f, some);
+        EXPECT_EQ(some.to_vector(), all.slice(0, 8 - m, m).to_vector()) << "m=" << m;
       }
     }
   }
