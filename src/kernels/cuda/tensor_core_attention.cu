@@ -298,6 +298,10 @@ __global__ void __launch_bounds__(kThreads)
       wmma::load_matrix_sync(o[f], O + f * kFrag, OLD, wmma::mem_row_major);
     }
     add_product<HS>(P, V, o);  // O += P V over the tile's keys
+    // Every lane's loads of O before any lane's store over them: the WMMA
+    // ops wait for the warp's lanes but are not documented as fences, and
+    // the fragments' layout is opaque (found on a CPU emulation under TSan).
+    __syncwarp();
 #pragma unroll
     for (int f = 0; f < KF; ++f) {
       wmma::store_matrix_sync(O + f * kFrag, o[f], OLD, wmma::mem_row_major);
