@@ -2,11 +2,9 @@
 // exit). OpenBLAS 0.3.21's sgemm packs the whole of b first, which costs more
 // than the product itself when a has a few rows (decoding): a product with
 // one fp32 row goes to cblas_sgemv, and 2 to kFewRows rows against a weight
-// stored [n, k] (y = x W^T) to one dot product per output, reading each
-// weight row once: GPT-2 124M's decode steps at tp 1 with 2 threads about
-// 3x faster than through sgemm at batch 2 and 4 and 1.6x at 8; at one thread
-// per rank 1.7x and 1.25x at batch 2 and 4, about even at 8
-// (docs/performance.md, "A few rows without sgemm").
+// stored [n, k] (y = x W^T) to register tiles that read each weight row from
+// memory once (rows_times_weights_t below; docs/performance.md, "A few rows
+// without sgemm").
 // bf16 operands are widened and go to sgemm, except for the products with up
 // to kFewRows rows against a weight stored [n, k], which read the bf16
 // weight as it is, widening each element in registers: the weights then
@@ -21,6 +19,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "colrow/core/bfloat16.h"
 #include "kernels/checks/gemm.h"
@@ -135,7 +134,7 @@ inline void dot_tile(int64_t k, const float* x, int64_t ldx, const W* w, int64_t
 }
 
 // out[i, j] = alpha sum_p x[i, p] w[j, p] + beta out[i, j] for kRows rows of
-// x and every j < n, in one pass over w. While the rows of x fit in L1
+// x and the weight rows j in [j0, j1). While the rows of x fit in L1
 // (decoding's shapes but the largest), one weight row at a time; past that,
 // two, so that each x vector read from L2 serves twice the multiply-adds.
 // On one thread of this machine (bench/few_rows_stream.cpp), GPT-2's k 3072:
@@ -143,63 +142,67 @@ inline void dot_tile(int64_t k, const float* x, int64_t ldx, const W* w, int64_t
 // bf16 weights gain at 8 rows (5 -> 10-11) but lose at 4 (20 -> 17), hence
 // their threshold twice as high.
 template <int kRows, typename W>
-void rows_times_weights_t(int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
-                          const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
+void tile_rows(int64_t j0, int64_t j1, int64_t k, float alpha, const float* x, int64_t ldx,
+               const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
   constexpr int64_t kPairAboveBytes = (sizeof(W) == sizeof(float) ? 32 : 64) << 10;
-  constexpr int kPair = kRows * 2 + 3 <= kVectorRegisters ? 2 : 1;
-  const int step = kRows * k * static_cast<int64_t>(sizeof(float)) > kPairAboveBytes ? kPair : 1;
-  auto store = [&](int64_t j, int c, const float* sums) {
+  constexpr bool kPairs = kRows * 2 + 3 <= kVectorRegisters;
+  const bool pairs = kPairs && kRows * k * static_cast<int64_t>(sizeof(float)) > kPairAboveBytes;
+  auto store = [&](int64_t j, const float* sums) {
     for (int r = 0; r < kRows; ++r) {
-      float& y = out[r * ldc + j + c];
+      float& y = out[r * ldc + j];
       y = beta == 0.0f ? alpha * sums[r] : alpha * sums[r] + beta * y;
     }
   };
-  const int64_t tiles = (n + step - 1) / step;
-#pragma omp parallel for schedule(static) if (n * k > kParallelElements)
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t j = t * step;
-    if constexpr (kPair == 2) {
-      if (step == 2 && j + 2 <= n) {
-        float sums[2][kRows];
-        dot_tile<kRows, 2>(k, x, ldx, w + j * ldw, ldw, sums);
-        store(j, 0, sums[0]);
-        store(j, 1, sums[1]);
-        continue;
-      }
+  int64_t j = j0;
+  if constexpr (kPairs) {
+    for (; pairs && j + 2 <= j1; j += 2) {
+      float sums[2][kRows];
+      dot_tile<kRows, 2>(k, x, ldx, w + j * ldw, ldw, sums);
+      store(j, sums[0]);
+      store(j + 1, sums[1]);
     }
-    for (int64_t jj = j; jj < std::min(n, j + step); ++jj) {  // one row at a time
-      float sums[1][kRows];
-      dot_tile<kRows, 1>(k, x, ldx, w + jj * ldw, ldw, sums);
-      store(jj, 0, sums[0]);
-    }
+  }
+  for (; j < j1; ++j) {
+    float sums[1][kRows];
+    dot_tile<kRows, 1>(k, x, ldx, w + j * ldw, ldw, sums);
+    store(j, sums[0]);
   }
 }
 
-// The same for m <= kFewRows rows, as a tile of that many rows.
+// Rows of x per tile: a tile's sums stay in registers up to this many.
+constexpr int64_t kTileRows = 8;
+// Weight bytes per block: more rows of x than a tile holds go over a block
+// in tiles one after another, the block read from memory by the first and
+// from L2 by the others.
+constexpr int64_t kWeightBlockBytes = 96 << 10;
+
+// The same for 1 <= m <= kFewRows rows of x and every j < n: the weight rows
+// in blocks, threads over the blocks, each block's rows of x in tiles of up
+// to kTileRows. An output's sum is its own tile's, whichever tile and thread.
+template <typename W, size_t... kRows>
+void rows_times_weights_t(std::index_sequence<kRows...>, int64_t m, int64_t n, int64_t k,
+                          float alpha, const float* x, int64_t ldx, const W* w, int64_t ldw,
+                          float beta, float* out, int64_t ldc) {
+  using Tile = void (*)(int64_t, int64_t, int64_t, float, const float*, int64_t, const W*, int64_t,
+                        float, float*, int64_t);
+  static constexpr Tile kTiles[] = {&tile_rows<static_cast<int>(kRows) + 1, W>...};
+  const int64_t block =
+      std::max<int64_t>(2, kWeightBlockBytes / (k * static_cast<int64_t>(sizeof(W))) / 2 * 2);
+  const int64_t blocks = ceil_div(n, block);
+#pragma omp parallel for schedule(static) if (n * k > kParallelElements)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t j0 = b * block, j1 = std::min(n, j0 + block);
+    for (int64_t i = 0; i < m; i += kTileRows) {
+      const int64_t rows = std::min(kTileRows, m - i);
+      kTiles[rows - 1](j0, j1, k, alpha, x + i * ldx, ldx, w, ldw, beta, out + i * ldc, ldc);
+    }
+  }
+}
 template <typename W>
 void rows_times_weights_t(int64_t m, int64_t n, int64_t k, float alpha, const float* x, int64_t ldx,
                           const W* w, int64_t ldw, float beta, float* out, int64_t ldc) {
-  static_assert(kFewRows == 8, "one case per row count");
-  switch (m) {
-    case 1:
-      return rows_times_weights_t<1>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 2:
-      return rows_times_weights_t<2>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 3:
-      return rows_times_weights_t<3>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 4:
-      return rows_times_weights_t<4>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 5:
-      return rows_times_weights_t<5>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 6:
-      return rows_times_weights_t<6>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 7:
-      return rows_times_weights_t<7>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    case 8:
-      return rows_times_weights_t<8>(n, k, alpha, x, ldx, w, ldw, beta, out, ldc);
-    default:
-      throw InternalError("[gemm] few-rows product of " + std::to_string(m) + " rows");
-  }
+  rows_times_weights_t(std::make_index_sequence<kTileRows>(), m, n, k, alpha, x, ldx, w, ldw, beta,
+                       out, ldc);
 }
 
 // c32 = alpha a w^T + beta c32 for a few rows of a against w [n, k] in its own

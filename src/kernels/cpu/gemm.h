@@ -29,13 +29,14 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
 constexpr int64_t kInvariantBlock = 256;
 
 // Up to this many rows of a (from 2 in fp32, where one row is sgemv's), a
-// product against weights stored [n, k] (the decode products) runs one dot
-// product per output, reading each weight row once (bf16 widened in
-// registers), and so does kv_cache.cpp's bf16 P V on the cached values.
-// Above, sgemm is faster (its blocking reuses each element across rows, and
-// bf16 operands are widened whole first); at 8 fp32 rows on one thread the
-// two are about even (docs/performance.md, "A few rows without sgemm").
-constexpr int64_t kFewRows = 8;
+// product against weights stored [n, k] (the decode products) runs as
+// register tiles of up to 8 rows over blocks of weight rows: each weight row
+// read from memory once, bf16 widened in registers. OpenBLAS's sgemm packs
+// the whole weight first and splits few rows badly over its threads: GPT-2
+// 124M's decode steps are 1.2-3x faster this way at batch 8 to 32 and still
+// 1.13x at 64 in one round, where sgemm takes over (docs/performance.md,
+// "A few rows without sgemm").
+constexpr int64_t kFewRows = 32;
 void set_thread_invariant_gemm(bool on);
 
 // 2 m n k: the floating-point operations of one such product.

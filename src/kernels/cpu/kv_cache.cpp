@@ -25,6 +25,11 @@
 namespace colrow::kernels::cpu {
 namespace {
 
+// Query rows up to which a bf16 P V reads the cached values in place (below);
+// more widen the head's values once for sgemm. Measured at up to 8 rows, as
+// gemm.h's few-rows products were then.
+constexpr int64_t kFewValueRows = 8;
+
 // Scores for keys [0, last] of one query: the softmax of the visible ones,
 // [first, last], zeros before and after.
 void causal_softmax(float* row, int64_t first, int64_t last, int64_t end) {
@@ -128,7 +133,7 @@ void cached_attention(const Tensor& q, const Tensor& k_cache, const Tensor& v_ca
     Tensor o = out.slice(0, b * n + r0, m).slice(1, h * hs, hs);
     if (o.dtype() == DType::kF32) {
       gemm(Trans::kNo, Trans::kNo, 1.0f, s, v, 0.0f, o);
-    } else if (m <= kFewRows) {
+    } else if (m <= kFewValueRows) {
       bf16_probabilities_times_values(s, v, o);
     } else {
       Tensor o_wide = Tensor::empty({m, hs});

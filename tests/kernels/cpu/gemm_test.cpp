@@ -24,6 +24,7 @@ namespace colrow {
 namespace {
 
 using kernels::cpu::gemm;
+using kernels::cpu::kFewRows;
 using kernels::cpu::Trans;
 
 constexpr double kUnitRoundoff = 1.0 / (1 << 24);  // fp32: u = 2^-24
@@ -375,13 +376,14 @@ TEST(GemmTest, Bf16RowsTimesWeightsReadTheWeightsNatively) {
 // 2 to 8 fp32 rows, and 1 to 8 bf16 ones, against weights stored [n, k]
 // (y = x W^T, decoding) take one dot product per output instead of sgemm
 // (kFewRows): odd n, k below, at and past the vector lanes and one where 8
-// rows of x exceed L1 (weights then go two rows at a time), from strided
+// rows of x exceed L1 (weights then go two rows at a time), rows in one tile
+// of up to 8 and in several, from strided
 // views (x a column block, W rows padded, c a column block), each scaling:
 // within Higham's bound of the exact result; and the bits do not depend on
-// the thread count. One fp32 row (sgemv) and 9 rows (sgemm) are checked alike.
+// the thread count. One fp32 row (sgemv) and 33 rows (sgemm) are checked alike.
 TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
-    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 32, 33}) {
       for (int64_t n : {1, 3, 130}) {
         for (int64_t k : {1, 15, 16, 33, 300, 1100}) {  // 1100: 8 rows exceed L1
           const std::string what = std::string(dtype_name(dtype)) + " m=" + std::to_string(m) +
@@ -405,7 +407,7 @@ TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
                 what + " alpha=" + std::to_string(sc.alpha) + " beta=" + std::to_string(sc.beta));
           }
           const auto [one_thread, two_threads] = at_one_and_two_threads(1.0f, x, w, 0.0f, c0);
-          if (m <= 8 && (m >= 2 || dtype == DType::kBF16)) {
+          if (m <= kFewRows && (m >= 2 || dtype == DType::kBF16)) {
             EXPECT_EQ(one_thread, two_threads);
           }
         }
@@ -416,25 +418,30 @@ TEST(GemmTest, FewRowsTimesWeightsTakeOneDotProductPerOutput) {
 
 // A row's result in the few-rows product does not depend on the rows beside
 // it: each output sums its own products lane by lane in an order fixed when
-// compiled, whether the row is one of 2 or of 8, and whether the weights go
-// one row at a time or two (k 2100: 8 rows of x exceed L1, 2 do not). So a
-// sequence decodes to the same bits alone or in a batch. fp32 from 2 rows
-// (one row is sgemv's), bf16 from 1; odd n leaves a weight row unpaired.
+// compiled, whether the row is one of 2 or of 32, in the first tile of 8
+// rows or a later one, and whether the weights go one row at a time or two
+// (k 2100: 8 rows of x exceed L1, 2 do not). So a sequence decodes to the
+// same bits alone or in a batch. fp32 from 2 rows (one row is sgemv's), bf16
+// from 1; odd n leaves a weight row unpaired and n 131 at k 2100 spans
+// several weight blocks.
 TEST(GemmTest, FewRowsGiveEachRowTheSameBitsAtAnyRowCount) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     for (int64_t k : {int64_t{300}, int64_t{2100}}) {
-      const int64_t n = 131;
+      const int64_t n = 131, rows = kFewRows;
       SCOPED_TRACE(std::string(dtype_name(dtype)) + " k=" + std::to_string(k));
-      Tensor x8 = Tensor::empty({8, k}), w_wide = Tensor::empty({n, k + 3});
-      fill_uniform(x8, "rx");
+      Tensor x_all = Tensor::empty({rows, k}), w_wide = Tensor::empty({n, k + 3});
+      fill_uniform(x_all, "rx");
       fill_uniform(w_wide, "rw");
-      const Tensor x = x8.to(dtype), w = w_wide.to(dtype).slice(1, 0, k);
-      Tensor all = Tensor::empty({8, n});
+      const Tensor x = x_all.to(dtype), w = w_wide.to(dtype).slice(1, 0, k);
+      Tensor all = Tensor::empty({rows, n});
       gemm(Trans::kNo, Trans::kYes, 1.0f, x, w, 0.0f, all);
-      for (int64_t m = dtype == DType::kF32 ? 2 : 1; m < 8; ++m) {
-        Tensor some = Tensor::empty({m, n});
-        gemm(Trans::kNo, Trans::kYes, 1.0f, x.slice(0, 8 - m, m), w, 0.0f, some);
-        EXPECT_EQ(some.to_vector(), all.slice(0, 8 - m, m).to_vector()) << "m=" << m;
+      for (int64_t m = dtype == DType::kF32 ? 2 : 1; m < rows; ++m) {
+        for (int64_t first : {int64_t{0}, rows - m}) {
+          Tensor some = Tensor::empty({m, n});
+          gemm(Trans::kNo, Trans::kYes, 1.0f, x.slice(0, first, m), w, 0.0f, some);
+          EXPECT_EQ(some.to_vector(), all.slice(0, first, m).to_vector())
+              << "m=" << m << " first=" << first;
+        }
       }
     }
   }
