@@ -2,7 +2,9 @@
 //   - bitwise on small-integer data, where every partial sum is exact whatever
 //     the order, at sizes that are not multiples of anything (1, 3, 17, 1001)
 //     and across several slots (chunking);
-//   - within fp32 rounding of a double sum on random data;
+//   - on random data, bitwise equal to the ranks' values added in rank order,
+//     and within fp32 rounding of Open MPI's own all-reduce (whose order is
+//     its own);
 //   - bitwise equal to itself across repeated calls, across thread counts and
 //     across ranks (one rank reduces each element, in rank order);
 //   - back-to-back collectives of every kind, which reuse the two slot sets.
@@ -199,6 +201,20 @@ TEST_F(ShmCommunicatorTest, RandomSumsAddTheRanksInOrder) {
   Tensor x = input.clone();
   shm->all_reduce_sum(x);
   EXPECT_EQ(x.to_vector(), expected);
+  // Open MPI may add in another order (a tree, a ring): each of the R - 1
+  // additions rounds once, so two orders differ by at most
+  // 2 (R - 1) u sum |x_r| (u = 2^-24), which bounds every element here.
+  Tensor by_mpi = input.clone();
+  mpi->all_reduce_sum(by_mpi);
+  Tensor magnitude = input.clone();
+  for (int64_t k = 0; k < n; ++k) magnitude.data()[k] = std::fabs(magnitude.data()[k]);
+  mpi->all_reduce_sum(magnitude);
+  const double u = std::ldexp(1.0, -24);
+  for (int64_t k = 0; k < n; ++k) {
+    ASSERT_NEAR(x.data()[k], by_mpi.data()[k],
+                2.0 * (mpi->size() - 1) * u * magnitude.data()[k] * (1 + 1e-6))
+        << "element " << k;
+  }
 
   Tensor scattered = Tensor::empty({n / shm->size()});
   const Tensor full = randoms(shm->rank(), (n / shm->size()) * shm->size(), 12);
