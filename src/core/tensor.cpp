@@ -8,14 +8,10 @@
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
 #include "core/device_runtime.h"
+#include "core/parallel_threshold.h"
 
 namespace colrow {
 namespace {
-
-// Below this many elements a dtype conversion runs on one thread: OpenMP's
-// fork and join cost more than threads save (the CPU kernels' threshold,
-// kernels/cpu/parallel.h, which core does not include: kernels build on core).
-constexpr int64_t kParallelConvertElements = int64_t{1} << 15;
 
 std::vector<int64_t> contiguous_strides(const Shape& shape) {
   std::vector<int64_t> strides(shape.size());
@@ -272,12 +268,12 @@ void Tensor::convert_from(const Tensor& src) {
   if (src.dtype_ == DType::kF32) {
     const float* x = src.data();
     uint16_t* y = bf16_data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelConvertElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
     for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(x[i]);
   } else {
     const uint16_t* x = src.bf16_data();
     float* y = data();
-#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelConvertElements)
+#pragma omp parallel for simd schedule(static) if (parallel : n > kParallelElements)
     for (int64_t i = 0; i < n; ++i) y[i] = bf16_to_float(x[i]);
   }
 }

@@ -7,7 +7,7 @@
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
-#include "kernels/cpu/parallel.h"
+#include "core/parallel_threshold.h"
 
 namespace colrow::safetensors {
 namespace {
@@ -96,13 +96,13 @@ void decode_to_f32(Encoding encoding, const void* src, int64_t n, float* dst) {
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
     case Encoding::kF16:
-#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
+#pragma omp parallel for schedule(static) if (n > kParallelElements)
       for (int64_t i = 0; i < n; ++i) {
         dst[i] = f16_to_f32(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
       }
       return;
     case Encoding::kBF16:
-#pragma omp parallel for schedule(static) if (n > kernels::cpu::kParallelElements)
+#pragma omp parallel for schedule(static) if (n > kParallelElements)
       for (int64_t i = 0; i < n; ++i) {
         dst[i] = bf16_to_float(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
       }

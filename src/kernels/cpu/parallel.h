@@ -1,7 +1,6 @@
 // How the CPU kernels split their work over OpenMP threads. Two rules:
-//   - below kParallelElements elements of work, OpenMP's fork and join cost
-//     more than the threads save (measured on the element-wise kernels; one
-//     threshold for all of them);
+//   - below kParallelElements elements of work (core/parallel_threshold.h),
+//     OpenMP's fork and join cost more than the threads save;
 //   - every sum is split by the shape of the data, never by the thread count
 //     or the schedule: fixed-size chunks and row blocks, partial sums added in
 //     chunk / block order. The same inputs give the same bits on 1 thread or 16.
@@ -16,9 +15,11 @@
 #include <omp.h>
 #endif
 
+#include "core/parallel_threshold.h"
+
 namespace colrow::kernels::cpu {
 
-constexpr int64_t kParallelElements = int64_t{1} << 15;
+using colrow::kParallelElements;
 
 // Rows (tokens) per block when a kernel sums over rows (bias and norm parameter
 // gradients): a partial sum per block, then the partials in block order. Up to
