@@ -11,11 +11,13 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cli.h"
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/infer/generator.h"
@@ -79,11 +81,14 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, /*pp=*/1, /*dp=*/1, placement.device, placement.comm);
+  phase.emplace("model parameters");
   GptModel model(mesh.tp(), config, o.seed);
   if (checkpoint) load_checkpoint(model, o.model);
   model.to(placement.device);
   model.set_compute_dtype(placement.dtype);
+  phase.emplace("decoding (KV cache and activations)");
 
   std::mt19937_64 gen(o.seed);
   std::vector<std::vector<int32_t>> prompts(o.batch, std::vector<int32_t>(o.prompt_len));

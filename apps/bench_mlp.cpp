@@ -16,9 +16,11 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "cli.h"
+#include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
@@ -158,7 +160,9 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
+  std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, /*pp=*/1, o.dp, device, placement.comm);
+  phase.emplace("the MLPs' weights, activations and gradients");
   const Tensor x_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.x");
   const Tensor dy_host = random_tensor({o.tokens, o.d_model}, o.seed, "bench.dy");
 

@@ -1,5 +1,5 @@
 // The flags every verb shares for where and how it runs: --device, --comm,
-// --tf32, --attention, --epilogues, --deterministic, --dtype.
+// --comm-timeout, --tf32, --attention, --epilogues, --deterministic, --dtype.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -17,6 +17,11 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
                   "How tensors cross ranks. CPU: auto (shared memory among ranks on one node, "
                   "Open MPI across nodes), shm or mpi. GPU: auto (NCCL when each rank has "
                   "its own GPU, host-staged MPI otherwise), nccl or staged")
+      ->capture_default_str();
+  verb.add_option("--comm-timeout", o.comm_timeout,
+                  "Seconds a wait for the GPU may last before the run stops with an error "
+                  "instead of hanging (a collective whose other ranks never came: a rank that "
+                  "stopped, a network fault); NCCL's asynchronous errors end it at once")
       ->capture_default_str();
   verb.add_flag("--tf32", o.tf32, "Allow TF32 tensor cores in fp32 GEMMs (GPU; off by default)");
   verb.add_option("--attention", o.attention,

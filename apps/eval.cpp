@@ -71,8 +71,9 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
   // over it are exactly the windows described above.
   const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));
 
+  std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
-  std::optional<MemoryPhase> phase(std::in_place, "model parameters");
+  phase.emplace("model parameters");
   GptModel model(mesh.tp(), config,
                  pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers),
                  /*seed=*/0, /*sequence_parallel=*/false);

@@ -98,8 +98,9 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
 
+  std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
-  std::optional<MemoryPhase> phase(std::in_place, "model parameters");
+  phase.emplace("model parameters");
   GptModel model(mesh.tp(), config,
                  pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), stage_layers),
                  /*seed=*/0, /*sequence_parallel=*/false);

@@ -2,6 +2,7 @@
 #include "colrow/runtime/placement.h"
 
 #include "colrow/core/error.h"
+#include "core/host_wait.h"
 #include "kernels/backend.h"
 
 namespace colrow {
@@ -44,6 +45,7 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
     p.device = asked;
   }
   check_comm_kind(p.comm, p.device);
+  set_host_wait_timeout(options.comm_timeout);
   p.tf32 = options.tf32;
   p.dtype = parse_dtype("--dtype", options.dtype);
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);

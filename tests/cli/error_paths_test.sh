@@ -2,7 +2,7 @@
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
 # ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
 # a non-positive --tokens, and bad --device / --comm / --tf32 / --attention choices (a GPU
-# asked for where there is none) each exit non-zero, print exactly one line
+# asked for where there is none, through every verb that takes --device) each exit non-zero, print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
 # Usage: error_paths_test.sh <path-to-colrow> <mpiexec>
 set -u
@@ -36,8 +36,9 @@ show_output() {
   echo "----" >&2
 }
 
-# run_case NAME ARGS...: runs `colrow bench mlp ARGS` on $np ranks and checks the
+# run_case NAME ARGS...: runs `colrow $verb ARGS` on $np ranks and checks the
 # shape of the failure; sets $message to the one message every rank printed.
+verb="bench mlp"
 run_case() {
   case_name=$1
   shift
@@ -46,10 +47,10 @@ run_case() {
   start=$(date +%s)
   # --quiet keeps mpiexec's own "job aborted" banner out of stderr.
   timeout "$limit_s" "$mpiexec" -np "$np" --quiet --oversubscribe --bind-to none \
-    "$colrow" bench mlp "$@" >"$work/out" 2>"$work/err"
+    "$colrow" $verb "$@" >"$work/out" 2>"$work/err"
   status=$?
   elapsed=$(($(date +%s) - start))
-  echo "[$case_name] exit status $status after ${elapsed}s: colrow bench mlp $*"
+  echo "[$case_name] exit status $status after ${elapsed}s: colrow $verb $*"
 
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
     fail "did not finish within ${limit_s}s (a rank hangs)"
@@ -129,6 +130,8 @@ run_case comm-name --d-model 48 --tokens 8 --comm gloo
 expect_in_message "[dist] comm (gloo) must be auto, mpi, shm, nccl or staged."
 run_case comm-for-gpu-on-cpu --d-model 48 --tokens 8 --comm nccl
 expect_in_message "[dist] comm (nccl) carries GPU tensors, but device is cpu. Use --comm auto, mpi or shm on the CPU."
+run_case comm-timeout --d-model 48 --tokens 8 --comm-timeout 0
+expect_in_message "[device] comm_timeout (0 s) must be a positive number of seconds."
 run_case tf32-on-cpu --d-model 48 --tokens 8 --tf32
 expect_in_message "[device] tf32 applies to fp32 GEMMs on a GPU"
 run_case attention-name --d-model 48 --tokens 8 --attention flash
@@ -143,6 +146,21 @@ else
   run_case no-gpu --d-model 48 --tokens 8 --device cuda
   expect_in_message "[device] "
   expect_in_message "use --device cpu"
+  # Every verb checks the device before it reads its data or builds anything:
+  # train before it reads the corpus, eval and generate before the weights
+  # (a config.json alone gets there).
+  mkdir -p "$work/model"
+  printf '%s' '{"model_type": "gpt2", "n_embd": 48, "n_head": 4, "n_layer": 1, "n_positions": 64, "vocab_size": 256}' \
+    > "$work/model/config.json"
+  for verb in "train --model gpt2-byte-small --steps 1 --dp 3" \
+              "eval --model $work/model --tokens $work/no-such-tokens.bin --seq-len 8 --dp 3" \
+              "generate --model $work/model --prompt hi --dp 3" \
+              "bench decode --model gpt2-byte-small"; do
+    run_case "no-gpu ${verb%% --*}" --device cuda
+    expect_in_message "[device] "
+    expect_in_message "use --device cpu"
+  done
+  verb="bench mlp"
 fi
 
 if [ "$failures" -ne 0 ]; then

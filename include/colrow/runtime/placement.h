@@ -22,6 +22,7 @@ struct DeviceOptions {
   std::string attention = "auto";  // auto | fused | plain: the causal attention kernel
   std::string epilogues = "fused";  // fused | separate: GEMM epilogues (GPUs)
   std::string dtype = "fp32";      // fp32 | bf16: the layers' compute dtype (mixed precision)
+  double comm_timeout = 600.0;     // seconds a host wait for a GPU may last (core/host_wait.h)
 };
 
 // The resolved choice.
@@ -42,7 +43,8 @@ struct Launch {
 // Parses and checks `options`; "cuda" picks GPU local_rank mod the GPUs
 // visible. ConfigError (never a silent CPU run) when a GPU is asked for and
 // none can be used, --tf32 is given for the CPU, or --attention names no
-// kernel the device has. Applies the TF32 and attention choices.
+// kernel the device has, or --comm-timeout is not a positive number of seconds.
+// Applies the TF32, attention and timeout choices.
 Placement resolve_placement(const DeviceOptions& options, int local_rank);
 
 // Peak dense FLOP/s of `device` for GEMMs in the placement's dtype (fp32:

@@ -19,6 +19,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "core/device_runtime.h"
+#include "core/host_wait.h"
 
 namespace colrow {
 
@@ -36,23 +37,40 @@ std::atomic<size_t> g_host_waits{0};
 // The GPU whose compute stream is being captured, or -1: one capture at a
 // time per process (a rank drives one GPU).
 std::atomic<int> g_capturing{-1};
-}  // namespace
 
-void wait_for_stream(cudaStream_t stream) {
-  ++g_host_waits;
-  COLROW_CUDA_CHECK(cudaStreamSynchronize(stream));
-}
-
-void wait_for_event(cudaEvent_t event) {
-  const cudaError_t state = cudaEventQuery(event);
-  if (state == cudaSuccess) return;
-  if (state != cudaErrorNotReady) COLROW_CUDA_CHECK(state);
+// A stream or event query's answer: done, not yet, or an error (thrown).
+bool finished(cudaError_t state, const char* query) {
+  if (state == cudaSuccess) return true;
+  if (state != cudaErrorNotReady) throw_cuda_error(state, query, __FILE__, __LINE__);
   // "Not ready" is an answer, not an error: clear it, or the next launch
   // check (cudaGetLastError) would report it (PyTorch's CUDAEvent::query
   // does the same).
   (void)cudaGetLastError();
+  return false;
+}
+
+std::string current_device_name() {
+  int device = -1;
+  cudaGetDevice(&device);
+  return "cuda:" + std::to_string(device);
+}
+
+}  // namespace
+
+// Both poll (core/host_wait.h) instead of blocking in the driver: a wait for
+// an NCCL collective whose peers never come ends in an error, not a hang.
+void wait_for_stream(cudaStream_t stream) {
+  ++g_host_waits;  // counted even when the stream is idle: the caller asked to wait
+  if (finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)")) return;
+  wait_until([stream] { return finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)"); },
+             "a stream of " + current_device_name());
+}
+
+void wait_for_event(cudaEvent_t event) {
+  if (finished(cudaEventQuery(event), "cudaEventQuery(event)")) return;  // not a wait
   ++g_host_waits;
-  COLROW_CUDA_CHECK(cudaEventSynchronize(event));
+  wait_until([event] { return finished(cudaEventQuery(event), "cudaEventQuery(event)"); },
+             "an event on " + current_device_name());
 }
 
 cudaStream_t compute_stream(int device) {

@@ -19,6 +19,7 @@
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
+#include "core/host_wait.h"
 
 namespace colrow {
 namespace {
@@ -155,6 +156,45 @@ class NcclCommunicator::SendQueue::HeldSend final : public PendingCollective {
   uint64_t ticket_;
 };
 
+// What a host wait asks of this communicator while its GPU work is queued
+// (core/host_wait.h): NCCL's asynchronous error (a peer gone, a network
+// fault), and, once any wait has failed or timed out, ncclCommAbort, which
+// makes this communicator's queued kernels return so that the stream drains
+// and the process can report and end. An aborted communicator takes no more
+// calls (live_comm) and is not destroyed again.
+class NcclCommunicator::Watch final : public WaitWatcher {
+ public:
+  Watch(ncclComm* comm, std::string name, std::shared_ptr<SendQueue> sends)
+      : comm_(comm), name_(std::move(name)), sends_(std::move(sends)) {}
+
+  std::string failure() override {
+    if (aborted_) return "";
+    ncclResult_t state = ncclSuccess;
+    if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) return "";  // no answer: ask again
+    if (state == ncclSuccess || state == ncclInProgress) return "";
+    std::string message = ncclGetErrorString(state);
+    const char* last = ncclGetLastError(comm_);
+    if (last != nullptr && last[0] != '\0') message += ": " + std::string(last);
+    return "[nccl] " + name_ + " failed on world rank " + std::to_string(world_rank()) + ": " +
+           message;
+  }
+
+  void abort() override {
+    if (aborted_) return;
+    aborted_ = true;
+    sends_->detach();  // held sends would reach the freed communicator
+    (void)ncclCommAbort(comm_);
+  }
+
+  bool aborted() const { return aborted_; }
+
+ private:
+  ncclComm* comm_;
+  std::string name_;
+  std::shared_ptr<SendQueue> sends_;
+  bool aborted_ = false;
+};
+
 NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device device,
                                    bool side_stream)
     : DeviceGroupCommunicator(std::move(host), device, "NcclCommunicator"),
@@ -195,10 +235,17 @@ NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> host, Device de
   }
   comm_ = comm;
   sends_ = std::make_shared<SendQueue>(comm_, this->device());
+  watch_ = std::make_unique<Watch>(comm_, name(), sends_);
+  add_wait_watcher(watch_.get());
 }
 
 NcclCommunicator::~NcclCommunicator() {
   if (comm_ == nullptr) return;
+  remove_wait_watcher(watch_.get());
+  if (watch_->aborted()) {  // a failed wait freed it (its sends were dropped then)
+    if (side_ != nullptr) cudaStreamDestroy(side_);
+    return;
+  }
   if (std::uncaught_exceptions() == 0) {
     try {
       sends_->issue();  // in the order started, before the communicator goes
@@ -218,6 +265,14 @@ NcclCommunicator::~NcclCommunicator() {
     ncclCommDestroy(comm_);
   }
   if (side_ != nullptr) cudaStreamDestroy(side_);  // freed once its queued work is done
+}
+
+ncclComm* NcclCommunicator::live_comm() const {
+  if (watch_->aborted()) {
+    throw BackendError("[nccl] " + name() + " was aborted after a failed or timed-out wait (" +
+                       "see the first error); it takes no more collectives.");
+  }
+  return comm_;
 }
 
 cudaStream_t NcclCommunicator::stream() const {
@@ -295,14 +350,14 @@ void NcclCommunicator::device_all_reduce(Tensor& x, Reduction reduction) {
   sends_->issue();  // held sends go first: every rank's NCCL calls keep program order
   const ncclRedOp_t op = reduction == Reduction::kSum ? ncclSum : ncclMax;
   COLROW_NCCL_CHECK(ncclAllReduce(x.raw_data(), x.raw_data(), static_cast<size_t>(x.numel()),
-                                  nccl_type(x), op, comm_, stream()));
+                                  nccl_type(x), op, live_comm(), stream()));
 }
 
 void NcclCommunicator::device_all_gather(const Tensor& in, Tensor& out) {
   sends_->issue();
   // in: [n, ...] -> out: [size*n, ...], rank r's block at r*n
   COLROW_NCCL_CHECK(ncclAllGather(in.data(), out.data(), static_cast<size_t>(in.numel()), ncclFloat,
-                                  comm_, stream()));
+                                  live_comm(), stream()));
 }
 
 void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) {
@@ -310,22 +365,24 @@ void NcclCommunicator::device_reduce_scatter_sum(const Tensor& in, Tensor& out) 
   // in: [size*n, ...] -> out: [n, ...], this rank's block of the sum
   COLROW_NCCL_CHECK(ncclReduceScatter(in.raw_data(), out.raw_data(),
                                       static_cast<size_t>(out.numel()), nccl_type(in), ncclSum,
-                                      comm_, stream()));
+                                      live_comm(), stream()));
 }
 
 void NcclCommunicator::device_broadcast(Tensor& x, int root) {
   sends_->issue();
   COLROW_NCCL_CHECK(ncclBroadcast(x.data(), x.data(), static_cast<size_t>(x.numel()), ncclFloat,
-                                  root, comm_, stream()));
+                                  root, live_comm(), stream()));
 }
 
 std::unique_ptr<PendingCollective> NcclCommunicator::device_start_send(const Tensor& x, int dst,
                                                                        int /*tag*/) {
+  (void)live_comm();  // refused once aborted
   // NCCL has no tags: the per-peer order of posting is the matching rule.
   return std::make_unique<SendQueue::HeldSend>(sends_, sends_->push(x, dst));
 }
 
 void NcclCommunicator::device_recv(Tensor& x, int src, int /*tag*/) {
+  (void)live_comm();  // a detached queue would return without receiving
   sends_->issue(&x, src);  // with the held sends: both neighbours may have sent first
 }
 

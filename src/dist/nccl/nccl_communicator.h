@@ -24,6 +24,10 @@
 // ranks match in the order posted, so receives must follow the peer's send
 // order (true when each direction carries one tag), and counts must agree
 // (the staged and MPI backends check them).
+// A host wait for the GPU (a copy to the host, a synchronize) polls this
+// communicator's asynchronous error and ends in BackendError instead of a
+// hang, aborting it, when a peer is gone or --comm-timeout passes
+// (core/host_wait.h, PyTorch's NCCL watchdog).
 // Two implementations of make_nccl_communicator, chosen by CMake:
 // dist/nccl (NCCL) and dist/no_nccl (a CPU-only build: a ConfigError saying
 // how to rebuild). This header names no NCCL or CUDA type, so both can use it.
@@ -70,10 +74,15 @@ class NcclCommunicator final : public DeviceGroupCommunicator {
   // Builds a new NCCL communicator over the split MPI group.
   std::unique_ptr<Communicator> over(std::unique_ptr<Communicator> host) override;
 
+  // comm_, or BackendError once a failed host wait has aborted it.
+  ncclComm* live_comm() const;
+
   class SendQueue;  // the sends held back (see above), shared with their handles
+  class Watch;      // what host waits ask of it (core/host_wait.h)
 
   ncclComm* comm_ = nullptr;
   std::shared_ptr<SendQueue> sends_;
+  std::unique_ptr<Watch> watch_;
   bool side_stream_;
   CUstream_st* side_ = nullptr;  // cudaStream_t, made at the first start
   bool on_side_ = false;
