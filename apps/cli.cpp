@@ -99,6 +99,11 @@ void add_train(CLI::App& app, TrainOptions& o) {
               "Make the MLP's activation (GELU, SwiGLU) again in backward instead of keeping "
               "it: one [tokens, ffn/tp] activation per layer less, for one more activation pass "
               "(llm.c's recompute=1; same losses)");
+  t->add_flag("--overlap-tp-comm,!--no-overlap-tp-comm", o.overlap_tp_backward,
+              "Sum each tensor-parallel region's input gradient over tp (and re-gather its "
+              "input with --sequence-parallel) during the weight-gradient GEMMs, as Megatron's "
+              "asynchronous tp all-reduce does (default); --no-overlap-tp-comm waits for each "
+              "where it starts (same losses)");
   t->add_flag("--cuda-graph", o.cuda_graph,
               "Capture each micro-batch's forward and backward as a CUDA graph once warm and "
               "replay it: one launch instead of hundreds (GPUs with NCCL or tp 1, pp 1; same "

@@ -4,7 +4,8 @@
 #   A_NAME=kept A="" B_NAME=recomputed B="--recompute-activation" bench/compare_flags.sh
 #   ROUNDS=2 STEPS=8 MODEL=gpt2-byte-small BATCH=8 SEQ=256 DEVICE=cpu by default;
 #   EXTRA adds flags to every run; BUILD picks the build (default build;
-#   build-gpu for a packed one on a GPU machine).
+#   build-gpu for a packed one on a GPU machine); NP=2 runs each under
+#   mpiexec on 2 ranks (pass the mesh in EXTRA, e.g. EXTRA="--tp 2").
 # tokens/s = median over steps 3.. of each run (the metrics' tokens_per_s);
 # peak = the largest of the run's peak_device_mib (cuda) or
 # peak_host_tensor_mib (cpu). Prints each round's figures, B / A, and the
@@ -14,13 +15,15 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 ROUNDS=${ROUNDS:-2}; STEPS=${STEPS:-8}; MODEL=${MODEL:-gpt2-byte-small}
 BATCH=${BATCH:-8}; SEQ=${SEQ:-256}; DEVICE=${DEVICE:-cpu}; BUILD=${BUILD:-build}
-A_NAME=${A_NAME:-A}; B_NAME=${B_NAME:-B}
+A_NAME=${A_NAME:-A}; B_NAME=${B_NAME:-B}; NP=${NP:-1}
+launch=()
+[ "$NP" -gt 1 ] && launch=(mpiexec -np "$NP" --oversubscribe --bind-to none)
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 for r in $(seq "$ROUNDS"); do
   for side in A B; do
     flags=${!side:-}
     # shellcheck disable=SC2086  # flags are words
-    "$BUILD/colrow" train --model "$MODEL" --batch "$BATCH" --seq-len "$SEQ" --steps "$STEPS" \
+    "${launch[@]}" "$BUILD/colrow" train --model "$MODEL" --batch "$BATCH" --seq-len "$SEQ" --steps "$STEPS" \
       --eval-windows 1 --device "$DEVICE" --metrics "$out/$side.$r.jsonl" $flags ${EXTRA:-} > /dev/null
   done
 done

@@ -101,6 +101,7 @@ std::unique_ptr<GptModel> GptModel::make_replica() {
   auto replica = std::make_unique<GptModel>(tp_, config_, stage_, /*seed=*/0, sequence_parallel_);
   replica->share_parameters_of(*this);
   replica->set_recompute_activation(recompute_activation_);
+  replica->set_overlap_tp_backward(overlap_tp_backward_);
   return replica;
 }
 
@@ -112,6 +113,12 @@ void GptModel::set_compute_dtype(DType dtype) {
 void GptModel::set_recompute_activation(bool recompute) {
   for (auto& block : blocks_) block->set_recompute_activation(recompute);
   recompute_activation_ = recompute;
+}
+
+void GptModel::set_overlap_tp_backward(bool overlap) {
+  for (auto& block : blocks_) block->set_overlap_tp_backward(overlap);
+  if (head_input_) head_input_->set_overlap(overlap);
+  overlap_tp_backward_ = overlap;
 }
 
 void GptModel::refresh_compute_copies() {

@@ -117,22 +117,24 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   const TrainingPlan plan = plan_training(o, config, world.size());
   const int tp_size = plan.tp, zero = plan.adam.zero;
   const int64_t tokens_per_step = plan.tokens_per_step;
+  // Before the corpus is read: a GPU that cannot be used fails in a second.
+  const Placement placement = resolve_placement(o.device, launch.local_rank);
   const TokenDataset data(o.data.empty() ? std::make_unique<TextCorpus>()
                                          : open_token_source(o.data));
   data.require_windows(o.seq_len);
   data.require_ids_below(config.vocab_size);
   const FaultInjector faults = FaultInjector::from_environment(world.rank());
-  const Placement placement = resolve_placement(o.device, launch.local_rank);
   const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
   set_threads(threads);
 
   if (o.cuda_graph) StepGraph::require_gpu(placement.device);
 
   // ---- the run
+  std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);
   if (o.cuda_graph) StepGraph::require_capturable(mesh.tp());
   if (!o.out.empty()) make_directory(o.out, world);  // not writable: fail now, not at the end
-  std::optional<MemoryPhase> phase(std::in_place, "model parameters and gradients");
+  phase.emplace("model parameters and gradients");
   const PipelineStage stage =
       pipeline_stage(config.n_layer, o.pp, mesh.pp_rank(), plan.stage_layers);
   GptModel model(mesh.tp(), config, stage, o.seed, o.sequence_parallel);
@@ -149,6 +151,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   if (!o.resume.empty()) state = load_training_checkpoint(model, optimizer, o.resume);
   model.set_compute_dtype(placement.dtype);  // bf16: copies of the loaded or initial values
   model.set_recompute_activation(o.recompute_activation);
+  model.set_overlap_tp_backward(o.overlap_tp_backward);
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
   const int64_t local_params = model.local_parameter_count();
@@ -168,6 +171,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                 : "")
         << (o.sequence_parallel ? ", sequence parallel" : "")
         << (o.recompute_activation ? ", MLP activation recomputed" : "")
+        << (!o.overlap_tp_backward && tp_size > 1 ? ", tp sums of backward not overlapped" : "")
         << (o.cuda_graph ? ", micro-batches replayed as CUDA graphs" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params
         << " parameters = " << mib(4.0 * local_params) << " weights + " << mib(4.0 * local_params)

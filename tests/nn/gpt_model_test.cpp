@@ -21,6 +21,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
 #include "colrow/dist/process_mesh.h"
+#include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/checkpoint.h"
 #include "nn/model_test_cases.h"
 #include "support/temp_dir.h"
@@ -201,6 +202,51 @@ TEST(GptModelTest, RecomputedActivationGivesTheSameLossAndGradientsBitwise) {
         }
         EXPECT_EQ(losses[0], losses[1]);
         const std::vector<Parameter*> a = kept.parameters(), b = recomputed.parameters();
+        ASSERT_EQ(a.size(), b.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(a[i]->grad.to_vector(), b[i]->grad.to_vector()) << a[i]->name;
+        }
+      }
+    }
+  }
+}
+
+TEST(GptModelTest, OverlappedTpBackwardGivesTheSameCollectivesLossAndGradientsBitwise) {
+  // The default backward starts each region's input-gradient sum (and, with
+  // sequence parallelism, its re-gather) and waits for it after the weight
+  // GEMMs; set_overlap_tp_backward(false) waits where each starts. Both
+  // must sum the same operands in the same order: the same collectives, the
+  // same bits. Over Open MPI (MPI_I* calls) and shared memory (a background
+  // queue that really runs while backward goes on), where a wait in the wrong
+  // place would read a half-summed buffer.
+  Communicator& w = world();
+  const bool one_node = testing::world_on_one_node();
+  for (CommKind kind : {CommKind::kMpi, CommKind::kShm}) {
+    if (kind == CommKind::kShm && !one_node) continue;
+    ProcessMesh mesh(w, w.size(), 1, 1, Device::cpu(), kind);
+    for (const ModelCase& c : model_cases()) {
+      if (!valid_at(c.config, w.size())) continue;
+      for (bool sp : {false, true}) {
+        if (sp && kBatch * kSeq % w.size() != 0) continue;
+        SCOPED_TRACE(to_string(kind) + ", " + c.name + (sp ? ", sequence parallel" : ""));
+        RecordingCommunicator overlapped_tp(mesh.tp()), blocking_tp(mesh.tp());
+        GptModel overlapped(overlapped_tp, c.config, kSeed, sp);
+        GptModel blocking(blocking_tp, c.config, kSeed, sp);
+        blocking.set_overlap_tp_backward(false);
+        const std::vector<int32_t> ids = random_ids(5, kBatch * kSeq, c.config.vocab_size);
+        const std::vector<int32_t> targets = random_ids(6, kBatch * kSeq, c.config.vocab_size);
+        std::vector<float> losses;
+        for (GptModel* model : {&overlapped, &blocking}) {
+          for (int step = 0; step < 2; ++step) {  // the second reuses every shared buffer
+            model->zero_grad();
+            losses.push_back(model->forward(ids, targets, kBatch, kSeq).mean());
+            model->backward();
+          }
+        }
+        EXPECT_EQ(losses[0], losses[2]);
+        EXPECT_EQ(losses[1], losses[3]);
+        EXPECT_EQ(overlapped_tp.events(), blocking_tp.events());
+        const std::vector<Parameter*> a = overlapped.parameters(), b = blocking.parameters();
         ASSERT_EQ(a.size(), b.size());
         for (size_t i = 0; i < a.size(); ++i) {
           EXPECT_EQ(a[i]->grad.to_vector(), b[i]->grad.to_vector()) << a[i]->name;

@@ -69,6 +69,12 @@ class GptModel {
   // less during training, for one more activation pass. The same losses and
   // gradients, bit for bit. Off by default.
   void set_recompute_activation(bool recompute);
+  // Backward sums each tp region's input gradient (all-reduce, or the
+  // reduce-scatter and re-gather of sequence parallelism) during the region's
+  // weight-gradient GEMMs, as Megatron's asynchronous tensor-parallel
+  // all-reduce does (on by default). Off waits for each collective where it
+  // starts: the same losses and gradients, bit for bit; what overlapping gains.
+  void set_overlap_tp_backward(bool overlap);
   // Renews the bf16 copies from the values: after an optimizer step or a
   // load. A no-op in fp32.
   void refresh_compute_copies();
@@ -198,6 +204,7 @@ class GptModel {
   Device device_;
   DType compute_dtype_ = DType::kF32;
   bool recompute_activation_ = false;
+  bool overlap_tp_backward_ = true;
   int64_t padded_vocab_size_;
   // wte / model.embed_tokens: on the first stage, and on the last as the tied
   // head's copy (Parameter::pipeline_copy)

@@ -83,6 +83,8 @@ class ParallelAttention {
   // buffers every layer shares (nn/shared_buffer.h: layer_buffer): what
   // forward and backward return is then valid until the next layer's call.
   void share_buffers();
+  // AttentionConfig::overlap_backward, changed after construction.
+  void set_overlap_backward(bool overlap) { input_.set_overlap(overlap); }
 
   // Incremental decoding (nn/kv_cache.h). x: [batch * n_new, d_model], the new
   // tokens of the sequences `rows` places. Appends their keys and values to

@@ -37,6 +37,8 @@ class ParallelMLP {
   // buffer every layer shares, a [tokens, ffn/tp] tensor per layer less for
   // one more activation pass. The same bits either way.
   void set_recompute_activation(bool recompute) { recompute_activation_ = recompute; }
+  // MlpConfig::overlap_backward, changed after construction.
+  void set_overlap_backward(bool overlap) { input_.set_overlap(overlap); }
 
   std::vector<Parameter*> parameters();
   const MlpConfig& config() const { return config_; }

@@ -37,6 +37,8 @@ class TpRegionInput {
   // overlap = false waits for each collective where it starts (to measure
   // what overlapping gains).
   TpRegionInput(Communicator& tp, bool sequence_parallel, bool overlap = true);
+  // The same choice after construction; takes effect from the next backward.
+  void set_overlap(bool overlap) { overlap_ = overlap; }
 
   // x: [tokens, d] (or this rank's [tokens/tp, d]) -> the whole [tokens, d].
   // x must stay unchanged until backward.

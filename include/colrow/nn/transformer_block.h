@@ -63,6 +63,12 @@ class TransformerBlock {
 
   // The MLP's activation made again in backward (ParallelMLP::set_recompute_activation).
   void set_recompute_activation(bool recompute) { mlp_.set_recompute_activation(recompute); }
+  // Whether backward's tp collectives run during the weight-gradient GEMMs
+  // (the default) or are waited for where they start.
+  void set_overlap_tp_backward(bool overlap) {
+    attention_.set_overlap_backward(overlap);
+    mlp_.set_overlap_backward(overlap);
+  }
 
   std::vector<Parameter*> parameters();
   const ParallelAttention& attention() const { return attention_; }

@@ -37,6 +37,7 @@ struct TrainOptions {
                                            // bucket, or 25 MiB of fp32 with overlap (PyTorch DDP's)
   bool sequence_parallel = false;          // Megatron's: norms and residuals on tokens / tp rows
   bool recompute_activation = false;       // the MLP's activation made again in backward
+  bool overlap_tp_backward = true;         // tp sums of backward during the weight GEMMs
   bool cuda_graph = false;                 // micro-batches replayed as CUDA graphs once warm
   std::string out;                         // run directory for checkpoints ("" = none)
   int64_t save_every = 0;                  // 0: only at the end
