@@ -127,16 +127,18 @@ class Backend {
   virtual void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh,
                                Tensor& dgate, Tensor& dup) = 0;
 
-  // --- norms (kernels/cpu/norm.h)
+  // --- norms (kernels/cpu/norm.h), with their optional fused residual add
   virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                  float eps, Tensor& y, Tensor& mean, Tensor& rstd) = 0;
+                                  float eps, Tensor& y, Tensor& mean, Tensor& rstd,
+                                  const Tensor* residual, Tensor* sum) = 0;
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                                   Tensor& dbeta) = 0;
+                                   Tensor& dbeta, const Tensor* dresidual) = 0;
   virtual void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
-                                Tensor& rstd) = 0;
+                                Tensor& rstd, const Tensor* residual, Tensor* sum) = 0;
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                                 const Tensor& dy, Tensor& dx, Tensor& dweight) = 0;
+                                 const Tensor& dy, Tensor& dx, Tensor& dweight,
+                                 const Tensor* dresidual) = 0;
 
   // --- residual (kernels/cpu/residual.h)
   virtual void add(const Tensor& a, const Tensor& b, Tensor& out) = 0;

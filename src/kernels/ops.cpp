@@ -133,28 +133,35 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
       ->swiglu_backward(gate, up, dh, dgate, dup);
 }
 
+// The fused residual adds trace and time under names of their own.
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd) {
-  on("layer_norm_forward", rstd.device(), {&x, &gamma, &beta, &y, &mean, &rstd})
-      ->layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+                        Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual,
+                        Tensor* sum) {
+  on(residual != nullptr ? "add_layer_norm_forward" : "layer_norm_forward", rstd.device(),
+     {&x, residual, &gamma, &beta, sum, &y, &mean, &rstd})
+      ->layer_norm_forward(x, gamma, beta, eps, y, mean, rstd, residual, sum);
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta) {
-  on("layer_norm_backward", dbeta.device(), {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta})
-      ->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+                         Tensor& dbeta, const Tensor* dresidual) {
+  on(dresidual != nullptr ? "layer_norm_backward_add" : "layer_norm_backward", dbeta.device(),
+     {&x, &gamma, &mean, &rstd, &dy, dresidual, &dx, &dgamma, &dbeta})
+      ->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dresidual);
 }
 
-void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
-  on("rms_norm_forward", rstd.device(), {&x, &weight, &y, &rstd})
-      ->rms_norm_forward(x, weight, eps, y, rstd);
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                      const Tensor* residual, Tensor* sum) {
+  on(residual != nullptr ? "add_rms_norm_forward" : "rms_norm_forward", rstd.device(),
+     {&x, residual, &weight, sum, &y, &rstd})
+      ->rms_norm_forward(x, weight, eps, y, rstd, residual, sum);
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight) {
-  on("rms_norm_backward", dweight.device(), {&x, &weight, &rstd, &dy, &dx, &dweight})
-      ->rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+                       Tensor& dx, Tensor& dweight, const Tensor* dresidual) {
+  on(dresidual != nullptr ? "rms_norm_backward_add" : "rms_norm_backward", dweight.device(),
+     {&x, &weight, &rstd, &dy, dresidual, &dx, &dweight})
+      ->rms_norm_backward(x, weight, rstd, dy, dx, dweight, dresidual);
 }
 
 void add(const Tensor& a, const Tensor& b, Tensor& out) {

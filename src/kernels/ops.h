@@ -41,14 +41,19 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx);
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h);
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup);
+// The norms, each with its optional fused residual add (kernels/cpu/norm.h):
+// forward's input x + residual, written to sum; backward's dx = dresidual +
+// the norm's input gradient.
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd);
+                        Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual = nullptr,
+                        Tensor* sum = nullptr);
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
-void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+                         Tensor& dbeta, const Tensor* dresidual = nullptr);
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                      const Tensor* residual = nullptr, Tensor* sum = nullptr);
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight);
+                       Tensor& dx, Tensor& dweight, const Tensor* dresidual = nullptr);
 void add(const Tensor& a, const Tensor& b, Tensor& out);
 void add_into(Tensor& out, const Tensor& a);
 void rope_table(int64_t seq, const std::vector<double>& inv_freq, Tensor& cos, Tensor& sin);

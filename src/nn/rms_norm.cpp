@@ -27,28 +27,48 @@ RMSNorm::RMSNorm(const std::string& name, int64_t d, float eps, uint64_t seed)
       eps_(eps),
       weight_(name + ".weight", ShardSpec::replicated({d}), Init::ones(), seed) {}
 
-const Tensor& RMSNorm::forward(const Tensor& x) {
-  // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
+void RMSNorm::prepare_forward(const Tensor& x) {
   require_tokens_by(x, d_, weight_.name, "x");
   const int64_t tokens = x.size(0);
-  x_ = x;
   ensure_shape(y_, {tokens, d_}, weight_.value.device(), x.dtype());
   ensure_shape(rstd_, {tokens}, weight_.value.device());
+}
+
+void RMSNorm::check_dy(const Tensor& dy) const {
+  require_tokens_by(dy, d_, weight_.name, "dy");
+  if (dy.size(0) != x_.size(0)) {
+    throw InternalError("[rms_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
+                        " must match the forward input " + shape_to_string(x_.shape()));
+  }
+}
+
+const Tensor& RMSNorm::forward(const Tensor& x) {
+  // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
+  prepare_forward(x);
+  x_ = x;
   ops::rms_norm_forward(x_, weight_.compute(), eps_, y_, rstd_);
+  return y_;
+}
+
+const Tensor& RMSNorm::forward_add(const Tensor& x, const Tensor& residual, Tensor& sum) {
+  prepare_forward(x);
+  x_ = sum;  // backward's input: the sum the kernel writes
+  ops::rms_norm_forward(x, weight_.compute(), eps_, y_, rstd_, &residual, &sum);
   return y_;
 }
 
 const Tensor& RMSNorm::backward(const Tensor& dy) {
   // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
   // weight gradient, so none is reduced.
-  require_tokens_by(dy, d_, weight_.name, "dy");
-  if (dy.size(0) != x_.size(0)) {
-    throw InternalError("[rms_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
-                        " must match the forward input " + shape_to_string(x_.shape()));
-  }
+  check_dy(dy);
   layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx_, weight_.grad);
   return dx_;
+}
+
+void RMSNorm::backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx) {
+  check_dy(dy);
+  ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx, weight_.grad, &dresidual);
 }
 
 }  // namespace colrow

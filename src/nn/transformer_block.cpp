@@ -86,9 +86,10 @@ const Tensor& TransformerBlock::forward(const Tensor& x, int64_t batch, int64_t 
   ensure_shape(h_, x.shape(), x.device(), x.dtype());
   ensure_shape(y_, x.shape(), x.device(), x.dtype());
   // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
-  ops::add(x, attention_.forward(norm_1_.forward(x), batch, seq), h_);
+  //   (the add in norm_2's pass)
+  const Tensor& normed_h = norm_2_.forward_add(attention_.forward(norm_1_.forward(x), batch, seq), x, h_);
   // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
-  ops::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
+  ops::add(h_, mlp_.forward(normed_h), y_);
   return y_;
 }
 
@@ -97,9 +98,10 @@ const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows&
   ensure_shape(h_, x.shape(), x.device(), x.dtype());
   ensure_shape(y_, x.shape(), x.device(), x.dtype());
   // h = x + attention(norm_1(x))        one all-reduce, in attention's o_proj
-  ops::add(x, attention_.forward_cached(norm_1_.forward(x), rows, k_cache, v_cache), h_);
+  const Tensor& normed_h = norm_2_.forward_add(
+      attention_.forward_cached(norm_1_.forward(x), rows, k_cache, v_cache), x, h_);
   // y = h + mlp(norm_2(h))              one all-reduce, in the MLP's down projection
-  ops::add(h_, mlp_.forward(norm_2_.forward(h_)), y_);
+  ops::add(h_, mlp_.forward(normed_h), y_);
   return y_;
 }
 
@@ -108,9 +110,10 @@ void TransformerBlock::backward(const Tensor& dy, Tensor& dx) {
   ensure_shape(dx, dy.shape(), dy.device(), dy.dtype());
   if (dx.raw_data() == dy.raw_data()) throw InternalError("[block] backward's dx must not be dy");
   // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
-  ops::add(dy, norm_2_.backward(mlp_.backward(dy)), dh_);
+  //   (the add in norm_2's pass, as each one below)
+  norm_2_.backward_add(mlp_.backward(dy), dy, dh_);
   // dx = dh + norm_1'(attention'(dh))   one all-reduce, in attention's input gradient
-  ops::add(dh_, norm_1_.backward(attention_.backward(dh_)), dx);
+  norm_1_.backward_add(attention_.backward(dh_), dh_, dx);
 }
 
 std::vector<Parameter*> TransformerBlock::parameters() {

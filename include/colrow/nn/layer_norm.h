@@ -24,6 +24,14 @@ class LayerNorm {
   const Tensor& forward(const Tensor& x);
   // dy: [tokens, d] -> dx: [tokens, d]; accumulates weight and bias gradients.
   const Tensor& backward(const Tensor& dy);
+  // The residual add before the norm, in the norm's pass (llm.c's fused
+  // residual; kernels/cpu/norm.h): sum = x + residual, written into the
+  // caller's sum ([tokens, d], which must stay unchanged until backward),
+  // and y = norm(sum). The bits of ops::add, then forward(sum).
+  const Tensor& forward_add(const Tensor& x, const Tensor& residual, Tensor& sum);
+  // dx = dresidual + backward(dy), written into the caller's dx in the same
+  // pass (backward, then ops::add, to one rounding: kernels/cpu/norm.h).
+  void backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx);
   // Its transient tensors (dx) from now on live in buffers
   // every layer shares (nn/shared_buffer.h: layer_buffer): what backward
   // returns is then valid until the next layer's call, not until this one's.
@@ -46,6 +54,10 @@ class LayerNorm {
   Tensor rstd_;       // [tokens]
   Tensor dx_;         // [tokens, d]
   bool shared_buffers_ = false;
+
+  // Sizes y and the statistics for x's tokens; dy checked against forward's x.
+  void prepare_forward(const Tensor& x);
+  void check_dy(const Tensor& dy) const;
 };
 
 }  // namespace colrow

@@ -23,6 +23,13 @@ class Norm {
   const Tensor& backward(const Tensor& dy) {
     return layer_ ? layer_->backward(dy) : rms_->backward(dy);
   }
+  // The residual add fused in (LayerNorm::forward_add, backward_add).
+  const Tensor& forward_add(const Tensor& x, const Tensor& residual, Tensor& sum) {
+    return layer_ ? layer_->forward_add(x, residual, sum) : rms_->forward_add(x, residual, sum);
+  }
+  void backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx) {
+    layer_ ? layer_->backward_add(dy, dresidual, dx) : rms_->backward_add(dy, dresidual, dx);
+  }
   // dx in a buffer every layer shares (LayerNorm::share_buffers).
   void share_buffers() { layer_ ? layer_->share_buffers() : rms_->share_buffers(); }
   std::vector<Parameter*> parameters() {

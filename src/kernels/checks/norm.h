@@ -89,4 +89,22 @@ inline void check_rms_norm_backward(const Tensor& x, const Tensor& weight, const
   require_norm_vector(dweight, d, k, "dweight");
 }
 
+// The fused residual add of the norms (kernels/cpu/norm.h). Forward:
+// residual and sum come together, [tokens, d] like x. Backward: dresidual,
+// when given, is [tokens, d] like dx.
+inline void check_norm_residual(const Tensor& x, const Tensor* residual, const Tensor* sum,
+                                const char* kernel) {
+  if ((residual == nullptr) != (sum == nullptr)) {
+    throw InternalError(std::string("[norm] ") + kernel +
+                        ": a residual and the sum it makes come together (both or neither)");
+  }
+  if (residual == nullptr) return;
+  require_norm_rows(*residual, x.size(0), x.size(1), kernel, "residual");
+  require_norm_rows(*sum, x.size(0), x.size(1), kernel, "sum");
+}
+
+inline void check_norm_dresidual(const Tensor& dx, const Tensor* dresidual, const char* kernel) {
+  if (dresidual != nullptr) require_norm_rows(*dresidual, dx.size(0), dx.size(1), kernel, "dresidual");
+}
+
 }  // namespace colrow::kernels

@@ -4,7 +4,8 @@
 // element, and the sum order does not depend on the thread count).
 // Activations and weights are fp32 or bf16, read natively (each element
 // widened as read, each output rounded once); statistics and parameter
-// gradients are fp32.
+// gradients are fp32. A fused residual add (norm.h) writes the sum's row
+// first and normalizes it from there, while it is in L1.
 #include "kernels/cpu/norm.h"
 
 #include <algorithm>
@@ -23,21 +24,59 @@ namespace {
 // unrolls a task's row loop two rows at a time (measured: wider is slower).
 constexpr int64_t kNormWidth = 64;
 
+// The row a norm reads: x's own, or, with a residual, x + residual rounded
+// to E once and written to sum's row first (the fused residual add).
+template <typename E>
+const E* input_row(const E* xr, const E* rr, E* sr, int64_t d) {
+  if (rr == nullptr) return xr;
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) sr[j] = narrow<E>(widen(xr[j]) + widen(rr[j]));
+  return sr;
+}
+
+// dx's element: the norm's gradient v rounded to E, plus the residual's
+// gradient when there is one (then rounded again, as the separate add does).
+template <typename E>
+inline E input_grad(float v, const E* dres, int64_t j) {
+  const E own = narrow<E>(v);
+  return dres == nullptr ? own : narrow<E>(widen(dres[j]) + widen(own));
+}
+
+// An optional operand's elements (null when absent); x stands in for an
+// absent one in the dtype check.
+template <typename E>
+const E* elements_or_null(const Tensor* t) {
+  return t != nullptr ? elements<E>(*t) : nullptr;
+}
+template <typename E>
+E* elements_or_null(Tensor* t) {
+  return t != nullptr ? elements<E>(*t) : nullptr;
+}
+const Tensor* or_x(const Tensor* t, const Tensor& x) { return t != nullptr ? t : &x; }
+
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd) {
+                        Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual,
+                        Tensor* sum) {
   check_layer_norm_forward(x, gamma, beta, y, mean, rstd);
+  check_norm_residual(x, residual, sum, "layer_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   const int64_t ldx = x.row_stride(), ldy = y.row_stride();
+  const int64_t ldr = residual != nullptr ? residual->row_stride() : 0;
+  const int64_t lds = sum != nullptr ? sum->row_stride() : 0;
   float *mean_out = mean.data(), *rstd_out = rstd.data();
-  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y}, [&](auto e) {
+  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y, or_x(residual, x), or_x(sum, x)},
+                    [&](auto e) {
     using E = decltype(e);
     const E *in = elements<E>(x), *g = elements<E>(gamma), *b = elements<E>(beta);
+    const E* res = elements_or_null<E>(residual);
+    E* summed = elements_or_null<E>(sum);
     E* out = elements<E>(y);
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
     for (int64_t t = 0; t < tokens; ++t) {
-      const E* xr = in + t * ldx;
+      const E* xr = input_row(in + t * ldx, res != nullptr ? res + t * ldr : nullptr,
+                              summed != nullptr ? summed + t * lds : nullptr, d);
       const double mu =
           lane_sum(d, [&](int64_t j) -> double { return widen(xr[j]); }) / static_cast<double>(d);
       // Second pass about the mean: no cancellation when |mean| >> std.
@@ -60,16 +99,20 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta) {
+                         Tensor& dbeta, const Tensor* dresidual) {
   check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  check_norm_dresidual(dx, dresidual, "layer_norm_backward");
   const int64_t tokens = x.size(0), d = x.size(1);
   const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
+  const int64_t lddr = dresidual != nullptr ? dresidual->row_stride() : 0;
   const float *mean_in = mean.data(), *rstd_in = rstd.data();
   float *dg = dgamma.data(), *db = dbeta.data();
   const double inv_d = 1.0 / static_cast<double>(d);
-  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx}, [&](auto e) {
+  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx, or_x(dresidual, x)},
+                    [&](auto e) {
     using E = decltype(e);
     const E *in = elements<E>(x), *g = elements<E>(gamma), *grad = elements<E>(dy);
+    const E* dres = elements_or_null<E>(dresidual);
     E* dx_out = elements<E>(dx);
 
     // dx: rows are independent.
@@ -85,10 +128,11 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
       const float mean_g = static_cast<float>(sum_g * inv_d);
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
+      const E* dresr = dres != nullptr ? dres + t * lddr : nullptr;
 #pragma omp simd
       for (int64_t j = 0; j < d; ++j) {
         const float xhat = (widen(xr[j]) - m) * r;
-        dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(g[j]) - mean_g - xhat * mean_gx));
+        dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(g[j]) - mean_g - xhat * mean_gx), dresr, j);
       }
     }
 
@@ -120,18 +164,26 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   });
 }
 
-void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                      const Tensor* residual, Tensor* sum) {
   check_rms_norm_forward(x, weight, y, rstd);
+  check_norm_residual(x, residual, sum, "rms_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   const int64_t ldx = x.row_stride(), ldy = y.row_stride();
+  const int64_t ldr = residual != nullptr ? residual->row_stride() : 0;
+  const int64_t lds = sum != nullptr ? sum->row_stride() : 0;
   float* rstd_out = rstd.data();
-  with_element_type("rms_norm_forward", {&x, &weight, &y}, [&](auto e) {
+  with_element_type("rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)},
+                    [&](auto e) {
     using E = decltype(e);
     const E *in = elements<E>(x), *w = elements<E>(weight);
+    const E* res = elements_or_null<E>(residual);
+    E* summed = elements_or_null<E>(sum);
     E* out = elements<E>(y);
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
     for (int64_t t = 0; t < tokens; ++t) {
-      const E* xr = in + t * ldx;
+      const E* xr = input_row(in + t * ldx, res != nullptr ? res + t * ldr : nullptr,
+                              summed != nullptr ? summed + t * lds : nullptr, d);
       const double sq = lane_sum(d, [&](int64_t j) {
         const double v = widen(xr[j]);
         return v * v;
@@ -147,16 +199,20 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight) {
+                       Tensor& dx, Tensor& dweight, const Tensor* dresidual) {
   check_rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+  check_norm_dresidual(dx, dresidual, "rms_norm_backward");
   const int64_t tokens = x.size(0), d = x.size(1);
   const int64_t ldx = x.row_stride(), lddy = dy.row_stride(), lddx = dx.row_stride();
+  const int64_t lddr = dresidual != nullptr ? dresidual->row_stride() : 0;
   const float* rstd_in = rstd.data();
   float* dw = dweight.data();
   const double inv_d = 1.0 / static_cast<double>(d);
-  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx}, [&](auto e) {
+  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx, or_x(dresidual, x)},
+                    [&](auto e) {
     using E = decltype(e);
     const E *in = elements<E>(x), *w = elements<E>(weight), *grad = elements<E>(dy);
+    const E* dres = elements_or_null<E>(dresidual);
     E* dx_out = elements<E>(dx);
 
 #pragma omp parallel for schedule(static) if (tokens * d > kParallelElements)
@@ -168,9 +224,11 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
       });
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
+      const E* dresr = dres != nullptr ? dres + t * lddr : nullptr;
 #pragma omp simd
       for (int64_t j = 0; j < d; ++j) {
-        dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(w[j]) - (widen(xr[j]) * r) * mean_gx));
+        dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(w[j]) - (widen(xr[j]) * r) * mean_gx),
+                               dresr, j);
       }
     }
 

@@ -9,6 +9,18 @@
 // the mean), so they are accurate to fp32 rounding for any d and any offset.
 // Backward overwrites dx and accumulates the parameter gradients, like every
 // parameter gradient in colrow.
+// The residual add around a norm can ride in the same pass (llm.c's fused
+// residual forward, Apex's FusedAddLayerNorm):
+//   forward with `residual`: the norm's input is x + residual, rounded once
+//     to their dtype and written to `sum` (the residual stream's next value,
+//     which backward then takes as its x);
+//   backward with `dresidual`: dx = dresidual + the norm's input gradient,
+//     each rounded once to their dtype.
+// Forward gives the bits of the separate add (kernels/cpu/residual.h) and
+// norm, and so does backward in bf16; in fp32 the compiler may contract
+// backward's add into the norm's last multiply (GCC's default
+// -ffp-contract=fast), one rounding fewer. The CUDA kernels add with
+// __fadd_rn: the separate add's bits in both dtypes.
 #pragma once
 
 #include "colrow/core/tensor.h"
@@ -17,19 +29,21 @@ namespace colrow::kernels::cpu {
 
 // Writes y and keeps mean and rstd (fp32) for the backward.
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd);
+                        Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual = nullptr,
+                        Tensor* sum = nullptr);
 // With xhat = (x - mean) rstd and g = dy gamma:
 //   dx = rstd (g - mean_j(g) - xhat mean_j(g xhat))
 //   dgamma += sum_t dy xhat,  dbeta += sum_t dy
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta);
+                         Tensor& dbeta, const Tensor* dresidual = nullptr);
 
 // Writes y and keeps rstd (fp32) for the backward.
-void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd);
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                      const Tensor* residual = nullptr, Tensor* sum = nullptr);
 // With xhat = x rstd and g = dy weight:
 //   dx = rstd (g - xhat mean_j(g xhat)),  dweight += sum_t dy xhat
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight);
+                       Tensor& dx, Tensor& dweight, const Tensor* dresidual = nullptr);
 
 }  // namespace colrow::kernels::cpu

@@ -84,21 +84,23 @@ class CudaBackend final : public Backend {
     cuda::swiglu_backward(gate, up, dh, dgate, dup);
   }
   void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                          Tensor& y, Tensor& mean, Tensor& rstd) override {
-    cuda::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd);
+                          Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual,
+                          Tensor* sum) override {
+    cuda::layer_norm_forward(x, gamma, beta, eps, y, mean, rstd, residual, sum);
   }
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                            const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                           Tensor& dbeta) override {
-    cuda::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+                           Tensor& dbeta, const Tensor* dresidual) override {
+    cuda::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, dresidual);
   }
-  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y,
-                        Tensor& rstd) override {
-    cuda::rms_norm_forward(x, weight, eps, y, rstd);
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                        const Tensor* residual, Tensor* sum) override {
+    cuda::rms_norm_forward(x, weight, eps, y, rstd, residual, sum);
   }
   void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                         const Tensor& dy, Tensor& dx, Tensor& dweight) override {
-    cuda::rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+                         const Tensor& dy, Tensor& dx, Tensor& dweight,
+                         const Tensor* dresidual) override {
+    cuda::rms_norm_backward(x, weight, rstd, dy, dx, dweight, dresidual);
   }
   void add(const Tensor& a, const Tensor& b, Tensor& out) override { cuda::add(a, b, out); }
   void add_into(Tensor& out, const Tensor& a) override { cuda::add_into(out, a); }

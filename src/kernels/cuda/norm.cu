@@ -6,6 +6,10 @@
 // rounded once into the fp32 gradient as the CPU does. x, the weights, dy, y
 // and dx are fp32 or bf16 (E, kernels/elements.h), bf16 read natively and
 // each output rounded once; the statistics and parameter gradients stay fp32.
+// A fused residual add (kernels/cpu/norm.h) is one more operand of the row
+// kernels: forward writes the sum's row and normalizes it from there (the
+// lane's own elements, still in L1), backward adds the residual's gradient
+// into dx as it writes it.
 #include "kernels/cuda/norm.h"
 
 #include "colrow/core/bfloat16.h"
@@ -34,13 +38,54 @@ __device__ __forceinline__ int64_t warp_row() {
   return static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.y;
 }
 
+// A fused residual add (kernels/cpu/norm.h): the residual's row and the sum's
+// row this warp writes, or nulls.
 template <typename E>
-__global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, const E* gamma, const E* beta,
-                                          float eps, int64_t tokens, int64_t d, E* y, int64_t ldy,
-                                          float* mean, float* rstd) {
+struct ResidualRows {
+  const E* residual = nullptr;
+  int64_t ldr = 0;
+  E* sum = nullptr;
+  int64_t lds = 0;
+};
+
+// The row the norm reads: x's, or x + residual rounded once and written to
+// the sum's row. Each lane reads back only the elements it wrote itself.
+// __fadd_rn: never merged into a multiply-add, so the separate add's bits.
+template <typename E>
+__device__ __forceinline__ const E* input_row(const E* xr, const ResidualRows<E>& add, int64_t t,
+                                              int64_t d) {
+  if (add.residual == nullptr) return xr;
+  const E* rr = add.residual + t * add.ldr;
+  E* sr = add.sum + t * add.lds;
+  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
+    sr[j] = narrow<E>(__fadd_rn(widen(xr[j]), widen(rr[j])));
+  }
+  return sr;
+}
+
+// dx's element: the norm's gradient v rounded to E, plus the residual's
+// gradient when there is one (rounded again, as the separate add does).
+template <typename E>
+__device__ __forceinline__ E input_grad(float v, const E* dresr, int64_t j) {
+  const E own = narrow<E>(v);
+  return dresr == nullptr ? own : narrow<E>(__fadd_rn(widen(dresr[j]), widen(own)));
+}
+
+template <typename E>
+ResidualRows<E> residual_rows(const Tensor* residual, Tensor* sum) {
+  if (residual == nullptr) return {};
+  return {elements<E>(*residual), residual->row_stride(), elements<E>(*sum), sum->row_stride()};
+}
+
+const Tensor* or_x(const Tensor* t, const Tensor& x) { return t != nullptr ? t : &x; }
+
+template <typename E>
+__global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, ResidualRows<E> add,
+                                          const E* gamma, const E* beta, float eps, int64_t tokens,
+                                          int64_t d, E* y, int64_t ldy, float* mean, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;  // a whole warp leaves together: the shuffles stay full
-  const E* xr = x + t * ldx;
+  const E* xr = input_row(x + t * ldx, add, t, d);
   double sum = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) sum += widen(xr[j]);
   const double mu = warp_sum(sum) / static_cast<double>(d);
@@ -66,7 +111,8 @@ __global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, const E* gamm
 template <typename E>
 __global__ void layer_norm_dx_kernel(const E* x, int64_t ldx, const E* gamma, const float* mean,
                                      const float* rstd, const E* dy, int64_t lddy, int64_t tokens,
-                                     int64_t d, E* dx, int64_t lddx) {
+                                     int64_t d, const E* dresidual, int64_t lddr, E* dx,
+                                     int64_t lddx) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
   const E *xr = x + t * ldx, *dyr = dy + t * lddy;
@@ -82,18 +128,21 @@ __global__ void layer_norm_dx_kernel(const E* x, int64_t ldx, const E* gamma, co
   const float mean_g = static_cast<float>(warp_sum(sum_g) * inv_d);
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) * inv_d);
   E* dxr = dx + t * lddx;
+  const E* dresr = dresidual != nullptr ? dresidual + t * lddr : nullptr;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
     const float xhat = (widen(xr[j]) - m) * r;
-    dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(gamma[j]) - mean_g - xhat * mean_gx));
+    dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(gamma[j]) - mean_g - xhat * mean_gx), dresr,
+                           j);
   }
 }
 
 template <typename E>
-__global__ void rms_norm_forward_kernel(const E* x, int64_t ldx, const E* weight, float eps,
-                                        int64_t tokens, int64_t d, E* y, int64_t ldy, float* rstd) {
+__global__ void rms_norm_forward_kernel(const E* x, int64_t ldx, ResidualRows<E> add,
+                                        const E* weight, float eps, int64_t tokens, int64_t d,
+                                        E* y, int64_t ldy, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
-  const E* xr = x + t * ldx;
+  const E* xr = input_row(x + t * ldx, add, t, d);
   double sq = 0.0;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
     sq += static_cast<double>(widen(xr[j])) * widen(xr[j]);
@@ -110,8 +159,8 @@ __global__ void rms_norm_forward_kernel(const E* x, int64_t ldx, const E* weight
 
 template <typename E>
 __global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, const float* rstd,
-                                   const E* dy, int64_t lddy, int64_t tokens, int64_t d, E* dx,
-                                   int64_t lddx) {
+                                   const E* dy, int64_t lddy, int64_t tokens, int64_t d,
+                                   const E* dresidual, int64_t lddr, E* dx, int64_t lddx) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
   const E *xr = x + t * ldx, *dyr = dy + t * lddy;
@@ -122,8 +171,10 @@ __global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, con
   }
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) / static_cast<double>(d));
   E* dxr = dx + t * lddx;
+  const E* dresr = dresidual != nullptr ? dresidual + t * lddr : nullptr;
   for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(weight[j]) - (widen(xr[j]) * r) * mean_gx));
+    dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(weight[j]) - (widen(xr[j]) * r) * mean_gx),
+                           dresr, j);
   }
 }
 
@@ -187,67 +238,84 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
 }  // namespace
 
 void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                        Tensor& y, Tensor& mean, Tensor& rstd) {
+                        Tensor& y, Tensor& mean, Tensor& rstd, const Tensor* residual,
+                        Tensor* sum) {
   check_layer_norm_forward(x, gamma, beta, y, mean, rstd);
+  check_norm_residual(x, residual, sum, "layer_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device = cuda_device_of("layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd});
+  const int device = cuda_device_of("layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd,
+                                                           or_x(residual, x), or_x(sum, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y}, [&](auto e) {
+  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y, or_x(residual, x), or_x(sum, x)},
+                    [&](auto e) {
     using E = decltype(e);
     layer_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), elements<E>(gamma), elements<E>(beta), eps, tokens, d,
-        elements<E>(y), y.row_stride(), mean.data(), rstd.data());
+        elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum), elements<E>(gamma),
+        elements<E>(beta), eps, tokens, d, elements<E>(y), y.row_stride(), mean.data(),
+        rstd.data());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                          const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                         Tensor& dbeta) {
+                         Tensor& dbeta, const Tensor* dresidual) {
   check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  check_norm_dresidual(dx, dresidual, "layer_norm_backward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device =
-      cuda_device_of("layer_norm_backward", {&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
+  const int device = cuda_device_of("layer_norm_backward", {&x, &gamma, &mean, &rstd, &dy, &dx,
+                                                            &dgamma, &dbeta, or_x(dresidual, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx}, [&](auto e) {
+  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx, or_x(dresidual, x)},
+                    [&](auto e) {
     using E = decltype(e);
     layer_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
         elements<E>(x), x.row_stride(), elements<E>(gamma), mean.data(), rstd.data(),
-        elements<E>(dy), dy.row_stride(), tokens, d, elements<E>(dx), dx.row_stride());
+        elements<E>(dy), dy.row_stride(), tokens, d,
+        dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
+        dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
     COLROW_CUDA_CHECK_LAUNCH();
     accumulate_param_grads<E>(device, x, mean.data(), rstd, dy, dgamma, &dbeta);
   });
 }
 
-void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd) {
+void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& y, Tensor& rstd,
+                      const Tensor* residual, Tensor* sum) {
   check_rms_norm_forward(x, weight, y, rstd);
+  check_norm_residual(x, residual, sum, "rms_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device = cuda_device_of("rms_norm_forward", {&x, &weight, &y, &rstd});
+  const int device = cuda_device_of("rms_norm_forward",
+                                    {&x, &weight, &y, &rstd, or_x(residual, x), or_x(sum, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("rms_norm_forward", {&x, &weight, &y}, [&](auto e) {
+  with_element_type("rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)},
+                    [&](auto e) {
     using E = decltype(e);
     rms_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), elements<E>(weight), eps, tokens, d, elements<E>(y),
-        y.row_stride(), rstd.data());
+        elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum), elements<E>(weight), eps,
+        tokens, d, elements<E>(y), y.row_stride(), rstd.data());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
-                       Tensor& dx, Tensor& dweight) {
+                       Tensor& dx, Tensor& dweight, const Tensor* dresidual) {
   check_rms_norm_backward(x, weight, rstd, dy, dx, dweight);
+  check_norm_dresidual(dx, dresidual, "rms_norm_backward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device = cuda_device_of("rms_norm_backward", {&x, &weight, &rstd, &dy, &dx, &dweight});
+  const int device = cuda_device_of("rms_norm_backward",
+                                    {&x, &weight, &rstd, &dy, &dx, &dweight, or_x(dresidual, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx}, [&](auto e) {
+  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx, or_x(dresidual, x)},
+                    [&](auto e) {
     using E = decltype(e);
     rms_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
         elements<E>(x), x.row_stride(), elements<E>(weight), rstd.data(), elements<E>(dy),
-        dy.row_stride(), tokens, d, elements<E>(dx), dx.row_stride());
+        dy.row_stride(), tokens, d, dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
+        dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
     COLROW_CUDA_CHECK_LAUNCH();
     accumulate_param_grads<E>(device, x, nullptr, rstd, dy, dweight, nullptr);
   });

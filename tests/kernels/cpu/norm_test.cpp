@@ -3,13 +3,16 @@
 // gradients within fp32 error bounds, over shapes around the 64-wide gradient
 // blocks and past 2^15 elements (the OpenMP path), strided rows, a constant
 // row, a large mean offset (the two-pass variance), zero tokens, and
-// InternalError on mismatched shapes. Finite differences are in the layer tests.
+// InternalError on mismatched shapes; the fused residual add against the
+// separate add and norm, bit for bit. Finite differences are in the layer tests.
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/residual.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "colrow/core/error.h"
 #include "nn/layer_test_helpers.h"
@@ -194,6 +197,99 @@ TEST(NormKernelTest, StridedRows) {
   expect_within("rms y", rms_y, rms.y, rms.y_mag, kRmsY);
   expect_within("rms dx", rms_dx, rms.dx, rms.dx_mag, kRmsDx);
   expect_within("rms dweight", dweight, rms.dgamma, rms.dgamma_mag, kRmsDw);
+}
+
+// The residual add fused into the norm's pass (norm.h) against the separate
+// add (residual.h) and norm, bit for bit, in fp32 and bf16 (where the sum is
+// rounded before the statistics see it, and dx twice): forward's sum, y and
+// statistics, backward's dx and parameter gradients (fp32 dx within the one
+// rounding a contracted multiply-add saves). The fused side reads and
+// writes column blocks of wider matrices (row stride > d).
+TEST(NormKernelTest, FusedResidualAddGivesTheSeparateAddsBits) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Dims& dims : kDims) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " [" + std::to_string(dims.tokens) + ", " +
+                   std::to_string(dims.d) + "]");
+      const int64_t t = dims.tokens, d = dims.d, wide = d + 9;
+      const Tensor x = testing::random_tensor({t, d}, 21).to(dtype);
+      const Tensor residual = make_input(dims, 22, 3.0f, false).to(dtype);
+      const Tensor dy = testing::random_tensor({t, d}, 23).to(dtype);
+      const Tensor dresidual = testing::random_tensor({t, d}, 24).to(dtype);
+      const Tensor gamma = testing::random_tensor({d}, 25).to(dtype);
+      const Tensor beta = testing::random_tensor({d}, 26).to(dtype);
+      // Strided copies of the fused side's operands.
+      Tensor wide_residual = Tensor::zeros({t, wide}).to(dtype);
+      Tensor wide_sum = Tensor::zeros({t, wide}).to(dtype);
+      Tensor wide_dresidual = Tensor::zeros({t, wide}).to(dtype);
+      Tensor residual_view = wide_residual.slice(1, 4, d), sum = wide_sum.slice(1, 7, d);
+      Tensor dresidual_view = wide_dresidual.slice(1, 2, d);
+      residual_view.copy_from(residual);
+      dresidual_view.copy_from(dresidual);
+
+      Tensor separate_sum = Tensor::empty({t, d}).to(dtype);
+      cpu::add(x, residual, separate_sum);
+      for (bool layer : {true, false}) {
+        SCOPED_TRACE(layer ? "LayerNorm" : "RMSNorm");
+        Tensor y1 = Tensor::empty({t, d}).to(dtype), y2 = Tensor::empty({t, d}).to(dtype);
+        Tensor mean1 = Tensor::empty({t}), mean2 = Tensor::empty({t});
+        Tensor rstd1 = Tensor::empty({t}), rstd2 = Tensor::empty({t});
+        Tensor norm_dx = Tensor::empty({t, d}).to(dtype), dx1 = Tensor::empty({t, d}).to(dtype);
+        Tensor dx2 = Tensor::empty({t, d}).to(dtype);
+        Tensor dg1 = Tensor::zeros({d}), dg2 = Tensor::zeros({d});
+        Tensor db1 = Tensor::zeros({d}), db2 = Tensor::zeros({d});
+        if (layer) {
+          cpu::layer_norm_forward(separate_sum, gamma, beta, 1e-5f, y1, mean1, rstd1);
+          cpu::layer_norm_forward(x, gamma, beta, 1e-5f, y2, mean2, rstd2, &residual_view, &sum);
+          cpu::layer_norm_backward(separate_sum, gamma, mean1, rstd1, dy, norm_dx, dg1, db1);
+          cpu::layer_norm_backward(sum, gamma, mean2, rstd2, dy, dx2, dg2, db2, &dresidual_view);
+        } else {
+          cpu::rms_norm_forward(separate_sum, gamma, 1e-6f, y1, rstd1);
+          cpu::rms_norm_forward(x, gamma, 1e-6f, y2, rstd2, &residual_view, &sum);
+          cpu::rms_norm_backward(separate_sum, gamma, rstd1, dy, norm_dx, dg1);
+          cpu::rms_norm_backward(sum, gamma, rstd2, dy, dx2, dg2, &dresidual_view);
+        }
+        cpu::add(dresidual, norm_dx, dx1);
+        EXPECT_EQ(sum.to_vector(), separate_sum.to_vector());
+        EXPECT_EQ(y2.to_vector(), y1.to_vector());
+        EXPECT_EQ(rstd2.to_vector(), rstd1.to_vector());
+        if (layer) {
+          EXPECT_EQ(mean2.to_vector(), mean1.to_vector());
+        }
+        if (dtype == DType::kBF16) {
+          EXPECT_EQ(dx2.to_vector(), dx1.to_vector());  // the norm's dx rounded before the add
+        } else {
+          // fp32: the compiler may contract the add into the norm's last
+          // multiply (one rounding fewer: GCC's default -ffp-contract=fast),
+          // so dx may differ by that rounding, u |norm's dx|, and the sum's
+          // own, u |dx| (u = 2^-24).
+          const std::vector<float> a = dx2.to_vector(), b = dx1.to_vector();
+          const std::vector<float> n = norm_dx.to_vector();
+          for (size_t i = 0; i < a.size(); ++i) {
+            ASSERT_LE(std::fabs(a[i] - b[i]), 0x1p-24 * (std::fabs(n[i]) + 2 * std::fabs(b[i])))
+                << "dx[" << i << "]";
+          }
+        }
+        EXPECT_EQ(dg2.to_vector(), dg1.to_vector());
+        EXPECT_EQ(db2.to_vector(), db1.to_vector());
+      }
+      // Nothing outside the sum's view was written.
+      EXPECT_EQ(wide_sum.slice(1, 0, 7).to_vector(), std::vector<float>(t * 7, 0.0f));
+    }
+  }
+}
+
+TEST(NormKernelTest, AResidualWithoutItsSumIsAnInternalError) {
+  const Tensor x = Tensor::zeros({4, 8}), gamma = Tensor::zeros({8}), beta = Tensor::zeros({8});
+  Tensor y = Tensor::empty({4, 8}), mean = Tensor::empty({4}), rstd = Tensor::empty({4});
+  Tensor sum = Tensor::empty({4, 8}), bad_sum = Tensor::empty({4, 7});
+  EXPECT_THROW(cpu::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd, &x, nullptr),
+               InternalError);
+  EXPECT_THROW(cpu::rms_norm_forward(x, gamma, 1e-5f, y, rstd, nullptr, &sum), InternalError);
+  EXPECT_THROW(cpu::rms_norm_forward(x, gamma, 1e-5f, y, rstd, &x, &bad_sum), InternalError);
+  Tensor dx = Tensor::empty({4, 8}), dgamma = Tensor::zeros({8});
+  const Tensor bad_dresidual = Tensor::zeros({3, 8});
+  EXPECT_THROW(cpu::rms_norm_backward(x, gamma, rstd, x, dx, dgamma, &bad_dresidual),
+               InternalError);
 }
 
 TEST(NormKernelTest, ZeroTokensIsANoOp) {

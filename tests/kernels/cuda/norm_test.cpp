@@ -4,8 +4,10 @@
 // (1 .. 1000, around the 128-token gradient chunks) and widths (1 .. 1000),
 // centered rows, a constant row and a large mean offset (the two-pass
 // variance); the same gradient bits on a repeated run (no atomics); strided
-// rows with untouched neighbours; zero tokens; InternalError on bad shapes.
+// rows with untouched neighbours; zero tokens; InternalError on bad shapes;
+// the fused residual add against the separate add and norm, bit for bit.
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/residual.h"
 
 #include <gtest/gtest.h>
 
@@ -254,6 +256,72 @@ TEST(CudaNormTest, StridedRows) {
   expect_agree("rms y", rms_y_g, y, rms.y_mag, kRmsY);
   expect_agree("rms dx", rms_dx_g, dx, rms.dx_mag, kRmsDx);
   expect_agree("rms dweight", dweight_g, dweight, rms.dgamma_mag, kRmsDw);
+}
+
+// The residual add fused into the norms' pass against the separate CUDA add
+// and norm, on the GPU, bit for bit in fp32 and bf16 (__fadd_rn keeps the
+// add out of any multiply-add): the sum, y, the statistics, dx and the
+// parameter gradients; the fused side on column blocks of wider matrices.
+TEST(CudaNormTest, FusedResidualAddGivesTheSeparateAddsBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Dims& dims : kDims) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + label(kCases[0], dims));
+      const int64_t t = dims.tokens, d = dims.d, wide = d + 9;
+      const Shape rows = {t, d};
+      const Tensor x = random_exact(rows, 31).to(dtype).to(gpu);
+      const Tensor residual = random_exact(rows, 32, 3.0f).to(dtype).to(gpu);
+      const Tensor dy = random_exact(rows, 33).to(dtype).to(gpu);
+      const Tensor dresidual = random_exact(rows, 34).to(dtype).to(gpu);
+      const Tensor gamma = random_exact({d}, 35).to(dtype).to(gpu);
+      const Tensor beta = random_exact({d}, 36).to(dtype).to(gpu);
+      Tensor wide_residual = Tensor::zeros({t, wide}, gpu, dtype);
+      Tensor wide_sum = Tensor::zeros({t, wide}, gpu, dtype);
+      Tensor wide_dresidual = Tensor::zeros({t, wide}, gpu, dtype);
+      Tensor residual_view = wide_residual.slice(1, 4, d), sum = wide_sum.slice(1, 7, d);
+      Tensor dresidual_view = wide_dresidual.slice(1, 2, d);
+      residual_view.copy_from(residual);
+      dresidual_view.copy_from(dresidual);
+      Tensor separate_sum = Tensor::empty(rows, gpu, dtype);
+      kernels::cuda::add(x, residual, separate_sum);
+      for (bool layer : {true, false}) {
+        SCOPED_TRACE(layer ? "LayerNorm" : "RMSNorm");
+        Tensor y1 = Tensor::empty(rows, gpu, dtype), y2 = Tensor::empty(rows, gpu, dtype);
+        Tensor mean1 = Tensor::empty({t}, gpu), mean2 = Tensor::empty({t}, gpu);
+        Tensor rstd1 = Tensor::empty({t}, gpu), rstd2 = Tensor::empty({t}, gpu);
+        Tensor norm_dx = Tensor::empty(rows, gpu, dtype);
+        Tensor dx1 = Tensor::empty(rows, gpu, dtype), dx2 = Tensor::empty(rows, gpu, dtype);
+        Tensor dg1 = Tensor::zeros({d}, gpu), dg2 = Tensor::zeros({d}, gpu);
+        Tensor db1 = Tensor::zeros({d}, gpu), db2 = Tensor::zeros({d}, gpu);
+        if (layer) {
+          kernels::cuda::layer_norm_forward(separate_sum, gamma, beta, 1e-5f, y1, mean1, rstd1);
+          kernels::cuda::layer_norm_forward(x, gamma, beta, 1e-5f, y2, mean2, rstd2,
+                                            &residual_view, &sum);
+          kernels::cuda::layer_norm_backward(separate_sum, gamma, mean1, rstd1, dy, norm_dx, dg1,
+                                             db1);
+          kernels::cuda::layer_norm_backward(sum, gamma, mean2, rstd2, dy, dx2, dg2, db2,
+                                             &dresidual_view);
+        } else {
+          kernels::cuda::rms_norm_forward(separate_sum, gamma, 1e-6f, y1, rstd1);
+          kernels::cuda::rms_norm_forward(x, gamma, 1e-6f, y2, rstd2, &residual_view, &sum);
+          kernels::cuda::rms_norm_backward(separate_sum, gamma, rstd1, dy, norm_dx, dg1);
+          kernels::cuda::rms_norm_backward(sum, gamma, rstd2, dy, dx2, dg2, &dresidual_view);
+        }
+        kernels::cuda::add(dresidual, norm_dx, dx1);
+        EXPECT_EQ(sum.to_vector(), separate_sum.to_vector());
+        EXPECT_EQ(y2.to_vector(), y1.to_vector());
+        EXPECT_EQ(rstd2.to_vector(), rstd1.to_vector());
+        if (layer) {
+          EXPECT_EQ(mean2.to_vector(), mean1.to_vector());
+        }
+        EXPECT_EQ(dx2.to_vector(), dx1.to_vector());
+        EXPECT_EQ(dg2.to_vector(), dg1.to_vector());
+        EXPECT_EQ(db2.to_vector(), db1.to_vector());
+      }
+      EXPECT_EQ(wide_sum.slice(1, 0, 7).to_vector(), std::vector<float>(t * 7, 0.0f));
+    }
+  }
 }
 
 TEST(CudaNormTest, ZeroTokensIsANoOp) {
