@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # What a session with a lent GPU runs, in parts that each fit one device call
-# (10 minutes; 30 minutes of device time a session, so the order is the
-# priority; each part's length there is estimated, not yet measured): build CUDA here (scripts/build.sh finds nvcc), pack it with
-# `scripts/gpu-pack.sh build`, then per part, carrying build-gpu:
+# (10 minutes at most; each part's length there is estimated, not yet
+# measured). Build CUDA here (scripts/build.sh finds nvcc), pack it with
+# `scripts/gpu-pack.sh build`, then per part, carrying build-gpu.
+# Since 2026-11-28 a session gets 15 minutes of device time in all, the
+# machine's start-up included, so one call is what a session can count on:
+#   scripts/gpu-agenda.sh first    the GPU suite without the CLI runs (each
+#                                  test capped at 120 s), the linear test with
+#                                  cuBLASLt's log, then issue 8's bf16 step
+#                                  beside PyTorch's bf16 and torch.compile;
+#                                  each stage under a timeout, about 9 minutes
+#                                  in all (timeout_s 560), logs as they finish
+# Then, in later sessions, in this order:
 #   scripts/gpu-agenda.sh tests    the GPU suite without the CLI runs: every
 #                                  CUDA kernel against its CPU twin, the
 #                                  communicators, the model, CUDA graphs; then
@@ -20,7 +29,7 @@
 # measurement is for.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?usage: scripts/gpu-agenda.sh tests|cli|bench|ab|sweep|cpu16 [PHASE]}
+part=${1:?usage: scripts/gpu-agenda.sh first|tests|cli|bench|ab|sweep|cpu16 [PHASE]}
 out=${OUT:-/tmp/gpu-agenda}
 mkdir -p "$out"
 [ -x build-gpu/colrow ] || { echo "gpu-agenda.sh: no build-gpu/colrow; run scripts/gpu-pack.sh here and carry build-gpu" >&2; exit 1; }
@@ -29,6 +38,14 @@ data=build-gpu/jargon.txt.gz
 peer=build-gpu/peers/torch_gpt2_gpu.py
 
 case "$part" in
+  first)
+    timeout 330 scripts/gpu-test.sh --packed -E '^cli_' --timeout 120 2>&1 | tee "$out/tests.log"
+    status=${PIPESTATUS[0]}
+    CUBLASLT_LOG_LEVEL=2 timeout 40 build-gpu/tests/kernels_cuda_linear_test > "$out/linear-cublaslt.log" 2>&1
+    DATA=$data MODES=bf16 STEPS=12 timeout 170 scripts/bench-gpu.sh build-gpu "$peer" 2>&1 | tee "$out/bench-bf16.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    exit "$status"
+    ;;
   tests)
     scripts/gpu-test.sh --packed -E '^cli_' 2>&1 | tee "$out/tests.log"
     status=${PIPESTATUS[0]}
@@ -70,7 +87,7 @@ case "$part" in
     bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile}" "$out/cpu16-$2"
     ;;
   *)
-    echo "gpu-agenda.sh: unknown part '$part' (tests, cli, bench, ab, sweep or cpu16)" >&2
+    echo "gpu-agenda.sh: unknown part '$part' (first, tests, cli, bench, ab, sweep or cpu16)" >&2
     exit 2
     ;;
 esac
