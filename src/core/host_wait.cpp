@@ -38,9 +38,6 @@ std::string first_failure() {
   return "";
 }
 
-void abort_all() {
-  for (WaitWatcher* w : watchers()) w->abort();
-}
 
 std::string seconds_text(double s) {
   char text[32];
@@ -58,6 +55,10 @@ void add_wait_watcher(WaitWatcher* watcher) {
 void remove_wait_watcher(WaitWatcher* watcher) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_watchers.erase(std::remove(g_watchers.begin(), g_watchers.end(), watcher), g_watchers.end());
+}
+
+void abort_wait_watchers() {
+  for (WaitWatcher* w : watchers()) w->abort();
 }
 
 void set_host_wait_timeout(double seconds) {
@@ -92,13 +93,13 @@ void wait_until(const std::function<bool()>& done, const std::string& what) {
     next_watch = now + kWatchInterval;
     const std::string failure = first_failure();
     if (!failure.empty()) {
-      abort_all();
+      abort_wait_watchers();
       throw BackendError(failure + " while waiting for " + what +
                          "; its communicators were aborted. Look for the rank that failed "
                          "first; this rank stops here instead of waiting forever.");
     }
     if (timed_out) {
-      abort_all();
+      abort_wait_watchers();
       throw BackendError(
           "[device] waited " + seconds_text(host_wait_timeout()) + " for " + what +
           " without it finishing: a collective whose other ranks never joined it (a rank that "

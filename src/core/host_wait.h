@@ -24,9 +24,16 @@ class WaitWatcher {
   virtual void abort() = 0;
 };
 
-// Registration, by the watcher's owner for its lifetime. Thread-safe.
+// Registration, by the watcher's owner for its lifetime. The registry is
+// thread-safe, but the watchers are asked and aborted without its lock: a
+// rank drives its GPU and its communicators from one thread, and a watcher
+// must not be removed while another thread waits.
 void add_wait_watcher(WaitWatcher* watcher);
 void remove_wait_watcher(WaitWatcher* watcher);
+
+// Aborts every watcher: for a caller that has met an error after which the
+// watchers' work can never finish (a sticky device error), before it throws.
+void abort_wait_watchers();
 
 // Seconds a single host wait may last (> 0); 600 until set.
 void set_host_wait_timeout(double seconds);

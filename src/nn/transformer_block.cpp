@@ -108,7 +108,11 @@ const Tensor& TransformerBlock::forward_cached(const Tensor& x, const CacheRows&
 void TransformerBlock::backward(const Tensor& dy, Tensor& dx) {
   layer_buffer(dh_, /*shared=*/true, "block.dh", dy.shape(), dy.device(), dy.dtype());
   ensure_shape(dx, dy.shape(), dy.device(), dy.dtype());
-  if (dx.raw_data() == dy.raw_data()) throw InternalError("[block] backward's dx must not be dy");
+  // The norms write dx (and dh) in their dx pass and read their inputs and
+  // dy again for the parameter gradients afterwards: no output may alias them.
+  if (dx.raw_data() == dy.raw_data() || dx.raw_data() == dh_.raw_data()) {
+    throw InternalError("[block] backward's dx must be neither dy nor the block's dh");
+  }
   // dh = dy + norm_2'(mlp'(dy))         one all-reduce, in the MLP's input gradient
   //   (the add in norm_2's pass, as each one below)
   norm_2_.backward_add(mlp_.backward(dy), dy, dh_);

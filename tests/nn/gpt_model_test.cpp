@@ -12,8 +12,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -23,6 +25,7 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/checkpoint.h"
+#include "kernels/op_trace.h"
 #include "nn/model_test_cases.h"
 #include "support/temp_dir.h"
 #include "support/test_world.h"
@@ -211,6 +214,82 @@ TEST(GptModelTest, RecomputedActivationGivesTheSameLossAndGradientsBitwise) {
   }
 }
 
+// A tp communicator that counts the kernel operations queued while a started
+// collective is in flight (between start_* and its wait): what overlapping
+// means. Everything else passes through.
+class OverlapProbe final : public Communicator {
+ public:
+  OverlapProbe(Communicator& inner, const kernels::OpTrace& trace) : inner_(inner), trace_(trace) {}
+  int64_t ops_during_collectives() const { return ops_during_; }
+
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  const std::string& name() const override { return inner_.name(); }
+  void all_reduce_sum(Tensor& x) override { inner_.all_reduce_sum(x); }
+  void all_reduce_max(Tensor& x) override { inner_.all_reduce_max(x); }
+  void all_gather(const Tensor& in, Tensor& out) override { inner_.all_gather(in, out); }
+  void reduce_scatter_sum(const Tensor& in, Tensor& out) override {
+    inner_.reduce_scatter_sum(in, out);
+  }
+  void broadcast(Tensor& x, int root) override { inner_.broadcast(x, root); }
+  void barrier() override { inner_.barrier(); }
+  void all_reduce_sum_bf16_wire(Tensor& x) override { inner_.all_reduce_sum_bf16_wire(x); }
+  void reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) override {
+    inner_.reduce_scatter_sum_bf16_wire(in, out);
+  }
+  std::unique_ptr<PendingCollective> start_all_reduce_sum(Tensor& x) override {
+    return watched(inner_.start_all_reduce_sum(x));
+  }
+  std::unique_ptr<PendingCollective> start_all_gather(const Tensor& in, Tensor& out) override {
+    return watched(inner_.start_all_gather(in, out));
+  }
+  std::unique_ptr<PendingCollective> start_reduce_scatter_sum(const Tensor& in,
+                                                              Tensor& out) override {
+    return watched(inner_.start_reduce_scatter_sum(in, out));
+  }
+  std::unique_ptr<PendingCollective> start_send(const Tensor& x, int dst, int tag) override {
+    return inner_.start_send(x, dst, tag);
+  }
+  void recv(Tensor& x, int src, int tag) override { inner_.recv(x, src, tag); }
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override {
+    return inner_.split(color, key, name);
+  }
+  bool all_ranks_failing(double timeout_seconds) override {
+    return inner_.all_ranks_failing(timeout_seconds);
+  }
+  [[noreturn]] void abort(int exit_code) override {
+    inner_.abort(exit_code);
+    std::abort();  // not reached: the inner abort ends the process
+  }
+
+ private:
+  class Watched final : public PendingCollective {
+   public:
+    Watched(std::unique_ptr<PendingCollective> inner, OverlapProbe& probe)
+        : inner_(std::move(inner)), probe_(probe), ops_at_start_(probe.ops()) {}
+    ~Watched() override { wait(); }
+    void wait() override {
+      if (!inner_) return;
+      inner_->wait();
+      inner_.reset();
+      probe_.ops_during_ += probe_.ops() - ops_at_start_;
+    }
+
+   private:
+    std::unique_ptr<PendingCollective> inner_;
+    OverlapProbe& probe_;
+    int64_t ops_at_start_;
+  };
+  int64_t ops() const { return static_cast<int64_t>(trace_.operations().size()); }
+  std::unique_ptr<PendingCollective> watched(std::unique_ptr<PendingCollective> pending) {
+    return std::make_unique<Watched>(std::move(pending), *this);
+  }
+
+  Communicator& inner_;
+  const kernels::OpTrace& trace_;
+  int64_t ops_during_ = 0;
+};
+
 TEST(GptModelTest, OverlappedTpBackwardGivesTheSameCollectivesLossAndGradientsBitwise) {
   // The default backward starts each region's input-gradient sum (and, with
   // sequence parallelism, its re-gather) and waits for it after the weight
@@ -229,7 +308,9 @@ TEST(GptModelTest, OverlappedTpBackwardGivesTheSameCollectivesLossAndGradientsBi
       for (bool sp : {false, true}) {
         if (sp && kBatch * kSeq % w.size() != 0) continue;
         SCOPED_TRACE(to_string(kind) + ", " + c.name + (sp ? ", sequence parallel" : ""));
-        RecordingCommunicator overlapped_tp(mesh.tp()), blocking_tp(mesh.tp());
+        const kernels::OpTrace trace;
+        OverlapProbe overlapped_probe(mesh.tp(), trace), blocking_probe(mesh.tp(), trace);
+        RecordingCommunicator overlapped_tp(overlapped_probe), blocking_tp(blocking_probe);
         GptModel overlapped(overlapped_tp, c.config, kSeed, sp);
         GptModel blocking(blocking_tp, c.config, kSeed, sp);
         blocking.set_overlap_tp_backward(false);
@@ -246,6 +327,12 @@ TEST(GptModelTest, OverlappedTpBackwardGivesTheSameCollectivesLossAndGradientsBi
         EXPECT_EQ(losses[0], losses[2]);
         EXPECT_EQ(losses[1], losses[3]);
         EXPECT_EQ(overlapped_tp.events(), blocking_tp.events());
+        // Overlapping means kernels run while a collective is in flight (the
+        // weight-gradient GEMMs); waiting where each starts means none do.
+        EXPECT_EQ(blocking_probe.ops_during_collectives(), 0);
+        if (w.size() > 1) {
+          EXPECT_GT(overlapped_probe.ops_during_collectives(), 0);
+        }
         const std::vector<Parameter*> a = overlapped.parameters(), b = blocking.parameters();
         ASSERT_EQ(a.size(), b.size());
         for (size_t i = 0; i < a.size(); ++i) {

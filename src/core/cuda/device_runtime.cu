@@ -38,10 +38,36 @@ std::atomic<size_t> g_host_waits{0};
 // time per process (a rank drives one GPU).
 std::atomic<int> g_capturing{-1};
 
-// A stream or event query's answer: done, not yet, or an error (thrown).
+// Errors of a stream capture (a host wait inside one, which ends the
+// capture): the caller may go on without the graph, so the communicators
+// stay. Any other error of a query is the device's (a sticky one, such as an
+// illegal address), after which nothing this process queued will finish.
+bool capture_error(cudaError_t state) {
+  switch (state) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A stream or event query's answer: done, not yet, or an error (thrown; the
+// device's own errors first abort the NCCL communicators, whose peers would
+// otherwise wait for this rank until their timeout).
 bool finished(cudaError_t state, const char* query) {
   if (state == cudaSuccess) return true;
-  if (state != cudaErrorNotReady) throw_cuda_error(state, query, __FILE__, __LINE__);
+  if (state != cudaErrorNotReady) {
+    if (!capture_error(state)) abort_wait_watchers();
+    throw_cuda_error(state, query, __FILE__, __LINE__);
+  }
   // "Not ready" is an answer, not an error: clear it, or the next launch
   // check (cudaGetLastError) would report it (PyTorch's CUDAEvent::query
   // does the same).
@@ -61,6 +87,12 @@ std::string current_device_name() {
 // an NCCL collective whose peers never come ends in an error, not a hang.
 void wait_for_stream(cudaStream_t stream) {
   ++g_host_waits;  // counted even when the stream is idle: the caller asked to wait
+  if (finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)")) return;
+  wait_until([stream] { return finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)"); },
+             "a stream of " + current_device_name());
+}
+
+void drain_stream(cudaStream_t stream) {
   if (finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)")) return;
   wait_until([stream] { return finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)"); },
              "a stream of " + current_device_name());
@@ -248,6 +280,10 @@ void copy(const Tensor& src, Tensor& dst) {
   const cudaMemcpyKind kind = kind_of(src, dst);
   const int64_t rows = std::max(s.rows, d.rows), cols = rows == s.rows ? s.cols : d.cols;
   const size_t element = static_cast<size_t>(dtype_bytes(dst.dtype()));  // Tensor checked: same
+  // A copy with pageable host memory returns only when it is done, inside the
+  // driver, behind everything queued before it: drain the stream by polling
+  // first (core/host_wait.h), so that a stuck collective ends in an error.
+  if (kind != cudaMemcpyDeviceToDevice) cuda::drain_stream(stream);
   if (src.is_contiguous() && dst.is_contiguous()) {
     // One span: a 2-d copy's pitch may not exceed the device's limit (2^31
     // bytes), which a flat gradient buffer or a large table does.

@@ -274,6 +274,7 @@ TEST(NormKernelTest, FusedResidualAddGivesTheSeparateAddsBits) {
       }
       // Nothing outside the sum's view was written.
       EXPECT_EQ(wide_sum.slice(1, 0, 7).to_vector(), std::vector<float>(t * 7, 0.0f));
+      EXPECT_EQ(wide_sum.slice(1, 7 + d, 2).to_vector(), std::vector<float>(t * 2, 0.0f));
     }
   }
 }

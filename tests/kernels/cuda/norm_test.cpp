@@ -320,6 +320,7 @@ TEST(CudaNormTest, FusedResidualAddGivesTheSeparateAddsBits) {
         EXPECT_EQ(db2.to_vector(), db1.to_vector());
       }
       EXPECT_EQ(wide_sum.slice(1, 0, 7).to_vector(), std::vector<float>(t * 7, 0.0f));
+      EXPECT_EQ(wide_sum.slice(1, 7 + d, 2).to_vector(), std::vector<float>(t * 2, 0.0f));
     }
   }
 }
