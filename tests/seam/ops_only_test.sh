@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The device seam holds: src/nn and src/train call kernels only through
 # kernels/ops.h (which dispatches on the tensor's device) and run no loop of
-# threads of their own. What would tie the model to one backend: a
-# kernels::cpu:: or kernels::cuda:: call (spelled out, or through a using
-# directive or a namespace alias), a backend's header, an OpenMP pragma, header
-# or runtime call, or a std::thread. Comments are not code: a line whose text
+# threads of their own. What would tie the model to one backend: a name in a
+# backend's namespace (cpu:: or cuda::, however the namespaces above it are
+# spelled or aliased, and a using directive or an alias of it), a backend's
+# header, an OpenMP pragma, header or runtime call, or a thread of its own
+# (std::thread, std::jthread, std::async). Comments are not code: a line whose text
 # starts with // is skipped. Fails naming every offending line.
 set -uo pipefail
 root=${1:?usage: ops_only_test.sh SOURCE_ROOT}
-pattern='kernels::(cpu|cuda)\b|"kernels/(cpu|cuda)/|#\s*pragma\s+omp|<omp\.h>|\bomp_[a-z_]+\s*\(|std::(thread|jthread)\b'
+pattern='kernels::(cpu|cuda)\b|\b(cpu|cuda)::[A-Za-z_]|"kernels/(cpu|cuda)/|#\s*pragma\s+omp|<omp\.h>|\bomp_[a-z_]+\s*\(|std::(thread|jthread|async)\b|<(thread|future)>'
 scan() {
   grep -rnE "$pattern" "$@" | grep -vE '^[^:]+:[0-9]+:\s*//'
 }
@@ -29,6 +30,9 @@ samples=(
   '#include <omp.h>'
   'const int n = omp_get_max_threads();'
   'std::thread worker([&] { run(); });'
+  'namespace k = colrow::kernels; k::cpu::add(a, b, c);'
+  'auto done = std::async(std::launch::async, [] {});'
+  '#include <thread>'
 )
 sample_dir=$(mktemp -d)
 trap 'rm -rf "$sample_dir"' EXIT
