@@ -38,7 +38,6 @@ std::string first_failure() {
   return "";
 }
 
-
 std::string seconds_text(double s) {
   char text[32];
   std::snprintf(text, sizeof text, "%g s", s);
@@ -80,8 +79,9 @@ void wait_until(const std::function<bool()>& done, const std::string& what) {
   const Clock::time_point start = Clock::now();
   const auto limit = std::chrono::duration<double>(host_wait_timeout());
   Clock::time_point next_watch = start + kWatchInterval;
-  for (int polls = 1;; ++polls) {
+  for (int polls = 0;;) {
     if (polls < kSpinPolls) {
+      ++polls;
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(kPollSleep);
@@ -95,16 +95,16 @@ void wait_until(const std::function<bool()>& done, const std::string& what) {
     if (!failure.empty()) {
       abort_wait_watchers();
       throw BackendError(failure + " while waiting for " + what +
-                         "; its communicators were aborted. Look for the rank that failed "
-                         "first; this rank stops here instead of waiting forever.");
+                         "; this rank's NCCL communicators were aborted. Look for the rank "
+                         "that failed first; this one stops here instead of waiting forever.");
     }
     if (timed_out) {
       abort_wait_watchers();
       throw BackendError(
           "[device] waited " + seconds_text(host_wait_timeout()) + " for " + what +
           " without it finishing: a collective whose other ranks never joined it (a rank that "
-          "stopped, a network fault), or work longer than the limit. Its communicators were "
-          "aborted. Raise --comm-timeout if the work is that long.");
+          "stopped, a network fault), or work longer than the limit. This rank's NCCL "
+          "communicators were aborted. Raise --comm-timeout if the work is that long.");
     }
   }
 }
