@@ -2,17 +2,22 @@
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
 # ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
 # a non-positive --tokens, and bad --device / --comm / --tf32 / --attention choices (a GPU
-# asked for where there is none, through every verb that takes --device) each exit non-zero, print exactly one line
+# asked for where there is none, through every verb that takes --device) each exit non-zero,
+# print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
-# Usage: error_paths_test.sh <path-to-colrow> <mpiexec>
+# With `verbs`, only the GPU refusal through every other verb (ctest's
+# cli_error_paths_verbs_np3: what each rank decides alone, which the TCP rerun
+# of the suite leaves out).
+# Usage: error_paths_test.sh <path-to-colrow> <mpiexec> [verbs]
 set -u
 
-if [ "$#" -ne 2 ]; then
-  echo "usage: $0 <path-to-colrow> <mpiexec>" >&2
+if [ "$#" -ne 2 ] && { [ "$#" -ne 3 ] || [ "$3" != verbs ]; }; then
+  echo "usage: $0 <path-to-colrow> <mpiexec> [verbs]" >&2
   exit 2
 fi
 colrow=$1
 mpiexec=$2
+mode=${3:-flags}
 . "$(dirname "$0")/mpi_nodes.sh"
 np=3
 limit_s=60  # per run; a hang fails here, well before ctest's timeout
@@ -91,6 +96,33 @@ expect_in_message() {
   esac
 }
 
+# Every verb checks the device before it reads its data or builds anything:
+# train before it reads the corpus, eval and generate before the weights (a
+# config.json alone gets there).
+if [ "$mode" = verbs ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then
+    echo "error_paths_test verbs: skipped: this machine has a GPU"
+    exit 0
+  fi
+  mkdir -p "$work/model"
+  printf '%s' '{"model_type": "gpt2", "n_embd": 48, "n_head": 4, "n_layer": 1, "n_positions": 64, "vocab_size": 256}' \
+    > "$work/model/config.json"
+  for verb in "train --model gpt2-byte-small --steps 1 --dp 3" \
+              "eval --model $work/model --tokens $work/no-such-tokens.bin --seq-len 8 --dp 3" \
+              "generate --model $work/model --prompt hi --dp 3" \
+              "bench decode --model gpt2-byte-small"; do
+    run_case "no-gpu ${verb%% --*}" --device cuda
+    expect_in_message "[device] "
+    expect_in_message "use --device cpu"
+  done
+  if [ "$failures" -ne 0 ]; then
+    echo "error_paths_test verbs: $failures check(s) failed" >&2
+    exit 1
+  fi
+  echo "error_paths_test verbs: all checks passed"
+  exit 0
+fi
+
 # (a) 2048 hidden units cannot be split 3 ways; the fix lists the tp that can.
 run_case indivisible --d-model 512 --ffn-hidden 2048 --tokens 8 --tp 3 --dp 1
 expect_in_message "[mlp] ffn_hidden_size (2048) must be divisible by tp (3)."
@@ -146,21 +178,6 @@ else
   run_case no-gpu --d-model 48 --tokens 8 --device cuda
   expect_in_message "[device] "
   expect_in_message "use --device cpu"
-  # Every verb checks the device before it reads its data or builds anything:
-  # train before it reads the corpus, eval and generate before the weights
-  # (a config.json alone gets there).
-  mkdir -p "$work/model"
-  printf '%s' '{"model_type": "gpt2", "n_embd": 48, "n_head": 4, "n_layer": 1, "n_positions": 64, "vocab_size": 256}' \
-    > "$work/model/config.json"
-  for verb in "train --model gpt2-byte-small --steps 1 --dp 3" \
-              "eval --model $work/model --tokens $work/no-such-tokens.bin --seq-len 8 --dp 3" \
-              "generate --model $work/model --prompt hi --dp 3" \
-              "bench decode --model gpt2-byte-small"; do
-    run_case "no-gpu ${verb%% --*}" --device cuda
-    expect_in_message "[device] "
-    expect_in_message "use --device cpu"
-  done
-  verb="bench mlp"
 fi
 
 if [ "$failures" -ne 0 ]; then

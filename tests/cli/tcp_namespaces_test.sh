@@ -73,11 +73,14 @@ local2() { timeout 300 "$mpiexec" -np 2 --oversubscribe --bind-to none --quiet "
 nodes=$(tcp "$mpiexec" -np 4 --quiet sh -c 'echo $OMPI_COMM_WORLD_RANK $(ip -4 -o addr show | grep -o "10\.77\.[0-9]*\.[12]/" | tr -d /)' | sort | tr '\n' ' ')
 [ "$nodes" = "0 10.77.$net.1 1 10.77.$net.2 2 10.77.$net.1 3 10.77.$net.2 " ] || { echo "FAIL: ranks not spread over two nodes: $nodes"; exit 1; }
 
-# The multi-rank suite, this test and the per-rank CLI tests excepted; and
-# cli_train_bf16, whose bf16 compute is each rank's own and whose bf16 wire
-# (Open MPI's user sum over 16-bit words) the communicator tests check over
-# TCP here: at 137 s over TCP (21 s on one node) it was a fifth of the suite.
-alone='^cli_(tcp_namespaces|tokenize|blas_environment|train_save_dtype|bench_decode|bench_tp_profile|train_bf16)$'
+# The multi-rank suite, this test and the per-rank CLI tests excepted (the
+# GPU refusal through each verb among them); and cli_train_bf16, whose bf16
+# compute is each rank's own and whose bf16 wire (Open MPI's user sum over
+# 16-bit words) the communicator tests check over TCP here: at 137 s over TCP
+# (21 s on one node) it was a fifth of the suite; and cli_determinism, whose
+# bits across runs this test checks below at the same meshes, against shared
+# memory.
+alone='^cli_(tcp_namespaces|tokenize|blas_environment|train_save_dtype|bench_decode|bench_tp_profile|train_bf16|determinism|error_paths_verbs_np3)$'
 # (Its log stays beside the build's own: Testing/tcp_namespaces_suite.log.)
 tcp ctest --test-dir "$tests" -L multirank -E "$alone" -j 2 > "$dir/suite.log" 2>&1 && suite=0 || suite=$?
 cp "$dir/suite.log" "$tests/../Testing/tcp_namespaces_suite.log" 2>/dev/null || true
