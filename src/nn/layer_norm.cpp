@@ -36,13 +36,6 @@ void LayerNorm::prepare_forward(const Tensor& x) {
   ensure_shape(rstd_, {tokens}, weight_.value.device());
 }
 
-void LayerNorm::check_dy(const Tensor& dy) const {
-  require_tokens_by(dy, d_, weight_.name, "dy");
-  if (dy.size(0) != x_.size(0)) {
-    throw InternalError("[layer_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
-                        " must match the forward input " + shape_to_string(x_.shape()));
-  }
-}
 
 const Tensor& LayerNorm::forward(const Tensor& x) {
   // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
@@ -63,14 +56,14 @@ const Tensor& LayerNorm::forward_add(const Tensor& x, const Tensor& residual, Te
 const Tensor& LayerNorm::backward(const Tensor& dy) {
   // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
   // weight and bias gradients, so none is reduced.
-  check_dy(dy);
+  norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::layer_norm_backward(x_, weight_.compute(), mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);
   return dx_;
 }
 
 void LayerNorm::backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx) {
-  check_dy(dy);
+  norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   ops::layer_norm_backward(x_, weight_.compute(), mean_, rstd_, dy, dx, weight_.grad, bias_.grad,
                            &dresidual);
 }

@@ -36,4 +36,15 @@ inline void require_tokens_by(const char* component, const Tensor& t, int64_t d,
   }
 }
 
+// InternalError unless dy is [tokens, d] with the forward input x's tokens.
+inline void require_dy_like_x(const char* component, const Tensor& dy, const Tensor& x, int64_t d,
+                              const std::string& name) {
+  require_tokens_by(component, dy, d, name, "dy");
+  if (dy.size(0) != x.size(0)) {
+    throw InternalError(std::string("[") + component + "] " + name + ": dy " +
+                        shape_to_string(dy.shape()) + " must match the forward input " +
+                        shape_to_string(x.shape()));
+  }
+}
+
 }  // namespace colrow::norm_checks

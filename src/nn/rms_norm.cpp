@@ -34,13 +34,6 @@ void RMSNorm::prepare_forward(const Tensor& x) {
   ensure_shape(rstd_, {tokens}, weight_.value.device());
 }
 
-void RMSNorm::check_dy(const Tensor& dy) const {
-  require_tokens_by(dy, d_, weight_.name, "dy");
-  if (dy.size(0) != x_.size(0)) {
-    throw InternalError("[rms_norm] " + weight_.name + ": dy " + shape_to_string(dy.shape()) +
-                        " must match the forward input " + shape_to_string(x_.shape()));
-  }
-}
 
 const Tensor& RMSNorm::forward(const Tensor& x) {
   // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
@@ -60,14 +53,14 @@ const Tensor& RMSNorm::forward_add(const Tensor& x, const Tensor& residual, Tens
 const Tensor& RMSNorm::backward(const Tensor& dy) {
   // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
   // weight gradient, so none is reduced.
-  check_dy(dy);
+  norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx_, weight_.grad);
   return dx_;
 }
 
 void RMSNorm::backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx) {
-  check_dy(dy);
+  norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx, weight_.grad, &dresidual);
 }
 

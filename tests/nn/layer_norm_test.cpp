@@ -206,6 +206,11 @@ TEST(LayerNormTest, MismatchedShapesAreInternalErrors) {
   EXPECT_THROW(ln.forward(Tensor::zeros({kD})), InternalError);
   ln.forward(Tensor::zeros({kTokens, kD}));
   EXPECT_THROW(ln.backward(Tensor::zeros({kTokens + 1, kD})), InternalError);
+  // The fused residual add checks the same way.
+  Tensor sum = Tensor::zeros({kTokens, kD}), dx = Tensor::zeros({kTokens, kD});
+  EXPECT_THROW(ln.forward_add(Tensor::zeros({kTokens, kD + 1}), sum, sum), InternalError);
+  ln.forward_add(Tensor::zeros({kTokens, kD}), Tensor::zeros({kTokens, kD}), sum);
+  EXPECT_THROW(ln.backward_add(Tensor::zeros({kTokens + 1, kD}), dx, dx), InternalError);
 }
 
 }  // namespace

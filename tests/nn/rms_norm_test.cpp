@@ -190,6 +190,11 @@ TEST(RmsNormTest, MismatchedShapesAreInternalErrors) {
   EXPECT_THROW(norm.forward(Tensor::zeros({kTokens, kD - 1})), InternalError);
   norm.forward(Tensor::zeros({kTokens, kD}));
   EXPECT_THROW(norm.backward(Tensor::zeros({kTokens - 1, kD})), InternalError);
+  // The fused residual add checks the same way.
+  Tensor sum = Tensor::zeros({kTokens, kD}), dx = Tensor::zeros({kTokens, kD});
+  EXPECT_THROW(norm.forward_add(Tensor::zeros({kTokens, kD - 1}), sum, sum), InternalError);
+  norm.forward_add(Tensor::zeros({kTokens, kD}), Tensor::zeros({kTokens, kD}), sum);
+  EXPECT_THROW(norm.backward_add(Tensor::zeros({kTokens - 1, kD}), dx, dx), InternalError);
 }
 
 }  // namespace

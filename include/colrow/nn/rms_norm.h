@@ -30,7 +30,7 @@ class RMSNorm {
   // and y = norm(sum). The bits of ops::add, then forward(sum).
   const Tensor& forward_add(const Tensor& x, const Tensor& residual, Tensor& sum);
   // dx = dresidual + backward(dy), written into the caller's dx in the same
-  // pass (backward, then ops::add, to one rounding: kernels/cpu/norm.h).
+  // pass (the bits of backward, then ops::add).
   void backward_add(const Tensor& dy, const Tensor& dresidual, Tensor& dx);
   // Its transient tensors (dx) from now on live in buffers
   // every layer shares (nn/shared_buffer.h: layer_buffer): what backward
@@ -52,9 +52,8 @@ class RMSNorm {
   Tensor dx_;         // [tokens, d]
   bool shared_buffers_ = false;
 
-  // Sizes y and the statistics for x's tokens; dy checked against forward's x.
+  // Sizes y and the statistics for x's tokens.
   void prepare_forward(const Tensor& x);
-  void check_dy(const Tensor& dy) const;
 };
 
 }  // namespace colrow

@@ -87,9 +87,7 @@ std::string current_device_name() {
 // an NCCL collective whose peers never come ends in an error, not a hang.
 void wait_for_stream(cudaStream_t stream) {
   ++g_host_waits;  // counted even when the stream is idle: the caller asked to wait
-  if (finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)")) return;
-  wait_until([stream] { return finished(cudaStreamQuery(stream), "cudaStreamQuery(stream)"); },
-             "a stream of " + current_device_name());
+  drain_stream(stream);
 }
 
 void drain_stream(cudaStream_t stream) {

@@ -5,7 +5,8 @@
 // Activations and weights are fp32 or bf16, read natively (each element
 // widened as read, each output rounded once); statistics and parameter
 // gradients are fp32. A fused residual add (norm.h) writes the sum's row
-// first and normalizes it from there, while it is in L1.
+// first and normalizes it from there, and adds the residual's gradient to
+// dx's row after writing it, each while the row is in L1.
 #include "kernels/cpu/norm.h"
 
 #include <algorithm>
@@ -34,12 +35,14 @@ const E* input_row(const E* xr, const E* rr, E* sr, int64_t d) {
   return sr;
 }
 
-// dx's element: the norm's gradient v rounded to E, plus the residual's
-// gradient when there is one (then rounded again, as the separate add does).
+// dx's row += the residual's gradient, when there is one: a second pass over
+// the row just written (in L1), so the hot loop has no branch and the stored
+// value is added, rounded once more, as the separate add does.
 template <typename E>
-inline E input_grad(float v, const E* dres, int64_t j) {
-  const E own = narrow<E>(v);
-  return dres == nullptr ? own : narrow<E>(widen(dres[j]) + widen(own));
+void add_residual_grad(E* dxr, const E* dresr, int64_t d) {
+  if (dresr == nullptr) return;
+#pragma omp simd
+  for (int64_t j = 0; j < d; ++j) dxr[j] = narrow<E>(widen(dresr[j]) + widen(dxr[j]));
 }
 
 // An optional operand's elements (null when absent); x stands in for an
@@ -128,12 +131,12 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
       const float mean_g = static_cast<float>(sum_g * inv_d);
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
-      const E* dresr = dres != nullptr ? dres + t * lddr : nullptr;
 #pragma omp simd
       for (int64_t j = 0; j < d; ++j) {
         const float xhat = (widen(xr[j]) - m) * r;
-        dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(g[j]) - mean_g - xhat * mean_gx), dresr, j);
+        dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(g[j]) - mean_g - xhat * mean_gx));
       }
+      add_residual_grad(dxr, dres != nullptr ? dres + t * lddr : nullptr, d);
     }
 
     // dgamma, dbeta: sums over tokens in double.
@@ -224,12 +227,11 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
       });
       const float mean_gx = static_cast<float>(sum_gx * inv_d);
       E* dxr = dx_out + t * lddx;
-      const E* dresr = dres != nullptr ? dres + t * lddr : nullptr;
 #pragma omp simd
       for (int64_t j = 0; j < d; ++j) {
-        dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(w[j]) - (widen(xr[j]) * r) * mean_gx),
-                               dresr, j);
+        dxr[j] = narrow<E>(r * (widen(dyr[j]) * widen(w[j]) - (widen(xr[j]) * r) * mean_gx));
       }
+      add_residual_grad(dxr, dres != nullptr ? dres + t * lddr : nullptr, d);
     }
 
     column_sums<kNormWidth, double, 1>(

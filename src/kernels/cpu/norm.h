@@ -16,11 +16,10 @@
 //     which backward then takes as its x);
 //   backward with `dresidual`: dx = dresidual + the norm's input gradient,
 //     each rounded once to their dtype.
-// Forward gives the bits of the separate add (kernels/cpu/residual.h) and
-// norm, and so does backward in bf16; in fp32 the compiler may contract
-// backward's add into the norm's last multiply (GCC's default
-// -ffp-contract=fast), one rounding fewer. The CUDA kernels add with
-// __fadd_rn: the separate add's bits in both dtypes.
+// Both give the bits of the separate add (kernels/cpu/residual.h) and norm,
+// in either dtype: backward adds the residual's gradient in a second pass
+// over the row it just wrote (in L1), so that no compiler contracts the add
+// into the norm's last multiply; the CUDA kernels add with __fadd_rn.
 #pragma once
 
 #include "colrow/core/tensor.h"
