@@ -8,6 +8,10 @@
 #   MODES="fp32 tf32 bf16" (default "fp32 tf32"): fp32 (TF32 off), --tf32, and
 #   --dtype bf16, which runs beside both the peer's bf16 (eager autocast) and
 #   bf16-compile (torch.compile), issue 8's benchmark.
+#   PEER_MODES="bf16" limits the peer's modes beside colrow's bf16 (default
+#   "bf16 bf16-compile"; torch.compile takes a minute or more to compile).
+#   Where $OUT is set (the device tool), the logs and metrics stay in
+#   $OUT/bench-gpu, so a run cut off by a timeout still brings back what ran.
 #   DATA=FILE trains on FILE instead of the default corpus (a GPU machine may
 #   not have Debian's jargon-text).
 #   ATTENTION=auto|fused|plain picks colrow's attention kernel (default auto:
@@ -20,14 +24,18 @@ build=${1:-build-cuda}
 peer=${2:-../shared/peers/torch_gpt2_gpu.py}
 steps=${STEPS:-15}
 modes=${MODES:-fp32 tf32}
-out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+if [ -n "${OUT:-}" ]; then
+  out=$OUT/bench-gpu; mkdir -p "$out"
+else
+  out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
+fi
 source scripts/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 peer_modes() {  # the peer's modes that colrow's mode runs beside
   case "$1" in
     fp32 | tf32) echo "$1" ;;
-    bf16) echo "bf16 bf16-compile" ;;
+    bf16) echo "${PEER_MODES:-bf16 bf16-compile}" ;;
     *) echo "bench-gpu.sh: unknown mode '$1' (fp32, tf32 or bf16)" >&2; exit 2 ;;
   esac
 }
@@ -47,7 +55,7 @@ done
 
 # shellcheck disable=SC2086  # one argument per mode
 python3 - "$out" "$steps" $modes <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 out, steps, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 beside = {"fp32": ["fp32"], "tf32": ["tf32"], "bf16": ["bf16", "bf16-compile"]}
 for mode in modes:
@@ -58,6 +66,8 @@ for mode in modes:
                   peak_mem_gib=max(r["peak_device_mib"] for r in rows) / 1024)
     print(json.dumps(colrow))
     for peer_mode in beside[mode]:
+        if not os.path.exists(f"{out}/torch_{peer_mode}.json"):
+            continue
         torch = json.loads(open(f"{out}/torch_{peer_mode}.json").read().strip().splitlines()[-1])
         print(json.dumps(dict(engine="pytorch", **torch)))
         print(f"{mode}: colrow {colrow['tokens_per_s']:.0f} tok/s (MFU {100 * colrow['mfu']:.1f}%, "

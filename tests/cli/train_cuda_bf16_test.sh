@@ -8,7 +8,12 @@
 #    default kernels are deterministic: no order-dependent float atomics);
 #  - --epilogues separate follows the fused run's curve within 1% (the same
 #    model through the GEMM and element-wise kernels instead of cuBLASLt's
-#    bias and GELU epilogues).
+#    bias and GELU epilogues): the mean loss of every 25 steps, and the
+#    final validation loss. Not step by step: the two runs round at
+#    different points, so after a few steps they are two trajectories whose
+#    losses on one batch differ by the batch's noise (1.2% at step 49 in the
+#    first run on an H200), which averaging over steps removes and a wrong
+#    kernel would not (it moves the whole curve).
 # The corpus: Debian's jargon-text, or jargon.txt.gz beside colrow (what
 # scripts/gpu-pack.sh packs for a GPU machine without it).
 # Without a usable GPU it prints "GPU test skipped: <why>" (ctest: skipped).
@@ -44,8 +49,16 @@ for a, b in zip(bf16, again):
     assert a["loss"] == b["loss"], ("two bf16 runs differ", a["step"], a["loss"], b["loss"])
 assert bf16[-1]["val_loss"] == again[-1]["val_loss"]
 separate = curve("bf16_separate")
-for a, b in zip(bf16, separate):
-    assert abs(a["loss"] - b["loss"]) <= 0.01 * a["loss"], ("--epilogues separate", a["step"], a["loss"], b["loss"])
+assert len(separate) == 300, len(separate)
+for start in range(0, 300, 25):
+    fused_mean = sum(s["loss"] for s in bf16[start:start + 25]) / 25
+    separate_mean = sum(s["loss"] for s in separate[start:start + 25]) / 25
+    assert abs(fused_mean - separate_mean) <= 0.01 * fused_mean, \
+        ("--epilogues separate, mean loss of steps", start + 1, start + 25, fused_mean, separate_mean)
+vs = separate[-1]["val_loss"]
+assert abs(vs - v16) <= 0.01 * v16, ("--epilogues separate, validation", v16, vs)
+widest = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(bf16, separate))
 print("validation after 300 steps: fp32 %.4f, bf16 %.4f (%.2f%% apart), unigram baseline %.4f; "
-      "bf16 repeats bit for bit; separate epilogues within 1%%" % (v32, v16, 100 * abs(v16 - v32) / v32, baseline))
+      "bf16 repeats bit for bit; separate epilogues: validation %.4f, 25-step means within 1%%, "
+      "widest single step %.2f%%" % (v32, v16, 100 * abs(v16 - v32) / v32, baseline, vs, 100 * widest))
 PY

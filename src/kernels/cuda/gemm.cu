@@ -7,12 +7,14 @@
 
 #include <climits>
 #include <string>
+#include <utility>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/gemm.h"
 #include "kernels/cuda/cublas_handle.h"
+#include "kernels/cuda/lt_matmul.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/mixed_precision.h"
 
@@ -61,7 +63,16 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
       return;
     }
     // bf16 operands on the tensor cores, fp32 accumulation, c rounded once
-    // (bf16) or written in fp32.
+    // (bf16) or written in fp32. Through cuBLASLt, whose plan keeps split-K
+    // away from a bf16 c (lt_matmul.cpp: measured to round it more than
+    // once); cublasGemmEx where cuBLASLt refuses the problem.
+    const auto [a_rows, a_cols] = std::pair{a.size(0), a.size(1)};
+    const auto [b_rows, b_cols] = std::pair{b.size(0), b.size(1)};
+    if (lt_matmul(device, op(trans_b), op(trans_a), lt_operand(b, b_cols, b_rows),
+                  lt_operand(a, a_cols, a_rows), alpha, beta, lt_operand(c, n, m),
+                  CUBLASLT_EPILOGUE_DEFAULT, nullptr) == CUBLAS_STATUS_SUCCESS) {
+      return;
+    }
     const cudaDataType_t c_type = c.dtype() == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
     COLROW_CUBLAS_CHECK(cublasGemmEx(
         colrow::cuda::cublas_handle(device), op(trans_b), op(trans_a), as_int(n, "n"),

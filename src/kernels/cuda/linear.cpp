@@ -103,7 +103,7 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
   if (fused_epilogues() && tokens > 0 && out > 0 && in > 0) {
     const cublasStatus_t fused = lt_matmul(
-        device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 0.0f,
+        device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 1.0f, 0.0f,
         lt_operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
       count_fused(Epilogue::kBias);
@@ -136,7 +136,7 @@ void linear_weight_grads(const Tensor& dy, const Tensor& x, Tensor& dw, Tensor& 
     Tensor sums = kept_scratch(device, "linear.bias_grad_sums", {out});  // BGRADB overwrites
     const cublasStatus_t fused = lt_matmul(
         device, CUBLAS_OP_N, CUBLAS_OP_T, lt_operand(x, in, tokens), lt_operand(dy, out, tokens),
-        1.0f, lt_operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB, sums.data());
+        1.0f, 1.0f, lt_operand(dw, in, out), CUBLASLT_EPILOGUE_BGRADB, sums.data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
       count_fused(Epilogue::kBiasGrad);
       add_into(db, sums);
@@ -163,7 +163,7 @@ void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor* b, Tens
   if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation)) {
     const cublasStatus_t fused =
         lt_matmul(device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out),
-                  lt_operand(x, in, tokens), 0.0f, lt_operand(y, out, tokens),
+                  lt_operand(x, in, tokens), 1.0f, 0.0f, lt_operand(y, out, tokens),
                   b != nullptr ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
                   b != nullptr ? b->raw_data() : nullptr,
                   LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
@@ -190,7 +190,7 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
   const int device = cuda_device_of(what, {&dy, &w, &pre_activation, &dx});
   if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation)) {
     const cublasStatus_t fused = lt_matmul(
-        device, CUBLAS_OP_N, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(dy, out, tokens), 0.0f,
+        device, CUBLAS_OP_N, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(dy, out, tokens), 1.0f, 0.0f,
         lt_operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
         LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
     if (fused == CUBLAS_STATUS_SUCCESS) {

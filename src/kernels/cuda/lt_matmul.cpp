@@ -94,13 +94,17 @@ void build_plan(Plan& plan, int device, cublasComputeType_t compute, cublasOpera
   COLROW_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&plan.preference()));
   set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                  static_cast<uint64_t>(kWorkspaceBytes));
-  // A bf16 d: split-K partial sums in fp32 only (not in the output buffer
-  // or its type), so that d is rounded once, as cublas_handle's math mode
-  // asks too. An fp32 d keeps every scheme: its type is the compute type.
+  // A bf16 d: no split-K at all, so that d is the fp32 sum rounded once.
+  // Measured on the lent H200 (cuBLAS 13, 2026-11-28): with split-K, even
+  // with the COMPUTE_TYPE reduction that keeps the partial sums in fp32
+  // (numSplitsK 60 for a 37 x 65 x 129 bias GEMM), elements came out 1.7
+  // bf16 ulps from the exact sum, which one rounding keeps within half an
+  // ulp; TransformerEngine disallows split-K for bf16 outputs too. The
+  // GEMMs split-K serves (short and wide) are not where a step's time goes.
+  // An fp32 d keeps every scheme: its type is the compute type.
   if (d.type == CUDA_R_16BF) {
     set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                   static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE |
-                                         CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+                   static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE));
   }
   set_preference(plan.preference(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
                  alignment_of(a.data));
@@ -132,8 +136,9 @@ LtOperand lt_operand(const Tensor& t, int64_t rows, int64_t cols) {
 }
 
 cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b,
-                         const LtOperand& a, const LtOperand& b, float beta, const LtOperand& d,
-                         cublasLtEpilogue_t epilogue, const void* bias, LtAux aux) {
+                         const LtOperand& a, const LtOperand& b, float alpha, float beta,
+                         const LtOperand& d, cublasLtEpilogue_t epilogue, const void* bias,
+                         LtAux aux) {
   const cublasComputeType_t compute = colrow::cuda::allow_tf32() && a.type == CUDA_R_32F
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
@@ -172,7 +177,6 @@ cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t o
   // This call's addresses, of the alignments the plan was chosen for.
   set_op(plan.op(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   if (aux.data != nullptr) set_op(plan.op(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux.data);
-  const float alpha = 1.0f;
   const cublasStatus_t run = cublasLtMatmul(
       colrow::cuda::cublaslt_handle(device), plan.op(), &alpha, a.data, plan.layout(0), b.data,
       plan.layout(1), &beta, d.data, plan.layout(2), const_cast<void*>(d.data), plan.layout(2),

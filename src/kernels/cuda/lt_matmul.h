@@ -34,13 +34,14 @@ struct LtAux {
   int64_t ld = 0;
 };
 
-// d = op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`
+// d = alpha op_a(a) op_b(b) + beta d with `epilogue` reading or writing `bias`
 // (and `aux`), fp32 accumulation (TF32 where allowed for fp32 operands):
 // CUBLAS_STATUS_SUCCESS once queued; the status (nothing queued) when
 // cuBLASLt has no algorithm for it or refuses the problem, as PyTorch's
 // gemm_and_bias falls back on any refusal; other errors throw.
 cublasStatus_t lt_matmul(int device, cublasOperation_t op_a, cublasOperation_t op_b,
-                         const LtOperand& a, const LtOperand& b, float beta, const LtOperand& d,
-                         cublasLtEpilogue_t epilogue, const void* bias, LtAux aux = {});
+                         const LtOperand& a, const LtOperand& b, float alpha, float beta,
+                         const LtOperand& d, cublasLtEpilogue_t epilogue, const void* bias,
+                         LtAux aux = {});
 
 }  // namespace colrow::kernels::cuda
