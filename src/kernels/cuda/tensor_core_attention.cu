@@ -1,23 +1,26 @@
-// Fused causal attention on tensor cores (tensor_core_attention.h). Legend as
-// flash_attention.cu: B batch, T seq (queries i, keys j), NH query heads, NKV
-// key/value heads, HS head_dim, G = NH / NKV, S = scale Q K^T, P = softmax(S).
+// Fused causal attention on tensor cores (tensor_core_attention.h), laid out
+// as FlashAttention-2 is. Legend as flash_attention.cu: B batch, T seq
+// (queries i, keys j), NH query heads, NKV key/value heads, HS head_dim,
+// G = NH / NKV, S = scale Q K^T, P = softmax(S).
 //
 // A block is 4 warps over a tile of 64 queries (forward, dQ) or 64 keys (dK,
-// dV); warp w owns rows [16 w, 16 w + 16) of the tile. Every product is WMMA
-// 16 x 16 x 16 bf16 -> fp32 on operands in shared memory, rows padded to
-// HS + 8 elements (the 16-byte rows a fragment load reads fall in different
-// banks). A warp stores its fp32 score tiles [16][64] to shared memory, where
-// its lanes apply the mask and the softmax: lane l takes row l / 2 and the
-// columns of parity l % 2, so a row's max and sum combine two lanes.
-// WMMA's register layout is opaque, so forward's output accumulator lives in
-// shared memory too: rescaled there by the lanes, loaded, P V added, stored.
+// dV); warp w owns rows [16 w, 16 w + 16) of the tile. Every product is the
+// mma.sync m16n8k16 bf16 -> fp32 instruction with its accumulators in
+// registers: a warp's score tile S [16][64] is 8 accumulator fragments, and
+// the same registers, rounded to bf16 in pairs, are the A operand of the next
+// product (P V, dS K, P^T dO, dS^T Q) without a trip through shared memory
+// (the layouts of m16n8k16's C and A fragments line up). B operands come
+// from shared memory through ldmatrix (.trans where the tile is stored
+// k-major), rows padded to HS + 8 elements so that the eight 16-byte rows an
+// 8 x 8 load reads fall in different banks. The next tile's rows are copied
+// in with cp.async while this one's products run (two buffers).
 //
 // forward, per (sequence, query head, query tile), over the key tiles it
-//   meets: S -> online softmax (running max m and sum l of fp32 P per row)
-//   -> O = alpha O + bf16(P) V; then O / l and lse = m + log l.
+//   meets: S -> online softmax (running max m and sum l of fp32 P per row,
+//   in base 2) -> O = alpha O + bf16(P) V; then O / l and lse = m + log l.
 // dK, dV, per (sequence, KV head, key tile), over its query heads and the
-//   query tiles it meets: S^T and dP^T again, P = exp(S - lse),
-//   dS = P (dP - D), dV += bf16(P)^T dO, dK += bf16(dS)^T Q.
+//   query tiles it meets, 32 or 64 queries at a time: S^T and dP^T again,
+//   P = exp(S - lse), dS = P (dP - D), dV += bf16(P)^T dO, dK += bf16(dS)^T Q.
 // dQ, per (sequence, query head, query tile), over the key tiles it meets:
 //   S and dP again (S as forward computes it), dQ += bf16(dS) K.
 // dK and dQ are scaled once at the end; every output is rounded to bf16 once.
@@ -25,10 +28,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
-#include <mma.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -44,73 +45,27 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarp;  // 128
-constexpr int kFrag = 16;                 // WMMA's m = n = k
-constexpr int kScoreLd = kTile + 4;       // fp32 score tiles [16][68]
-constexpr int kProbLd = kTile + 8;        // bf16 P and dS tiles [16][72]
+constexpr int kRows = 16;                 // a warp's rows of a tile (mma's m)
 constexpr int kMaxHeadDim = 128;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
-// Shared-memory regions, in bytes: operand tiles [64][HS + 8] bf16, and per
-// warp fp32 score tiles [16][68], bf16 probability tiles [16][72] and fp32
-// row tiles [16][HS + 4]. Every size is a multiple of 128 bytes, so every
-// region (and every fragment within it) keeps WMMA's 32-byte alignment.
-constexpr int64_t operand_bytes(int hs) {
+// An operand tile [64][HS + 8] bf16, in bytes.
+constexpr int64_t tile_bytes(int hs) {
   return int64_t{kTile} * (hs + 8) * 2;
 }
-constexpr int64_t kScoreBytes = int64_t{kFrag} * kScoreLd * 4;
-constexpr int64_t kProbBytes = int64_t{kFrag} * kProbLd * 2;
-constexpr int64_t row_tile_bytes(int hs) {
-  return int64_t{kFrag} * (hs + 4) * 4;
+// forward: Q, and two buffers of K and V.
+constexpr int64_t forward_bytes(int hs) {
+  return 5 * tile_bytes(hs);
 }
-constexpr int64_t kRowValueBytes = int64_t{kTile} * 4;  // lse or D of a tile's 64 rows
-
-// forward: Q, K, V; per warp S, P, O.
-struct ForwardLayout {
-  int64_t q, k, v, warps, per_warp, s, p, o, bytes;
-  constexpr explicit ForwardLayout(int hs)
-      : q(0),
-        k(q + operand_bytes(hs)),
-        v(k + operand_bytes(hs)),
-        warps(v + operand_bytes(hs)),
-        per_warp(kScoreBytes + kProbBytes + row_tile_bytes(hs)),
-        s(0),
-        p(s + kScoreBytes),
-        o(p + kProbBytes),
-        bytes(warps + kWarps * per_warp) {}
-};
-// dK, dV: K, V, Q, dO, lse, D; per warp S^T and dP^T (then the dK or dV
-// rows on their way out), P^T and dS^T.
-struct KeyLayout {
-  int64_t k, v, q, dout, lse, d, warps, per_warp, s, dp, p, ds, bytes;
-  constexpr explicit KeyLayout(int hs)
-      : k(0),
-        v(k + operand_bytes(hs)),
-        q(v + operand_bytes(hs)),
-        dout(q + operand_bytes(hs)),
-        lse(dout + operand_bytes(hs)),
-        d(lse + kRowValueBytes),
-        warps(d + kRowValueBytes),
-        per_warp(std::max(2 * kScoreBytes, row_tile_bytes(hs)) + 2 * kProbBytes),
-        s(0),
-        dp(s + kScoreBytes),
-        p(std::max(2 * kScoreBytes, row_tile_bytes(hs))),
-        ds(p + kProbBytes),
-        bytes(warps + kWarps * per_warp) {}
-};
-// dQ: Q, dO, K, V; per warp S and dP (then the dQ rows), dS.
-struct QueryLayout {
-  int64_t q, dout, k, v, warps, per_warp, s, dp, ds, bytes;
-  constexpr explicit QueryLayout(int hs)
-      : q(0),
-        dout(q + operand_bytes(hs)),
-        k(dout + operand_bytes(hs)),
-        v(k + operand_bytes(hs)),
-        warps(v + operand_bytes(hs)),
-        per_warp(std::max(2 * kScoreBytes, row_tile_bytes(hs)) + kProbBytes),
-        s(0),
-        dp(s + kScoreBytes),
-        ds(std::max(2 * kScoreBytes, row_tile_bytes(hs))),
-        bytes(warps + kWarps * per_warp) {}
-};
+// dK, dV: K, V, and two buffers of Q, dO, lse and D (64 floats each).
+// dQ: Q, dO, and two buffers of K and V.
+constexpr int64_t key_bytes(int hs) {
+  return 6 * tile_bytes(hs) + 2 * 2 * kTile * 4;
+}
+constexpr int64_t query_bytes(int hs) {
+  return 6 * tile_bytes(hs);
+}
 
 // bf16 bits; `aligned` also covers dO's rows in backward.
 using Bf16Operands = Operands<uint16_t>;
@@ -129,19 +84,96 @@ struct Gradients {
 #endif
 
 #ifdef COLROW_TENSOR_CORES
-using namespace nvcuda;
-using Bf16 = __nv_bfloat16;
-using RowA = wmma::fragment<wmma::matrix_a, kFrag, kFrag, kFrag, Bf16, wmma::row_major>;
-using RowB = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, Bf16, wmma::row_major>;
-using ColB = wmma::fragment<wmma::matrix_b, kFrag, kFrag, kFrag, Bf16, wmma::col_major>;
-using Acc = wmma::fragment<wmma::accumulator, kFrag, kFrag, kFrag, float>;
+// d += a b: a [16][16] row-major, b [16][8] column-major, bf16; d fp32.
+// Fragments (g = lane / 4, t = lane % 4): a {(g, 2t..2t+1), (g + 8, 2t..),
+// (g, 2t + 8..), (g + 8, 2t + 8..)}; b {(2t..2t+1, g), (2t + 8.., g)};
+// d {(g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)}.
+__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 
-__device__ inline const Bf16* bf16s(const uint16_t* p) {
-  return reinterpret_cast<const Bf16*>(p);
+__device__ inline uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Four 8 x 8 bf16 matrices; lanes 8m..8m+7 give the rows of matrix m, and
+// r[m] holds (row g, columns 2t..2t+1) of it, or with .trans (rows 2t..2t+1,
+// column g).
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(shared_address(row)));
+}
+
+// The A fragment of rows [r0, r0 + 16) x columns [c0, c0 + 16) of a
+// row-major tile with row stride LD.
+template <int LD>
+__device__ inline void load_a(uint32_t (&a)[4], const uint16_t* tile, int r0, int c0) {
+  const int lane = threadIdx.x % kWarp;
+  ldmatrix_x4(a, tile + (r0 + lane % 16) * LD + c0 + (lane / 16) * 8);
+}
+
+// B fragments of two neighbouring n-blocks [n0, n0 + 16) for k in [k0, k0 +
+// 16): b[0], b[1] the first block's, b[2], b[3] the second's. n_major: the
+// tile is stored [n][k] (K's rows for Q K^T); otherwise [k][n] (V's rows for P V).
+template <int LD>
+__device__ inline void load_b_n_major(uint32_t (&b)[4], const uint16_t* tile, int n0, int k0) {
+  const int lane = threadIdx.x % kWarp;
+  ldmatrix_x4(b, tile + (n0 + (lane / 16) * 8 + lane % 8) * LD + k0 + ((lane / 8) % 2) * 8);
+}
+template <int LD>
+__device__ inline void load_b_k_major(uint32_t (&b)[4], const uint16_t* tile, int k0, int n0) {
+  const int lane = threadIdx.x % kWarp;
+  ldmatrix_x4_trans(b, tile + (k0 + ((lane / 8) % 2) * 8 + lane % 8) * LD + n0 + (lane / 16) * 8);
+}
+
+// Two fp32 values as a bf16 pair (the lower column in the low half), each
+// rounded to nearest even.
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The A fragments of a [16][N] product whose fp32 accumulators are c
+// (N / 8 blocks), rounded to bf16: a[kk] covers columns [16 kk, 16 kk + 16).
+template <int N>
+__device__ inline void accumulators_as_a(const float (&c)[N / 8][4], uint32_t (&a)[N / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+    a[kk][0] = pack_bf16(c[2 * kk][0], c[2 * kk][1]);
+    a[kk][1] = pack_bf16(c[2 * kk][2], c[2 * kk][3]);
+    a[kk][2] = pack_bf16(c[2 * kk + 1][0], c[2 * kk + 1][1]);
+    a[kk][3] = pack_bf16(c[2 * kk + 1][2], c[2 * kk + 1][3]);
+  }
+}
+
+__device__ inline void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(shared_address(dst)),
+               "l"(src), "r"(fill ? 16 : 0));
+}
+__device__ inline void cp_async_4(float* dst, const float* src, bool fill) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(shared_address(dst)),
+               "l"(src), "r"(fill ? 4 : 0));
+}
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+__device__ inline void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
 // Rows [r0, r0 + 64) of src (row stride ld, HS columns), zero past T rows,
-// into an operand tile [64][HS + 8]: 8 elements per load where aligned.
+// into an operand tile [64][HS + 8]: by cp.async, 8 elements at a time, where
+// every row is 16-byte aligned; element by element (synchronously) otherwise.
 template <int HS>
 __device__ void load_rows(const uint16_t* src, int64_t ld, int64_t r0, int64_t T, bool aligned,
                           uint16_t* tile) {
@@ -150,9 +182,9 @@ __device__ void load_rows(const uint16_t* src, int64_t ld, int64_t r0, int64_t T
     constexpr int kChunks = HS / 8;
     for (int idx = threadIdx.x; idx < kTile * kChunks; idx += kThreads) {
       const int r = idx / kChunks, c = (idx % kChunks) * 8;
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (r0 + r < T) x = *reinterpret_cast<const uint4*>(src + (r0 + r) * ld + c);
-      *reinterpret_cast<uint4*>(tile + r * LD + c) = x;
+      const bool inside = r0 + r < T;
+      // Outside, nothing is read (a zero-byte source) but the address stays in the tensor.
+      cp_async_16(tile + r * LD + c, src + (inside ? r0 + r : 0) * ld + c, inside);
     }
   } else {
     for (int idx = threadIdx.x; idx < kTile * HS; idx += kThreads) {
@@ -162,70 +194,76 @@ __device__ void load_rows(const uint16_t* src, int64_t ld, int64_t r0, int64_t T
   }
 }
 
-// acc[n] = rows x cols^T for the 64 columns n * 16 + [0, 16): a warp's
-// [16][64] scores from its 16 rows of one operand tile (rows + warp * 16)
-// and every row of another. The operands stay in shared memory (fragments
-// loaded as used), which keeps backward's registers for its accumulators.
+// Values [i0, i0 + 64) of a row of T floats, zero past T, into dst[64].
+__device__ void load_row_values(const float* src, int64_t i0, int64_t T, float* dst) {
+  for (int idx = threadIdx.x; idx < kTile; idx += kThreads) {
+    const bool inside = i0 + idx < T;
+    cp_async_4(dst + idx, src + (inside ? i0 + idx : 0), inside);
+  }
+}
+
+// A warp's [16][HS] fp32 accumulators times `mul`, rounded to bf16, into
+// rows row0 + [0, 16) of dst where they exist (< T).
 template <int HS>
-__device__ inline void scores(const uint16_t* rows, int warp, const uint16_t* cols,
-                              Acc (&acc)[kTile / kFrag]) {
+__device__ void write_rows(const float (&acc)[HS / 8][4], float mul, int64_t row0, int64_t T,
+                           uint16_t* dst, int64_t ld) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int n = 0; n < kTile / kFrag; ++n) wmma::fill_fragment(acc[n], 0.0f);
+  for (int half = 0; half < 2; ++half) {
+    const int64_t row = row0 + g + 8 * half;
+    if (row >= T) continue;
 #pragma unroll
-  for (int f = 0; f < HS / kFrag; ++f) {
-    RowA a;
-    wmma::load_matrix_sync(a, bf16s(rows + warp * kFrag * (HS + 8) + f * kFrag), HS + 8);
-#pragma unroll
-    for (int n = 0; n < kTile / kFrag; ++n) {
-      ColB b;
-      wmma::load_matrix_sync(b, bf16s(cols + n * kFrag * (HS + 8) + f * kFrag), HS + 8);
-      wmma::mma_sync(acc[n], a, b, acc[n]);
+    for (int nb = 0; nb < HS / 8; ++nb) {
+      uint16_t* p = dst + row * ld + nb * 8 + 2 * t;
+      p[0] = narrow<uint16_t>(acc[nb][2 * half] * mul);
+      p[1] = narrow<uint16_t>(acc[nb][2 * half + 1] * mul);
     }
   }
 }
 
-__device__ inline void store_scores(const Acc (&acc)[kTile / kFrag], float* s) {
-#pragma unroll
-  for (int n = 0; n < kTile / kFrag; ++n) {
-    wmma::store_matrix_sync(s + n * kFrag, acc[n], kScoreLd, wmma::mem_row_major);
-  }
-}
-
-// acc[f] += probs [16][64] (bf16, row stride kProbLd) x tile [64][HS].
+// c [16][64] = rows [16][HS] x cols^T, cols [64][HS] in shared memory: the
+// A fragments from a warp's 16 rows of one tile, or given (forward's Q).
 template <int HS>
-__device__ inline void add_product(const uint16_t* probs, const uint16_t* tile,
-                                   Acc (&acc)[HS / kFrag]) {
+__device__ inline void scores(const uint16_t* rows, int r0, const uint16_t* cols,
+                              float (&c)[kTile / 8][4]) {
+  constexpr int LD = HS + 8;
 #pragma unroll
-  for (int kk = 0; kk < kTile / kFrag; ++kk) {
-    RowA a;
-    wmma::load_matrix_sync(a, bf16s(probs + kk * kFrag), kProbLd);
+  for (int nb = 0; nb < kTile / 8; ++nb) c[nb][0] = c[nb][1] = c[nb][2] = c[nb][3] = 0.0f;
 #pragma unroll
-    for (int f = 0; f < HS / kFrag; ++f) {
-      RowB b;
-      wmma::load_matrix_sync(b, bf16s(tile + kk * kFrag * (HS + 8) + f * kFrag), HS + 8);
-      wmma::mma_sync(acc[f], a, b, acc[f]);
+  for (int kk = 0; kk < HS / 16; ++kk) {
+    uint32_t a[4];
+    load_a<LD>(a, rows, r0, kk * 16);
+#pragma unroll
+    for (int n2 = 0; n2 < kTile / 16; ++n2) {
+      uint32_t b[4];
+      load_b_n_major<LD>(b, cols, n2 * 16, kk * 16);
+      mma(c[2 * n2], a, b[0], b[1]);
+      mma(c[2 * n2 + 1], a, b[2], b[3]);
     }
   }
 }
 
-// A warp's [16][HS] fp32 rows times `mul`, rounded to bf16, into rows
-// row0 + [0, 16) of dst where they exist (< T): through `rows` (its [16][HS +
-// 4] shared scratch), one coalesced row at a time.
-template <int HS>
-__device__ void write_rows(const Acc (&acc)[HS / kFrag], float* rows, float mul, int64_t row0,
-                           int64_t T, uint16_t* dst, int64_t ld) {
+// acc [16][HS] += a [16][16 KK] x tile rows [k0, k0 + 16 KK) (stored [k][HS]).
+template <int HS, int KK>
+__device__ inline void add_product(const uint32_t (&a)[KK][4], const uint16_t* tile, int k0,
+                                   float (&acc)[HS / 8][4]) {
+  constexpr int LD = HS + 8;
 #pragma unroll
-  for (int f = 0; f < HS / kFrag; ++f) {
-    wmma::store_matrix_sync(rows + f * kFrag, acc[f], HS + 4, wmma::mem_row_major);
-  }
-  __syncwarp();
-  const int lane = threadIdx.x % kWarp;
-  for (int r = 0; r < kFrag && row0 + r < T; ++r) {
-    for (int e = lane; e < HS; e += kWarp) {
-      dst[(row0 + r) * ld + e] = narrow<uint16_t>(rows[r * (HS + 4) + e] * mul);
+  for (int kk = 0; kk < KK; ++kk) {
+#pragma unroll
+    for (int n2 = 0; n2 < HS / 16; ++n2) {
+      uint32_t b[4];
+      load_b_k_major<LD>(b, tile, k0 + kk * 16, n2 * 16);
+      mma(acc[2 * n2], a[kk], b[0], b[1]);
+      mma(acc[2 * n2 + 1], a[kk], b[2], b[3]);
     }
   }
-  __syncwarp();
+}
+
+// Whether any element of the (query tile i0, key tile j0) block is hidden:
+// the diagonal tile, a sliding window, or rows past T.
+__device__ inline bool needs_mask(int64_t i0, int64_t j0, int64_t T, int64_t window) {
+  return j0 + kTile > i0 || window > 0 || i0 + kTile > T;
 }
 #endif  // COLROW_TENSOR_CORES
 
@@ -233,170 +271,221 @@ template <int HS>
 __global__ void __launch_bounds__(kThreads)
     tc_forward(Bf16Operands a, uint16_t* out, int64_t ldo, float* lse) {
 #ifdef COLROW_TENSOR_CORES
-  constexpr int KF = HS / kFrag, OLD = HS + 4;
-  constexpr ForwardLayout L(HS);
-  extern __shared__ __align__(128) char tc_shared[];  // WMMA wants 32-byte fragments
-  char* shared = tc_shared;
-  uint16_t* Q = reinterpret_cast<uint16_t*>(shared + L.q);
-  uint16_t* K = reinterpret_cast<uint16_t*>(shared + L.k);
-  uint16_t* V = reinterpret_cast<uint16_t*>(shared + L.v);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  char* mine = shared + L.warps + warp * L.per_warp;
-  float* S = reinterpret_cast<float*>(mine + L.s);        // [16][kScoreLd]
-  uint16_t* P = reinterpret_cast<uint16_t*>(mine + L.p);  // [16][kProbLd]
-  float* O = reinterpret_cast<float*>(mine + L.o);        // [16][OLD]
+  constexpr int LD = HS + 8, KF = HS / 16;
+  extern __shared__ __align__(128) char tc_shared[];
+  // Q, then buffer i's K at Q + (1 + 2 i) tiles and its V one tile on
+  // (offsets, not arrays of pointers, which would live in local memory).
+  uint16_t* Q = reinterpret_cast<uint16_t*>(tc_shared);
+  auto K = [&](int64_t i) { return Q + (1 + 2 * (i % 2)) * kTile * LD; };
+  auto V = [&](int64_t i) { return K(i) + kTile * LD; };
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
 
   const int64_t T = a.seq, bh = blockIdx.x, b = bh / a.n_head, h = bh % a.n_head;
-  const int64_t g = h / a.group;
+  const int64_t kv = h / a.group;
   const int64_t qt = gridDim.y - 1 - blockIdx.y;  // the tiles with the most keys start first
-  const int64_t i0 = qt * kTile;
-  const uint16_t* k = a.k + b * T * a.ldk + g * HS;
-  const uint16_t* v = a.v + b * T * a.ldv + g * HS;
+  const int64_t i0 = qt * kTile, first = first_key_tile(qt, a.window);
+  const uint16_t* k = a.k + b * T * a.ldk + kv * HS;
+  const uint16_t* v = a.v + b * T * a.ldv + kv * HS;
   load_rows<HS>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, a.aligned, Q);
-  for (int idx = lane; idx < kFrag * OLD; idx += kWarp) O[idx] = 0.0f;
+  load_rows<HS>(k, a.ldk, first * kTile, T, a.aligned, K(first));
+  load_rows<HS>(v, a.ldv, first * kTile, T, a.aligned, V(first));
+  cp_async_commit();
 
-  const int r = lane / 2, parity = lane % 2;  // this lane's row and columns
-  const int64_t qi = i0 + warp * kFrag + r;
-  float m = -INFINITY, l = 0.0f;  // the row's running max and sum
-  for (int64_t kt = first_key_tile(qt, a.window); kt <= qt; ++kt) {
+  const float scale2 = a.scale * kLog2e;  // scores in base 2: exp(x) = exp2(x log2 e)
+  const int64_t qi[2] = {i0 + warp * kRows + g, i0 + warp * kRows + g + 8};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // l: this lane's columns only
+  float o[HS / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < HS / 8; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
+  uint32_t qf[KF][4];
+  for (int64_t kt = first; kt <= qt; ++kt) {
     const int64_t j0 = kt * kTile;
-    __syncthreads();  // every warp is done with the last tile's K and V
-    load_rows<HS>(k, a.ldk, j0, T, a.aligned, K);
-    load_rows<HS>(v, a.ldv, j0, T, a.aligned, V);
-    __syncthreads();
-    Acc s[kTile / kFrag];
-    scores<HS>(Q, warp, K, s);
-    store_scores(s, S);
-    __syncwarp();
-    float x[kTile / 2];  // scale x scores of this lane's columns; -inf where masked
-    float tile_max = -INFINITY;
+    cp_async_wait_all();
+    __syncthreads();  // this tile is in; every warp is done with the other buffer
+    if (kt == first) {
 #pragma unroll
-    for (int c = 0; c < kTile / 2; ++c) {
-      const int col = parity + 2 * c;
-      x[c] = visible(qi, j0 + col, T, a.window) ? S[r * kScoreLd + col] * a.scale : -INFINITY;
-      tile_max = fmaxf(tile_max, x[c]);
+      for (int kk = 0; kk < KF; ++kk) load_a<LD>(qf[kk], Q, warp * kRows, kk * 16);
     }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    const float m_new = fmaxf(m, tile_max);
-    // A row with no visible key yet keeps m = -inf, l = 0, O = 0.
-    const float alpha = m_new == -INFINITY ? 1.0f : expf(m - m_new);
-    float sum = 0.0f;
+    if (kt < qt) {
+      load_rows<HS>(k, a.ldk, j0 + kTile, T, a.aligned, K(kt + 1));
+      load_rows<HS>(v, a.ldv, j0 + kTile, T, a.aligned, V(kt + 1));
+    }
+    cp_async_commit();
+    const uint16_t* Kt = K(kt);
+    const uint16_t* Vt = V(kt);
+    float s[kTile / 8][4];
 #pragma unroll
-    for (int c = 0; c < kTile / 2; ++c) {
-      const float p = x[c] == -INFINITY ? 0.0f : expf(x[c] - m_new);
-      P[r * kProbLd + parity + 2 * c] = narrow<uint16_t>(p);
-      sum += p;
-    }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    l = l * alpha + sum;
-    m = m_new;
-    for (int e = parity; e < HS; e += 2) O[r * OLD + e] *= alpha;
-    __syncwarp();
-    Acc o[KF];
+    for (int nb = 0; nb < kTile / 8; ++nb) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
 #pragma unroll
-    for (int f = 0; f < KF; ++f) {
-      wmma::load_matrix_sync(o[f], O + f * kFrag, OLD, wmma::mem_row_major);
-    }
-    add_product<HS>(P, V, o);  // O += P V over the tile's keys
-    // Every lane's loads of O before any lane's store over them: the WMMA
-    // ops wait for the warp's lanes but are not documented as fences, and
-    // the fragments' layout is opaque (found on a CPU emulation under TSan).
-    __syncwarp();
+    for (int kk = 0; kk < KF; ++kk) {
 #pragma unroll
-    for (int f = 0; f < KF; ++f) {
-      wmma::store_matrix_sync(O + f * kFrag, o[f], OLD, wmma::mem_row_major);
+      for (int n2 = 0; n2 < kTile / 16; ++n2) {
+        uint32_t bf[4];
+        load_b_n_major<LD>(bf, Kt, n2 * 16, kk * 16);
+        mma(s[2 * n2], qf[kk], bf[0], bf[1]);
+        mma(s[2 * n2 + 1], qf[kk], bf[2], bf[3]);
+      }
     }
-    __syncwarp();
+    const bool masked = needs_mask(i0, j0, T, a.window);
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nb = 0; nb < kTile / 8; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2;
+        const int64_t j = j0 + nb * 8 + 2 * t + e % 2;
+        s[nb][e] = !masked || visible(qi[half], j, T, a.window) ? s[nb][e] * scale2 : -INFINITY;
+        tile_max[half] = fmaxf(tile_max[half], s[nb][e]);
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      // The four lanes of a quad hold one row's columns.
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 1));
+      tile_max[half] = fmaxf(tile_max[half], __shfl_xor_sync(0xffffffffu, tile_max[half], 2));
+      const float m_new = fmaxf(m[half], tile_max[half]);
+      // A row with no visible key yet keeps m = -inf, l = 0, O = 0.
+      alpha[half] = m_new == -INFINITY ? 1.0f : exp2f(m[half] - m_new);
+      m[half] = m_new;
+      l[half] *= alpha[half];
+    }
+#pragma unroll
+    for (int nb = 0; nb < kTile / 8; ++nb) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int half = e / 2;
+        const float p = s[nb][e] == -INFINITY ? 0.0f : exp2f(s[nb][e] - m[half]);
+        s[nb][e] = p;
+        l[half] += p;
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < HS / 8; ++nb) {
+      o[nb][0] *= alpha[0];
+      o[nb][1] *= alpha[0];
+      o[nb][2] *= alpha[1];
+      o[nb][3] *= alpha[1];
+    }
+    uint32_t pf[kTile / 16][4];
+    accumulators_as_a<kTile>(s, pf);
+    add_product<HS, kTile / 16>(pf, Vt, 0, o);  // O += bf16(P) V over the tile's keys
   }
-  if (parity == 0 && qi < T) lse[bh * T + qi] = m + logf(l);
-  const float inv = 1.0f / l;  // l >= 1 where the row exists: its max contributes exp(0)
-  const int64_t row0 = i0 + warp * kFrag;
   uint16_t* dst = out + b * T * ldo + h * HS;
-  for (int rr = 0; rr < kFrag; ++rr) {
-    const float row_inv = __shfl_sync(0xffffffffu, inv, 2 * rr);
-    if (row0 + rr >= T) break;
-    for (int e = lane; e < HS; e += kWarp) {
-      dst[(row0 + rr) * ldo + e] = narrow<uint16_t>(O[rr * OLD + e] * row_inv);
-    }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    l[half] += __shfl_xor_sync(0xffffffffu, l[half], 1);
+    l[half] += __shfl_xor_sync(0xffffffffu, l[half], 2);
+    if (t == 0 && qi[half] < T) lse[bh * T + qi[half]] = m[half] * kLn2 + logf(l[half]);
   }
+  // l >= 1 where the row exists: its max contributes exp(0).
+  const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+#pragma unroll
+  for (int nb = 0; nb < HS / 8; ++nb) {
+    o[nb][0] *= inv[0];
+    o[nb][1] *= inv[0];
+    o[nb][2] *= inv[1];
+    o[nb][3] *= inv[1];
+  }
+  write_rows<HS>(o, 1.0f, i0 + warp * kRows, T, dst, ldo);
 #else
   __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
+// dS and P of one [16][64] block from its scores s and dP (accumulators),
+// in place: s becomes P = exp(scale s - lse), dp becomes dS = P (dP - D).
+// lse2 and D per element come from `row_value(e, nb)` as (lse log2 e, D).
+template <typename RowValues>
+__device__ inline void probabilities_and_ds(float (&s)[kTile / 8][4], float (&dp)[kTile / 8][4],
+                                            float scale2, RowValues row_values) {
+#pragma unroll
+  for (int nb = 0; nb < kTile / 8; ++nb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const auto [visible_here, lse2, d] = row_values(nb, e);
+      const float p = visible_here ? exp2f(fmaf(s[nb][e], scale2, -lse2)) : 0.0f;
+      s[nb][e] = p;
+      dp[nb][e] = p * (dp[nb][e] - d);
+    }
+  }
+}
+
 template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradients gr) {
 #ifdef COLROW_TENSOR_CORES
-  constexpr int KF = HS / kFrag;
-  constexpr KeyLayout L(HS);
-  extern __shared__ __align__(128) char tc_shared[];  // WMMA wants 32-byte fragments
-  char* shared = tc_shared;
-  uint16_t* K = reinterpret_cast<uint16_t*>(shared + L.k);
-  uint16_t* V = reinterpret_cast<uint16_t*>(shared + L.v);
-  uint16_t* Q = reinterpret_cast<uint16_t*>(shared + L.q);  // each query tile's
-  uint16_t* dO = reinterpret_cast<uint16_t*>(shared + L.dout);
-  float* lse = reinterpret_cast<float*>(shared + L.lse);  // [64] the query tile's
-  float* D = reinterpret_cast<float*>(shared + L.d);      // [64]
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  char* mine = shared + L.warps + warp * L.per_warp;
-  float* St = reinterpret_cast<float*>(mine + L.s);          // [16 keys][kScoreLd queries]
-  float* dPt = reinterpret_cast<float*>(mine + L.dp);        // [16][kScoreLd]
-  uint16_t* Pt = reinterpret_cast<uint16_t*>(mine + L.p);    // [16][kProbLd]
-  uint16_t* dSt = reinterpret_cast<uint16_t*>(mine + L.ds);  // [16][kProbLd]
+  constexpr int LD = HS + 8;
+  extern __shared__ __align__(128) char tc_shared[];
+  // K, V, then buffer i's Q at K + (2 + 2 i) tiles and its dO one tile on;
+  // after the six tiles, buffer i's lse and D (64 floats each).
+  uint16_t* K = reinterpret_cast<uint16_t*>(tc_shared);
+  uint16_t* V = K + kTile * LD;
+  auto Q = [&](int i) { return K + (2 + 2 * i) * kTile * LD; };
+  auto dO = [&](int i) { return Q(i) + kTile * LD; };
+  float* row_values = reinterpret_cast<float*>(K + 6 * kTile * LD);
+  auto lse = [&](int i) { return row_values + 2 * i * kTile; };
+  auto D = [&](int i) { return lse(i) + kTile; };
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
 
   const int64_t T = a.seq, NH = a.n_head, n_kv = a.n_head / a.group;
-  const int64_t bg = blockIdx.x, b = bg / n_kv, g = bg % n_kv;
+  const int64_t bg = blockIdx.x, b = bg / n_kv, kv = bg % n_kv;
   const int64_t kt = blockIdx.y, j0 = kt * kTile, query_tiles = key_tiles(T);
-  load_rows<HS>(a.k + b * T * a.ldk + g * HS, a.ldk, j0, T, a.aligned, K);
-  load_rows<HS>(a.v + b * T * a.ldv + g * HS, a.ldv, j0, T, a.aligned, V);
+  // The (query head, query tile) pairs, in order: rep over the group, then
+  // qt from the diagonal on while the tiles meet.
+  int64_t last_qt = kt;
+  while (last_qt + 1 < query_tiles && tiles_meet(kt, last_qt + 1, a.window)) ++last_qt;
+  const int64_t per_head = last_qt - kt + 1, steps = a.group * per_head;
+  auto load_step = [&](int64_t step, int buf) {
+    const int64_t h = kv * a.group + step / per_head, i0 = (kt + step % per_head) * kTile;
+    load_rows<HS>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, a.aligned, Q(buf));
+    load_rows<HS>(gr.dout + b * T * gr.lddo + h * HS, gr.lddo, i0, T, a.aligned, dO(buf));
+    load_row_values(gr.lse + (b * NH + h) * T, i0, T, lse(buf));
+    load_row_values(gr.d + (b * NH + h) * T, i0, T, D(buf));
+  };
+  load_rows<HS>(a.k + b * T * a.ldk + kv * HS, a.ldk, j0, T, a.aligned, K);
+  load_rows<HS>(a.v + b * T * a.ldv + kv * HS, a.ldv, j0, T, a.aligned, V);
+  load_step(0, 0);
+  cp_async_commit();
 
-  const int r = lane / 2, parity = lane % 2;  // this lane's key (row of S^T) and query columns
-  const int64_t kj = j0 + warp * kFrag + r;
-  Acc dk[KF], dv[KF];
+  const float scale2 = a.scale * kLog2e;
+  const int64_t kj[2] = {j0 + warp * kRows + g, j0 + warp * kRows + g + 8};  // this lane's keys
+  float dk[HS / 8][4], dv[HS / 8][4];
 #pragma unroll
-  for (int f = 0; f < KF; ++f) {
-    wmma::fill_fragment(dk[f], 0.0f);
-    wmma::fill_fragment(dv[f], 0.0f);
+  for (int nb = 0; nb < HS / 8; ++nb) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[nb][e] = dv[nb][e] = 0.0f;
   }
-  for (int64_t rep = 0; rep < a.group; ++rep) {  // the query heads of KV head g, in order
-    const int64_t h = g * a.group + rep;
-    const float* lse_h = gr.lse + (b * NH + h) * T;
-    const float* d_h = gr.d + (b * NH + h) * T;
-    for (int64_t qt = kt; qt < query_tiles && tiles_meet(kt, qt, a.window); ++qt) {
-      const int64_t i0 = qt * kTile;
-      __syncthreads();  // every warp is done with the last query tile
-      load_rows<HS>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, a.aligned, Q);
-      load_rows<HS>(gr.dout + b * T * gr.lddo + h * HS, gr.lddo, i0, T, a.aligned, dO);
-      for (int idx = threadIdx.x; idx < kTile; idx += kThreads) {
-        lse[idx] = i0 + idx < T ? lse_h[i0 + idx] : 0.0f;
-        D[idx] = i0 + idx < T ? d_h[i0 + idx] : 0.0f;
-      }
-      __syncthreads();
-      Acc s[kTile / kFrag];
-      scores<HS>(K, warp, Q, s);  // S^T: this warp's keys x the tile's queries
-      store_scores(s, St);
-      scores<HS>(V, warp, dO, s);  // dP^T
-      store_scores(s, dPt);
-      __syncwarp();
-#pragma unroll 4
-      for (int c = 0; c < kTile / 2; ++c) {
-        const int col = parity + 2 * c;
-        const float p = visible(i0 + col, kj, T, a.window)
-                            ? expf(St[r * kScoreLd + col] * a.scale - lse[col])
-                            : 0.0f;
-        Pt[r * kProbLd + col] = narrow<uint16_t>(p);
-        dSt[r * kProbLd + col] = narrow<uint16_t>(p * (dPt[r * kScoreLd + col] - D[col]));
-      }
-      __syncwarp();
-      add_product<HS>(Pt, dO, dv);  // dV += P^T dO
-      add_product<HS>(dSt, Q, dk);  // dK += dS^T Q (times scale at the end)
-    }
+  for (int64_t step = 0; step < steps; ++step) {
+    const int buf = static_cast<int>(step % 2);
+    const int64_t i0 = (kt + step % per_head) * kTile;
+    cp_async_wait_all();
+    __syncthreads();  // this step's rows are in; every warp is done with the other buffers
+    if (step + 1 < steps) load_step(step + 1, 1 - buf);
+    cp_async_commit();
+    const bool masked = needs_mask(i0, j0, T, a.window);
+    float st[kTile / 8][4], dpt[kTile / 8][4];
+    scores<HS>(K, warp * kRows, Q(buf), st);    // S^T: this warp's keys x the tile's queries
+    scores<HS>(V, warp * kRows, dO(buf), dpt);  // dP^T
+    const float* lse_t = lse(buf);
+    const float* d_t = D(buf);
+    probabilities_and_ds(st, dpt, scale2, [&](int nb, int e) {
+      const int col = nb * 8 + 2 * t + e % 2;  // the query, within the tile
+      const bool shown = !masked || visible(i0 + col, kj[e / 2], T, a.window);
+      struct {
+        bool shown;
+        float lse2, d;
+      } r{shown, lse_t[col] * kLog2e, d_t[col]};
+      return r;
+    });
+    uint32_t pf[kTile / 16][4], dsf[kTile / 16][4];
+    accumulators_as_a<kTile>(st, pf);
+    accumulators_as_a<kTile>(dpt, dsf);
+    add_product<HS, kTile / 16>(pf, dO(buf), 0, dv);  // dV += bf16(P)^T dO
+    add_product<HS, kTile / 16>(dsf, Q(buf), 0, dk);  // dK += bf16(dS)^T Q (scaled at the end)
   }
-  __syncwarp();  // the warp's score tiles are free for the rows on their way out
-  float* rows = St;
-  const int64_t row0 = j0 + warp * kFrag;
-  write_rows<HS>(dk, rows, a.scale, row0, T, gr.dk + b * T * gr.lddk + g * HS, gr.lddk);
-  write_rows<HS>(dv, rows, 1.0f, row0, T, gr.dv + b * T * gr.lddv + g * HS, gr.lddv);
+  const int64_t row0 = j0 + warp * kRows;
+  write_rows<HS>(dk, a.scale, row0, T, gr.dk + b * T * gr.lddk + kv * HS, gr.lddk);
+  write_rows<HS>(dv, 1.0f, row0, T, gr.dv + b * T * gr.lddv + kv * HS, gr.lddv);
 #else
   __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
@@ -405,67 +494,72 @@ __global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradi
 template <int HS>
 __global__ void __launch_bounds__(kThreads) tc_backward_q(Bf16Operands a, Gradients gr) {
 #ifdef COLROW_TENSOR_CORES
-  constexpr int KF = HS / kFrag;
-  constexpr QueryLayout L(HS);
-  extern __shared__ __align__(128) char tc_shared[];  // WMMA wants 32-byte fragments
-  char* shared = tc_shared;
-  uint16_t* Q = reinterpret_cast<uint16_t*>(shared + L.q);
-  uint16_t* dO = reinterpret_cast<uint16_t*>(shared + L.dout);
-  uint16_t* K = reinterpret_cast<uint16_t*>(shared + L.k);  // each key tile's
-  uint16_t* V = reinterpret_cast<uint16_t*>(shared + L.v);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  char* mine = shared + L.warps + warp * L.per_warp;
-  float* S = reinterpret_cast<float*>(mine + L.s);          // [16 queries][kScoreLd keys]
-  float* dP = reinterpret_cast<float*>(mine + L.dp);        // [16][kScoreLd]
-  uint16_t* dS = reinterpret_cast<uint16_t*>(mine + L.ds);  // [16][kProbLd]
+  constexpr int LD = HS + 8;
+  extern __shared__ __align__(128) char tc_shared[];
+  // Q, dO, then buffer i's K at Q + (2 + 2 i) tiles and its V one tile on.
+  uint16_t* Q = reinterpret_cast<uint16_t*>(tc_shared);
+  uint16_t* dO = Q + kTile * LD;
+  auto K = [&](int64_t i) { return Q + (2 + 2 * (i % 2)) * kTile * LD; };
+  auto V = [&](int64_t i) { return K(i) + kTile * LD; };
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
 
   const int64_t T = a.seq, bh = blockIdx.x, b = bh / a.n_head, h = bh % a.n_head;
-  const int64_t g = h / a.group;
+  const int64_t kv = h / a.group;
   const int64_t qt = gridDim.y - 1 - blockIdx.y, i0 = qt * kTile;
+  const int64_t first = first_key_tile(qt, a.window);
+  const uint16_t* k = a.k + b * T * a.ldk + kv * HS;
+  const uint16_t* v = a.v + b * T * a.ldv + kv * HS;
   load_rows<HS>(a.q + b * T * a.ldq + h * HS, a.ldq, i0, T, a.aligned, Q);
   load_rows<HS>(gr.dout + b * T * gr.lddo + h * HS, gr.lddo, i0, T, a.aligned, dO);
+  load_rows<HS>(k, a.ldk, first * kTile, T, a.aligned, K(first));
+  load_rows<HS>(v, a.ldv, first * kTile, T, a.aligned, V(first));
+  cp_async_commit();
 
-  const int r = lane / 2, parity = lane % 2;
-  const int64_t qi = i0 + warp * kFrag + r;
-  const float row_lse = qi < T ? gr.lse[bh * T + qi] : 0.0f;
-  const float row_d = qi < T ? gr.d[bh * T + qi] : 0.0f;
-  const uint16_t* k = a.k + b * T * a.ldk + g * HS;
-  const uint16_t* v = a.v + b * T * a.ldv + g * HS;
-  Acc dq[KF];
+  const float scale2 = a.scale * kLog2e;
+  const int64_t qi[2] = {i0 + warp * kRows + g, i0 + warp * kRows + g + 8};
+  float row_lse2[2], row_d[2];
 #pragma unroll
-  for (int f = 0; f < KF; ++f) wmma::fill_fragment(dq[f], 0.0f);
-  for (int64_t kt = first_key_tile(qt, a.window); kt <= qt; ++kt) {
-    const int64_t j0 = kt * kTile;
-    __syncthreads();  // every warp is done with the last key tile
-    load_rows<HS>(k, a.ldk, j0, T, a.aligned, K);
-    load_rows<HS>(v, a.ldv, j0, T, a.aligned, V);
-    __syncthreads();
-    Acc s[kTile / kFrag];
-    scores<HS>(Q, warp, K, s);  // S as forward computes it
-    store_scores(s, S);
-    scores<HS>(dO, warp, V, s);  // dP
-    store_scores(s, dP);
-    __syncwarp();
-#pragma unroll 4
-    for (int c = 0; c < kTile / 2; ++c) {
-      const int col = parity + 2 * c;
-      const float p = visible(qi, j0 + col, T, a.window)
-                          ? expf(S[r * kScoreLd + col] * a.scale - row_lse)
-                          : 0.0f;
-      dS[r * kProbLd + col] = narrow<uint16_t>(p * (dP[r * kScoreLd + col] - row_d));
-    }
-    __syncwarp();
-    add_product<HS>(dS, K, dq);  // dQ += dS K (times scale at the end)
+  for (int half = 0; half < 2; ++half) {
+    row_lse2[half] = qi[half] < T ? gr.lse[bh * T + qi[half]] * kLog2e : 0.0f;
+    row_d[half] = qi[half] < T ? gr.d[bh * T + qi[half]] : 0.0f;
   }
-  __syncwarp();
-  write_rows<HS>(dq, S, a.scale, i0 + warp * kFrag, T, gr.dq + b * T * gr.lddq + h * HS, gr.lddq);
+  float dq[HS / 8][4];
+#pragma unroll
+  for (int nb = 0; nb < HS / 8; ++nb) dq[nb][0] = dq[nb][1] = dq[nb][2] = dq[nb][3] = 0.0f;
+  for (int64_t kt = first; kt <= qt; ++kt) {
+    const int64_t j0 = kt * kTile;
+    cp_async_wait_all();
+    __syncthreads();  // this key tile is in; every warp is done with the other buffer
+    if (kt < qt) {
+      load_rows<HS>(k, a.ldk, j0 + kTile, T, a.aligned, K(kt + 1));
+      load_rows<HS>(v, a.ldv, j0 + kTile, T, a.aligned, V(kt + 1));
+    }
+    cp_async_commit();
+    const bool masked = needs_mask(i0, j0, T, a.window);
+    float s[kTile / 8][4], dp[kTile / 8][4];
+    scores<HS>(Q, warp * kRows, K(kt), s);    // S as forward computes it
+    scores<HS>(dO, warp * kRows, V(kt), dp);  // dP
+    probabilities_and_ds(s, dp, scale2, [&](int nb, int e) {
+      const int half = e / 2;
+      const bool shown = !masked || visible(qi[half], j0 + nb * 8 + 2 * t + e % 2, T, a.window);
+      struct {
+        bool shown;
+        float lse2, d;
+      } r{shown, row_lse2[half], row_d[half]};
+      return r;
+    });
+    uint32_t dsf[kTile / 16][4];
+    accumulators_as_a<kTile>(dp, dsf);
+    add_product<HS, kTile / 16>(dsf, K(kt), 0, dq);  // dQ += bf16(dS) K (scaled at the end)
+  }
+  write_rows<HS>(dq, a.scale, i0 + warp * kRows, T, gr.dq + b * T * gr.lddq + h * HS, gr.lddq);
 #else
   __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
 int64_t shared_bytes(int hs) {
-  return std::max({ForwardLayout(hs).bytes, KeyLayout(hs).bytes, QueryLayout(hs).bytes});
+  return std::max({forward_bytes(hs), key_bytes(hs), query_bytes(hs)});
 }
 
 // kernel<<<grid, kThreads, bytes, stream>>>(args...), its shared memory allowed.
@@ -482,16 +576,16 @@ void forward(const Bf16Operands& a, int64_t batch, uint16_t* out, int64_t ldo, f
              cudaStream_t stream) {
   launch(tc_forward<HS>,
          dim3(static_cast<unsigned>(batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq))),
-         ForwardLayout(HS).bytes, stream, a, out, ldo, lse);
+         forward_bytes(HS), stream, a, out, ldo, lse);
 }
 
 template <int HS>
 void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, cudaStream_t stream) {
   const unsigned tiles = static_cast<unsigned>(key_tiles(a.seq));
   launch(tc_backward_kv<HS>, dim3(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles),
-         KeyLayout(HS).bytes, stream, a, gr);
+         key_bytes(HS), stream, a, gr);
   launch(tc_backward_q<HS>, dim3(static_cast<unsigned>(batch * a.n_head), tiles),
-         QueryLayout(HS).bytes, stream, a, gr);
+         query_bytes(HS), stream, a, gr);
 }
 
 // fn(std::integral_constant<int, HS>{}) for a supported head_dim.

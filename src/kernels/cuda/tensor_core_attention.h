@@ -1,7 +1,8 @@
 // Fused causal attention for bf16 operands on tensor cores (sm_80 and newer),
 // FlashAttention-2's scheme: the products Q K^T, P V, dO V^T, P^T dO, dS^T Q
-// and dS K run as 16 x 16 x 16 bf16 WMMA products accumulated in fp32; the
-// softmax, its running max and sum, lse and D = dO . O stay fp32. P and dS
+// and dS K run as mma.sync m16n8k16 bf16 products accumulated in fp32
+// registers; the softmax, its running max and sum, lse and D = dO . O stay
+// fp32. P and dS
 // are rounded to bf16 once, as the operands of their products (FlashAttention
 // does the same), so the results are not the fp32 kernel's rounded once: the
 // tests bound them against the exact values with bf16's unit roundoff.
