@@ -125,20 +125,24 @@ TEST(GptModelCuda, LossAndEveryGradientShardMatchTheCpu) {
 // Mixed precision on both devices. With the plain attention kernels and the
 // epilogues off (--attention plain --epilogues separate) the GPU follows the
 // CPU's rule (kernels/mixed_precision.h) at the CPU's points, so only the
-// order of fp32 sums differs, and only a sum that lands next to a bf16
-// rounding boundary rounds the other way: the GPU's bf16 gradients must sit
-// much closer to the CPU's bf16 ones than those sit to fp32's (a quarter of
-// that distance, which is about 1e-2 of the largest gradient,
-// tests/nn/gpt_model_test.cpp). A GPU path that computed in fp32, or rounded
-// at another point, would be as far from the CPU's bf16 as fp32 is.
+// order of fp32 sums and the last ulps of exp and tanh differ, and only a
+// value that lands next to a bf16 rounding boundary rounds the other way.
+// The forward's logits then equal the CPU's bf16 ones but for such flips (a
+// path that rounded at another point would move nearly every logit), and so
+// do the gradients backward reaches first: the last block's MLP, within 1e-4
+// (measured on an H200: 1e-7 to 6e-6; a rounding point moved is ~1e-3).
+// From there a flip in one activation gradient reaches every gradient
+// computed after it, and each brings flips of its own: by the first block
+// the GPU's bf16 gradients are another rounding of the same values (measured
+// 1 to 3.5 times as far from the CPU's bf16 as those are from fp32), so
+// there, as everywhere, the GPU is held against fp32 itself: no farther from
+// it than the CPU's bf16 (twice, for the margin: both are rounding noise,
+// and the largest of it over the parameters varies; a wrong kernel is an O(1)
+// error), and still bf16.
 // The defaults round at other points: the fused attention's backward takes
 // D = dO . O from the bf16 output, and GPT-2's GELU pair in cuBLASLt takes
-// GELU of the fp32 sum and rounds its derivative's product once. Every
-// element then differs from the CPU's by up to a bf16 rounding, so there the
-// GPU is held against fp32 itself: no farther from it than the CPU's bf16
-// (twice, for the margin: both are rounding noise, and the largest of it
-// over the parameters varies; a wrong kernel is an O(1) error), and still
-// bf16.
+// GELU of the fp32 sum and rounds its derivative's product once, so only the
+// test against fp32 applies to them.
 TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
   COLROW_REQUIRE_GPU();
   Communicator& world = testing::world();
@@ -195,6 +199,8 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
       // distance from the CPU's bf16 and from fp32, and the share of its
       // elements more than 1e-4 of the largest gradient from the CPU's.
       std::string table;
+      const std::string last_mlp = "." + std::to_string(c.config.n_layer - 1) + ".mlp.";
+      double last_mlp_from_cpu = 0.0;
       for (size_t n = on_gpu.size(); n-- > 0;) {
         EXPECT_TRUE(bitwise_equal(on_gpu[n]->compute(), on_cpu[n]->compute())) << on_gpu[n]->name;
         const double from_cpu = relative_error(on_gpu[n]->grad, on_cpu[n]->grad, 1e-3 * largest);
@@ -202,6 +208,9 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
             relative_error(on_gpu[n]->grad, reference[n]->grad, 1e-3 * largest);
         gpu_from_cpu = std::max(gpu_from_cpu, from_cpu);
         gpu_from_fp32 = std::max(gpu_from_fp32, from_fp32);
+        if (on_gpu[n]->name.find(last_mlp) != std::string::npos) {
+          last_mlp_from_cpu = std::max(last_mlp_from_cpu, from_cpu);
+        }
         const std::vector<float> x = on_gpu[n]->grad.to(Device::cpu()).to_vector(),
                                  y = on_cpu[n]->grad.to(Device::cpu()).to_vector();
         size_t off = 0;
@@ -213,13 +222,13 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
       }
       const std::string where = "logits apart in " + std::to_string(logits_apart) + " of " +
                                 std::to_string(gl.size()) + "; the CPU's bf16 from fp32 " +
-                                std::to_string(bf16_from_fp32) + "; per parameter:" + table;
+                                std::to_string(bf16_from_fp32) + ", the GPU's from the CPU's " +
+                                std::to_string(gpu_from_cpu) + "; per parameter:" + table;
+      EXPECT_GT(gpu_from_fp32, 1e-3) << where;  // bf16 on the GPU too
+      EXPECT_LE(gpu_from_fp32, 2.0 * bf16_from_fp32) << where;
       if (!fused) {
         EXPECT_LE(logits_apart, gl.size() / 20) << where;  // a flip is a sum at a boundary: rare
-        EXPECT_LE(gpu_from_cpu, 0.25 * bf16_from_fp32) << where;
-      } else {
-        EXPECT_GT(gpu_from_fp32, 1e-3);  // bf16 on the GPU too
-        EXPECT_LE(gpu_from_fp32, 2.0 * bf16_from_fp32);
+        EXPECT_LE(last_mlp_from_cpu, 1e-4) << where;
       }
     }
   }

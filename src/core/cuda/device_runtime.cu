@@ -254,10 +254,14 @@ std::string unavailable_reason() {
 }
 
 Allocator& allocator(int index) {
-  static std::mutex mutex;
-  static std::map<int, std::unique_ptr<CachingCudaAllocator>> allocators;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = allocators[index];
+  // Never destroyed: a tensor holds a reference to its allocator, and one
+  // that a static (a shared layer buffer, a kept scratch) frees at exit
+  // would otherwise call into a destroyed allocator (it crashed a test's
+  // exit on the lent H200). The process's end returns the GPU memory.
+  static auto* mutex = new std::mutex;
+  static auto* allocators = new std::map<int, std::unique_ptr<CachingCudaAllocator>>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*allocators)[index];
   if (!slot) {
     const int count = device_count();
     if (index < 0 || index >= count) {
