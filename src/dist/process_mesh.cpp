@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "colrow/core/error.h"
+#include "colrow/dist/profiled_communicator.h"
 
 namespace colrow {
 
@@ -76,11 +77,16 @@ ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp) : world_(w
 
 ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp, Device device, CommKind comm)
     : ProcessMesh(world, tp, pp, dp) {
-  tp_ = make_device_communicator(std::move(tp_), device, comm);
-  pp_ = make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true);
+  // Each timed by --profile as operations of its own (profiled_communicator.h).
+  auto profiled = [](std::unique_ptr<Communicator> c) -> std::unique_ptr<Communicator> {
+    return std::make_unique<ProfiledCommunicator>(std::move(c));
+  };
+  tp_ = profiled(make_device_communicator(std::move(tp_), device, comm));
+  pp_ = profiled(
+      make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true));
   // dp's started collectives (the gradient buckets) run beside backward
-  dp_ = make_device_communicator(std::move(dp_), device, comm, /*point_to_point=*/false,
-                                 /*side_stream=*/true);
+  dp_ = profiled(make_device_communicator(std::move(dp_), device, comm, /*point_to_point=*/false,
+                                          /*side_stream=*/true));
 }
 
 }  // namespace colrow

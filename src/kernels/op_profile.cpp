@@ -106,6 +106,10 @@ std::vector<OpTime> take_op_times() {
 
 std::string op_phase(const std::string& op) {
   const auto has = [&](const char* part) { return op.find(part) != std::string::npos; };
+  if (has("all_reduce") || has("all_gather") || has("reduce_scatter") || has("broadcast") ||
+      has("send") || op == "recv") {
+    return "communication";  // dist/profiled_communicator.h
+  }
   if (op == "gemm" || has("linear")) return "gemm";
   if (has("attention") || has("rope") || has("kv_cache")) return "attention";
   if (has("cross_entropy")) return "loss";

@@ -55,7 +55,8 @@ class OpScope {
 std::vector<OpTime> take_op_times();
 
 // The phase an operation belongs to: gemm (with the linear layers' fused
-// bias epilogues), attention, norms and elementwise, loss, optimizer, or other.
+// bias epilogues), attention, norms and elementwise, loss, optimizer,
+// communication (the mesh's collectives and messages), or other.
 std::string op_phase(const std::string& op);
 
 }  // namespace colrow::kernels

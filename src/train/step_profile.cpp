@@ -99,7 +99,7 @@ std::string StepProfile::end_step(double step_ms) {
     }
     report += "\n" + row(phase, calls, phase_ms, ms, phase_work[phase]);
   }
-  report += "\n" + row("untimed (communication, host, idle)", 0.0, std::max(0.0, ms - timed), ms);
+  report += "\n" + row("untimed (host, idle)", 0.0, std::max(0.0, ms - timed), ms);
   report += "\n  operation";
   for (const kernels::OpTime& t : ops) {
     const kernels::OpWork work{t.work.flops / n, t.work.bytes / n};

@@ -155,12 +155,13 @@ err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --cuda-graph 2>&1 >/dev/nu
 # --profile 2: steps 2-3 timed per operation, the report once, after step 3.
 out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)
 [ "$(echo "$out" | grep -c '^profile: steps 2-3, ')" = 1 ] || { echo "FAIL: profile header: $out"; exit 1; }
-for row in gemm attention 'norms and elementwise' loss optimizer 'untimed (communication, host, idle)' attention_backward adamw_update; do
+for row in gemm attention 'norms and elementwise' loss optimizer communication 'untimed (host, idle)' attention_backward adamw_update all_reduce_sum; do
   echo "$out" | grep -q "^  $row  " || { echo "FAIL: profile row '$row' missing: $out"; exit 1; }
 done
 # What each phase achieved: the products' rate for the GEMMs, bytes for the rest.
 echo "$out" | grep -q '^  gemm  .* [0-9.]* [GT]FLOP/s$' || { echo "FAIL: no GEMM rate: $out"; exit 1; }
 echo "$out" | grep -q '^  norms and elementwise  .* [0-9.]* GB/s$' || { echo "FAIL: no bandwidth: $out"; exit 1; }
+echo "$out" | grep -q "^  communication  .* [0-9.]* GB/s$" || { echo "FAIL: no communication rate: $out"; exit 1; }
 err=$(run 1 train $common --steps 20 --batch 4 --bogus 2>&1 >/dev/null) && { echo "FAIL: unknown flag accepted"; exit 1; }
 echo "$err" | grep -q "bogus" || { echo "FAIL: $err"; exit 1; }
 echo "train_test: all passed"

@@ -17,6 +17,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/local_communicator.h"
+#include "colrow/dist/profiled_communicator.h"
 #include "colrow/dist/mpi_communicator.h"
 #include "colrow/dist/recording_communicator.h"
 #include "dist/shm/shm_communicator.h"
@@ -306,7 +307,8 @@ TEST(ProcessMeshTest, DeviceMeshWrapsThePpGroupLikeTheOthers) {
     }
     ProcessMesh mesh(world, 1, stages, 1, Device::cpu(), kind);
     EXPECT_EQ(mesh.pp_rank(), r);
-    const bool shared = dynamic_cast<ShmCommunicator*>(&mesh.pp()) != nullptr;
+    Communicator& pp = dynamic_cast<ProfiledCommunicator&>(mesh.pp()).inner();
+    const bool shared = dynamic_cast<ShmCommunicator*>(&pp) != nullptr;
     EXPECT_EQ(shared, stages > 1 && kind != CommKind::kMpi && one_node);
     if (stages == 1) {
       EXPECT_THROW(mesh.pp().start_send(Tensor::zeros({1}), 0, 0), InternalError);
