@@ -82,8 +82,7 @@ ProcessMesh::ProcessMesh(Communicator& world, int tp, int pp, int dp, Device dev
     return std::make_unique<ProfiledCommunicator>(std::move(c));
   };
   tp_ = profiled(make_device_communicator(std::move(tp_), device, comm));
-  pp_ = profiled(
-      make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true));
+  pp_ = profiled(make_device_communicator(std::move(pp_), device, comm, /*point_to_point=*/true));
   // dp's started collectives (the gradient buckets) run beside backward
   dp_ = profiled(make_device_communicator(std::move(dp_), device, comm, /*point_to_point=*/false,
                                           /*side_stream=*/true));

@@ -2,6 +2,7 @@
 #include "colrow/dist/profiled_communicator.h"
 
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include "kernels/op_profile.h"
@@ -14,6 +15,15 @@ namespace {
 kernels::OpWork moved(const Tensor& a, const Tensor* b = nullptr) {
   const int64_t bytes = a.bytes() + (b != nullptr ? b->bytes() : 0);
   return {0.0, static_cast<double>(bytes)};
+}
+
+// fn() inside an operation scope, unless the group is one rank (whose
+// collectives return at once: a row of nothing at every tp 1).
+template <typename Fn>
+auto timed(const Communicator& c, const char* op, Device device, kernels::OpWork work, Fn&& fn) {
+  std::optional<kernels::OpScope> scope;
+  if (c.size() > 1) scope.emplace(op, device, work);
+  return fn();
 }
 
 // Times the first wait() of a started collective (later ones return at once).
@@ -43,13 +53,11 @@ class ProfiledPending final : public PendingCollective {
 // start(): the collective started inside a "<op> (start)" scope, its handle
 // timed at wait() as "<op> (wait)".
 template <typename Start>
-std::unique_ptr<PendingCollective> started(const char* start_op, const char* wait_op,
-                                           Device device, kernels::OpWork work, Start&& start) {
-  std::unique_ptr<PendingCollective> inner;
-  {
-    const kernels::OpScope scope(start_op, device, work);
-    inner = start();
-  }
+std::unique_ptr<PendingCollective> started(const Communicator& c, const char* start_op,
+                                           const char* wait_op, Device device, kernels::OpWork work,
+                                           Start&& start) {
+  std::unique_ptr<PendingCollective> inner = timed(c, start_op, device, work, start);
+  if (c.size() == 1) return inner;
   return std::make_unique<ProfiledPending>(std::move(inner), wait_op, device, work);
 }
 
@@ -59,79 +67,73 @@ ProfiledCommunicator::ProfiledCommunicator(std::unique_ptr<Communicator> inner)
     : inner_(std::move(inner)) {}
 
 void ProfiledCommunicator::all_reduce_sum(Tensor& x) {
-  const kernels::OpScope scope("all_reduce_sum", x.device(), moved(x));
-  inner_->all_reduce_sum(x);
+  timed(*this, "all_reduce_sum", x.device(), moved(x), [&] { inner_->all_reduce_sum(x); });
 }
 
 void ProfiledCommunicator::all_reduce_max(Tensor& x) {
-  const kernels::OpScope scope("all_reduce_max", x.device(), moved(x));
-  inner_->all_reduce_max(x);
+  timed(*this, "all_reduce_max", x.device(), moved(x), [&] { inner_->all_reduce_max(x); });
 }
 
 void ProfiledCommunicator::all_gather(const Tensor& in, Tensor& out) {
-  const kernels::OpScope scope("all_gather", out.device(), moved(in, &out));
-  inner_->all_gather(in, out);
+  timed(*this, "all_gather", out.device(), moved(in, &out), [&] { inner_->all_gather(in, out); });
 }
 
 void ProfiledCommunicator::reduce_scatter_sum(const Tensor& in, Tensor& out) {
-  const kernels::OpScope scope("reduce_scatter_sum", out.device(), moved(in, &out));
-  inner_->reduce_scatter_sum(in, out);
+  timed(*this, "reduce_scatter_sum", out.device(), moved(in, &out),
+        [&] { inner_->reduce_scatter_sum(in, out); });
 }
 
 void ProfiledCommunicator::broadcast(Tensor& x, int root) {
-  const kernels::OpScope scope("broadcast", x.device(), moved(x));
-  inner_->broadcast(x, root);
+  timed(*this, "broadcast", x.device(), moved(x), [&] { inner_->broadcast(x, root); });
 }
 
 void ProfiledCommunicator::all_reduce_sum_bf16_wire(Tensor& x) {
-  const kernels::OpScope scope("all_reduce_sum_bf16_wire", x.device(), moved(x));
-  inner_->all_reduce_sum_bf16_wire(x);
+  timed(*this, "all_reduce_sum_bf16_wire", x.device(), moved(x),
+        [&] { inner_->all_reduce_sum_bf16_wire(x); });
 }
 
 void ProfiledCommunicator::reduce_scatter_sum_bf16_wire(const Tensor& in, Tensor& out) {
-  const kernels::OpScope scope("reduce_scatter_sum_bf16_wire", out.device(), moved(in, &out));
-  inner_->reduce_scatter_sum_bf16_wire(in, out);
+  timed(*this, "reduce_scatter_sum_bf16_wire", out.device(), moved(in, &out),
+        [&] { inner_->reduce_scatter_sum_bf16_wire(in, out); });
 }
 
 std::unique_ptr<PendingCollective> ProfiledCommunicator::start_all_reduce_sum(Tensor& x) {
-  return started("all_reduce_sum (start)", "all_reduce_sum (wait)", x.device(), moved(x),
+  return started(*this, "all_reduce_sum (start)", "all_reduce_sum (wait)", x.device(), moved(x),
                  [&] { return inner_->start_all_reduce_sum(x); });
 }
 
 std::unique_ptr<PendingCollective> ProfiledCommunicator::start_all_gather(const Tensor& in,
                                                                           Tensor& out) {
-  return started("all_gather (start)", "all_gather (wait)", out.device(), moved(in, &out),
+  return started(*this, "all_gather (start)", "all_gather (wait)", out.device(), moved(in, &out),
                  [&] { return inner_->start_all_gather(in, out); });
 }
 
-std::unique_ptr<PendingCollective> ProfiledCommunicator::start_reduce_scatter_sum(
-    const Tensor& in, Tensor& out) {
-  return started("reduce_scatter_sum (start)", "reduce_scatter_sum (wait)", out.device(),
+std::unique_ptr<PendingCollective> ProfiledCommunicator::start_reduce_scatter_sum(const Tensor& in,
+                                                                                  Tensor& out) {
+  return started(*this, "reduce_scatter_sum (start)", "reduce_scatter_sum (wait)", out.device(),
                  moved(in, &out), [&] { return inner_->start_reduce_scatter_sum(in, out); });
 }
 
-std::unique_ptr<PendingCollective> ProfiledCommunicator::start_all_reduce_sum_bf16_wire(
-    Tensor& x) {
-  return started("all_reduce_sum_bf16_wire (start)", "all_reduce_sum_bf16_wire (wait)",
+std::unique_ptr<PendingCollective> ProfiledCommunicator::start_all_reduce_sum_bf16_wire(Tensor& x) {
+  return started(*this, "all_reduce_sum_bf16_wire (start)", "all_reduce_sum_bf16_wire (wait)",
                  x.device(), moved(x), [&] { return inner_->start_all_reduce_sum_bf16_wire(x); });
 }
 
 std::unique_ptr<PendingCollective> ProfiledCommunicator::start_reduce_scatter_sum_bf16_wire(
     const Tensor& in, Tensor& out) {
-  return started("reduce_scatter_sum_bf16_wire (start)", "reduce_scatter_sum_bf16_wire (wait)",
-                 out.device(), moved(in, &out),
+  return started(*this, "reduce_scatter_sum_bf16_wire (start)",
+                 "reduce_scatter_sum_bf16_wire (wait)", out.device(), moved(in, &out),
                  [&] { return inner_->start_reduce_scatter_sum_bf16_wire(in, out); });
 }
 
 std::unique_ptr<PendingCollective> ProfiledCommunicator::start_send(const Tensor& x, int dst,
                                                                     int tag) {
-  return started("send (start)", "send (wait)", x.device(), moved(x),
+  return started(*this, "send (start)", "send (wait)", x.device(), moved(x),
                  [&] { return inner_->start_send(x, dst, tag); });
 }
 
 void ProfiledCommunicator::recv(Tensor& x, int src, int tag) {
-  const kernels::OpScope scope("recv", x.device(), moved(x));
-  inner_->recv(x, src, tag);
+  timed(*this, "recv", x.device(), moved(x), [&] { inner_->recv(x, src, tag); });
 }
 
 std::unique_ptr<Communicator> ProfiledCommunicator::split(int color, int key,

@@ -127,17 +127,18 @@ TEST(GptModelCuda, LossAndEveryGradientShardMatchTheCpu) {
 // CPU's rule (kernels/mixed_precision.h) at the CPU's points, so only the
 // order of fp32 sums and the last ulps of exp and tanh differ, and only a
 // value that lands next to a bf16 rounding boundary rounds the other way.
-// The forward's logits then equal the CPU's bf16 ones but for such flips (a
-// path that rounded at another point would move nearly every logit), and so
-// do the gradients backward reaches first: the last block's MLP, within 1e-4
-// (measured on an H200: 1e-7 to 6e-6; a rounding point moved is ~1e-3).
-// From there a flip in one activation gradient reaches every gradient
-// computed after it, and each brings flips of its own: by the first block
-// the GPU's bf16 gradients are another rounding of the same values (measured
-// 1 to 3.5 times as far from the CPU's bf16 as those are from fp32), so
-// there, as everywhere, the GPU is held against fp32 itself: no farther from
-// it than the CPU's bf16 (twice, for the margin: both are rounding noise,
-// and the largest of it over the parameters varies; a wrong kernel is an O(1)
+// The forward's logits then equal the CPU's bf16 ones but for such flips: at
+// most 5% of them (measured on an H200: none at tp 1, 0.3-3% at tp 2; a
+// path that rounded at another point would move nearly every logit).
+// Backward cannot be held to the CPU's bits that way: a flip in one
+// activation gradient reaches every gradient computed after it, and each
+// brings flips of its own, so by the first block the GPU's bf16 gradients are
+// another rounding of the same values (measured: the last block's MLP
+// gradients within 1e-7..6e-6 of the CPU's at tp 1, the first block's 1 to
+// 3.5 times as far from the CPU's bf16 as those are from fp32). There, as for
+// the defaults, the GPU is held against fp32 itself: no farther from it than
+// the CPU's bf16 (twice, for the margin: both are rounding noise, and the
+// largest of it over the parameters varies; a wrong kernel is an O(1)
 // error), and still bf16.
 // The defaults round at other points: the fused attention's backward takes
 // D = dO . O from the bf16 output, and GPT-2's GELU pair in cuBLASLt takes
@@ -187,7 +188,8 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
       EXPECT_EQ(gpu.logits_local().dtype(), DType::kBF16);
       // Where the two part: the forward's bf16 logits first (the share of
       // elements that rounded the other way), then the gradient furthest off.
-      const std::vector<float> gl = gpu.logits_local().to(Device::cpu()).to(DType::kF32).to_vector(),
+      const std::vector<float> gl =
+                                   gpu.logits_local().to(Device::cpu()).to(DType::kF32).to_vector(),
                                cl = cpu_logits.to(DType::kF32).to_vector();
       ASSERT_EQ(gl.size(), cl.size());
       size_t logits_apart = 0;
@@ -199,8 +201,6 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
       // distance from the CPU's bf16 and from fp32, and the share of its
       // elements more than 1e-4 of the largest gradient from the CPU's.
       std::string table;
-      const std::string last_mlp = "." + std::to_string(c.config.n_layer - 1) + ".mlp.";
-      double last_mlp_from_cpu = 0.0;
       for (size_t n = on_gpu.size(); n-- > 0;) {
         EXPECT_TRUE(bitwise_equal(on_gpu[n]->compute(), on_cpu[n]->compute())) << on_gpu[n]->name;
         const double from_cpu = relative_error(on_gpu[n]->grad, on_cpu[n]->grad, 1e-3 * largest);
@@ -208,9 +208,6 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
             relative_error(on_gpu[n]->grad, reference[n]->grad, 1e-3 * largest);
         gpu_from_cpu = std::max(gpu_from_cpu, from_cpu);
         gpu_from_fp32 = std::max(gpu_from_fp32, from_fp32);
-        if (on_gpu[n]->name.find(last_mlp) != std::string::npos) {
-          last_mlp_from_cpu = std::max(last_mlp_from_cpu, from_cpu);
-        }
         const std::vector<float> x = on_gpu[n]->grad.to(Device::cpu()).to_vector(),
                                  y = on_cpu[n]->grad.to(Device::cpu()).to_vector();
         size_t off = 0;
@@ -228,7 +225,6 @@ TEST(GptModelCuda, Bf16MatchesTheCpusBf16) {
       EXPECT_LE(gpu_from_fp32, 2.0 * bf16_from_fp32) << where;
       if (!fused) {
         EXPECT_LE(logits_apart, gl.size() / 20) << where;  // a flip is a sum at a boundary: rare
-        EXPECT_LE(last_mlp_from_cpu, 1e-4) << where;
       }
     }
   }

@@ -5,6 +5,9 @@
 // and y rounded once; db stays fp32.
 #include "kernels/cuda/bias.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
@@ -26,6 +29,31 @@ __global__ void add_bias_kernel(E* y, const E* b, int64_t tokens, int64_t featur
   const int64_t j = i % features;
   E& out = y[(i / features) * ld + j];
   out = narrow<E>(widen(out) + widen(b[j]));
+}
+
+// The same sums 16 bytes at a time (8 bf16 or 4 fp32 per thread), where every
+// row of y and b start on 16 bytes and a row is whole vectors: one element
+// per thread, and a 64-bit division for each, left the bias add at a fifth
+// of an H200's memory bandwidth. Each element's sum is the scalar kernel's.
+template <typename E>
+__global__ void add_bias_vectors(E* y, const E* b, int64_t tokens, int64_t vectors_per_row,
+                                 int64_t ld_vectors) {
+  constexpr int V = 16 / static_cast<int>(sizeof(E));
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t t = blockIdx.y;  // one grid row per token row (tokens <= 65535 per launch)
+  if (v >= vectors_per_row || t >= tokens) return;
+  uint4* row = reinterpret_cast<uint4*>(y) + t * ld_vectors;
+  alignas(16) E out[V];
+  alignas(16) E bias[V];
+  *reinterpret_cast<uint4*>(out) = row[v];
+  *reinterpret_cast<uint4*>(bias) = reinterpret_cast<const uint4*>(b)[v];
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = narrow<E>(widen(out[i]) + widen(bias[i]));
+  row[v] = *reinterpret_cast<const uint4*>(out);
+}
+
+bool aligned_16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // Stage 1 of the column sum (kernels/cuda/column_sums.cuh): the fp32 sum of
@@ -57,6 +85,20 @@ void add_bias(Tensor& y, const Tensor& b) {
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("add_bias", {&y, &b}));
   with_element_type("add_bias", {&y, &b}, [&](auto e) {
     using E = decltype(e);
+    constexpr int64_t V = 16 / static_cast<int64_t>(sizeof(E));
+    const int64_t row_bytes = y.row_stride() * static_cast<int64_t>(sizeof(E));
+    if (features % V == 0 && row_bytes % 16 == 0 && aligned_16(y.raw_data()) &&
+        aligned_16(b.raw_data())) {
+      constexpr int64_t kMaxGridRows = 65535;
+      const int64_t vectors = features / V;
+      for (int64_t t0 = 0; t0 < tokens; t0 += kMaxGridRows) {
+        const int64_t rows = std::min(kMaxGridRows, tokens - t0);
+        const dim3 grid(colrow::cuda::blocks_for(vectors, kThreads), static_cast<unsigned>(rows));
+        add_bias_vectors<E><<<grid, kThreads, 0, stream>>>(
+            elements<E>(y) + t0 * y.row_stride(), elements<E>(b), rows, vectors, row_bytes / 16);
+      }
+      return;
+    }
     add_bias_kernel<E>
         <<<colrow::cuda::blocks_for(tokens * features, kThreads), kThreads, 0, stream>>>(
             elements<E>(y), elements<E>(b), tokens, features, y.row_stride());

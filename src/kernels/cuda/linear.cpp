@@ -103,8 +103,8 @@ void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, Tensor& y
   const int device = cuda_device_of("linear_forward", {&x, &w, &b, &y});
   if (fused_epilogues() && tokens > 0 && out > 0 && in > 0) {
     const cublasStatus_t fused = lt_matmul(
-        device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 1.0f, 0.0f,
-        lt_operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
+        device, CUBLAS_OP_T, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(x, in, tokens), 1.0f,
+        0.0f, lt_operand(y, out, tokens), CUBLASLT_EPILOGUE_BIAS, b.raw_data());
     if (fused == CUBLAS_STATUS_SUCCESS) {
       count_fused(Epilogue::kBias);
       return;
@@ -190,8 +190,8 @@ void gelu_input_grad(const Tensor& dy, const Tensor& w, const Tensor& pre_activa
   const int device = cuda_device_of(what, {&dy, &w, &pre_activation, &dx});
   if (fused_epilogues() && tokens > 0 && out > 0 && in > 0 && gelu_epilogue_fits(pre_activation)) {
     const cublasStatus_t fused = lt_matmul(
-        device, CUBLAS_OP_N, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(dy, out, tokens), 1.0f, 0.0f,
-        lt_operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
+        device, CUBLAS_OP_N, CUBLAS_OP_N, lt_operand(w, in, out), lt_operand(dy, out, tokens), 1.0f,
+        0.0f, lt_operand(dx, in, tokens), CUBLASLT_EPILOGUE_DGELU, nullptr,
         LtAux{pre_activation.raw_data(), pre_activation.row_stride()});
     if (fused == CUBLAS_STATUS_SUCCESS) {
       count_fused(Epilogue::kGeluGrad);

@@ -10,7 +10,17 @@
 // kernels: forward writes the sum's row and normalizes it from there (the
 // lane's own elements, still in L1), backward adds the residual's gradient
 // into dx as it writes it.
+// A lane takes V consecutive elements at a time: 16 bytes (8 bf16, 4 fp32)
+// where every row the kernel touches starts on 16 bytes and d is whole
+// vectors, one element otherwise (one 2-byte access per lane left these
+// kernels at a fifth to a third of an H200's bandwidth). The sums are the
+// same either way: fp32 values and their products add exactly in double at
+// these widths, in any order.
 #include "kernels/cuda/norm.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
 
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
@@ -48,27 +58,61 @@ struct ResidualRows {
   int64_t lds = 0;
 };
 
-// The row the norm reads: x's, or x + residual rounded once and written to
-// the sum's row. Each lane reads back only the elements it wrote itself.
-// __fadd_rn: never merged into a multiply-add, so the separate add's bits.
-template <typename E>
-__device__ __forceinline__ const E* input_row(const E* xr, const ResidualRows<E>& add, int64_t t,
-                                              int64_t d) {
-  if (add.residual == nullptr) return xr;
-  const E* rr = add.residual + t * add.ldr;
-  E* sr = add.sum + t * add.lds;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    sr[j] = narrow<E>(__fadd_rn(widen(xr[j]), widen(rr[j])));
+// V elements of E from p (16-byte aligned when V > 1), widened; and back,
+// each rounded once.
+template <int V, typename E>
+__device__ __forceinline__ void load_chunk(const E* p, float (&out)[V]) {
+  if constexpr (V == 1) {
+    out[0] = widen(*p);
+  } else {
+    alignas(16) E raw[V];
+    *reinterpret_cast<uint4*>(raw) = *reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = widen(raw[i]);
   }
-  return sr;
+}
+template <int V, typename E>
+__device__ __forceinline__ void store_chunk(E* p, const E (&in)[V]) {
+  if constexpr (V == 1) {
+    *p = in[0];
+  } else {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(in);
+  }
 }
 
-// dx's element: the norm's gradient v rounded to E, plus the residual's
+// The chunk of the row the norm reads at j: x's, or x + residual rounded
+// once and written to the sum's row (read back by this lane only).
+// __fadd_rn: never merged into a multiply-add, so the separate add's bits.
+template <int V, typename E>
+__device__ __forceinline__ void input_chunk(const E* xr, const ResidualRows<E>& add, int64_t t,
+                                            int64_t j, float (&out)[V]) {
+  load_chunk<V>(xr + j, out);
+  if (add.residual == nullptr) return;
+  float r[V];
+  load_chunk<V>(add.residual + t * add.ldr + j, r);
+  alignas(16) E sum[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    sum[i] = narrow<E>(__fadd_rn(out[i], r[i]));
+    out[i] = widen(sum[i]);
+  }
+  store_chunk<V>(add.sum + t * add.lds + j, sum);
+}
+
+// dx's chunk: the norm's gradients v rounded to E, plus the residual's
 // gradient when there is one (rounded again, as the separate add does).
-template <typename E>
-__device__ __forceinline__ E input_grad(float v, const E* dresr, int64_t j) {
-  const E own = narrow<E>(v);
-  return dresr == nullptr ? own : narrow<E>(__fadd_rn(widen(dresr[j]), widen(own)));
+template <int V, typename E>
+__device__ __forceinline__ void store_input_grad(const float (&v)[V], const E* dresr, int64_t j,
+                                                 E* dxr) {
+  alignas(16) E out[V];
+  float dres[V] = {};
+  if (dresr != nullptr) load_chunk<V>(dresr + j, dres);
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const E own = narrow<E>(v[i]);
+    out[i] = dresr == nullptr ? own : narrow<E>(__fadd_rn(dres[i], widen(own)));
+  }
+  store_chunk<V>(dxr + j, out);
 }
 
 template <typename E>
@@ -77,23 +121,37 @@ ResidualRows<E> residual_rows(const Tensor* residual, Tensor* sum) {
   return {elements<E>(*residual), residual->row_stride(), elements<E>(*sum), sum->row_stride()};
 }
 
-const Tensor* or_x(const Tensor* t, const Tensor& x) { return t != nullptr ? t : &x; }
+const Tensor* or_x(const Tensor* t, const Tensor& x) {
+  return t != nullptr ? t : &x;
+}
 
-template <typename E>
+template <typename E, int V>
 __global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, ResidualRows<E> add,
                                           const E* gamma, const E* beta, float eps, int64_t tokens,
                                           int64_t d, E* y, int64_t ldy, float* mean, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;  // a whole warp leaves together: the shuffles stay full
-  const E* xr = input_row(x + t * ldx, add, t, d);
+  const E* xr = x + t * ldx;
+  const int64_t chunks = d / V;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) sum += widen(xr[j]);
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float v[V];
+    input_chunk<V>(xr, add, t, c * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sum += v[i];
+  }
+  const E* in = add.residual != nullptr ? add.sum + t * add.lds : xr;  // the sum, once written
   const double mu = warp_sum(sum) / static_cast<double>(d);
   // Second pass about the mean: no cancellation when |mean| >> std.
   double sq = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const double c = widen(xr[j]) - mu;
-    sq += c * c;
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float v[V];
+    load_chunk<V>(in + c * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const double dev = v[i] - mu;
+      sq += dev * dev;
+    }
   }
   sq = warp_sum(sq);
   const float m = static_cast<float>(mu);
@@ -103,12 +161,19 @@ __global__ void layer_norm_forward_kernel(const E* x, int64_t ldx, ResidualRows<
     rstd[t] = r;
   }
   E* yr = y + t * ldy;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    yr[j] = narrow<E>((widen(xr[j]) - m) * r * widen(gamma[j]) + widen(beta[j]));
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float v[V], g[V], b[V];
+    load_chunk<V>(in + c * V, v);
+    load_chunk<V>(gamma + c * V, g);
+    load_chunk<V>(beta + c * V, b);
+    alignas(16) E out[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = narrow<E>((v[i] - m) * r * g[i] + b[i]);
+    store_chunk<V>(yr + c * V, out);
   }
 }
 
-template <typename E>
+template <typename E, int V>
 __global__ void layer_norm_dx_kernel(const E* x, int64_t ldx, const E* gamma, const float* mean,
                                      const float* rstd, const E* dy, int64_t lddy, int64_t tokens,
                                      int64_t d, const E* dresidual, int64_t lddr, E* dx,
@@ -117,47 +182,73 @@ __global__ void layer_norm_dx_kernel(const E* x, int64_t ldx, const E* gamma, co
   if (t >= tokens) return;
   const E *xr = x + t * ldx, *dyr = dy + t * lddy;
   const float m = mean[t], r = rstd[t];
+  const int64_t chunks = d / V;
   double sum_g = 0.0, sum_gx = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const float gj = widen(dyr[j]) * widen(gamma[j]);
-    const float xhat = (widen(xr[j]) - m) * r;
-    sum_g += gj;
-    sum_gx += static_cast<double>(gj) * xhat;
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float xv[V], gv[V], dyv[V];
+    load_chunk<V>(xr + c * V, xv);
+    load_chunk<V>(gamma + c * V, gv);
+    load_chunk<V>(dyr + c * V, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float gj = dyv[i] * gv[i];
+      const float xhat = (xv[i] - m) * r;
+      sum_g += gj;
+      sum_gx += static_cast<double>(gj) * xhat;
+    }
   }
   const double inv_d = 1.0 / static_cast<double>(d);
   const float mean_g = static_cast<float>(warp_sum(sum_g) * inv_d);
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) * inv_d);
   E* dxr = dx + t * lddx;
   const E* dresr = dresidual != nullptr ? dresidual + t * lddr : nullptr;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    const float xhat = (widen(xr[j]) - m) * r;
-    dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(gamma[j]) - mean_g - xhat * mean_gx), dresr,
-                           j);
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float xv[V], gv[V], dyv[V], out[V];
+    load_chunk<V>(xr + c * V, xv);
+    load_chunk<V>(gamma + c * V, gv);
+    load_chunk<V>(dyr + c * V, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float xhat = (xv[i] - m) * r;
+      out[i] = r * (dyv[i] * gv[i] - mean_g - xhat * mean_gx);
+    }
+    store_input_grad<V>(out, dresr, c * V, dxr);
   }
 }
 
-template <typename E>
+template <typename E, int V>
 __global__ void rms_norm_forward_kernel(const E* x, int64_t ldx, ResidualRows<E> add,
-                                        const E* weight, float eps, int64_t tokens, int64_t d,
-                                        E* y, int64_t ldy, float* rstd) {
+                                        const E* weight, float eps, int64_t tokens, int64_t d, E* y,
+                                        int64_t ldy, float* rstd) {
   const int64_t t = warp_row();
   if (t >= tokens) return;
-  const E* xr = input_row(x + t * ldx, add, t, d);
+  const E* xr = x + t * ldx;
+  const int64_t chunks = d / V;
   double sq = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    sq += static_cast<double>(widen(xr[j])) * widen(xr[j]);
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float v[V];
+    input_chunk<V>(xr, add, t, c * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sq += static_cast<double>(v[i]) * v[i];
   }
+  const E* in = add.residual != nullptr ? add.sum + t * add.lds : xr;
   sq = warp_sum(sq);
   const float r = static_cast<float>(1.0 / sqrt(sq / static_cast<double>(d) + eps));
   if (threadIdx.x == 0) rstd[t] = r;
   E* yr = y + t * ldy;
   // HF order: weight * (x * rsqrt(mean(x^2) + eps)).
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    yr[j] = narrow<E>(widen(weight[j]) * (widen(xr[j]) * r));
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float v[V], w[V];
+    load_chunk<V>(in + c * V, v);
+    load_chunk<V>(weight + c * V, w);
+    alignas(16) E out[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = narrow<E>(w[i] * (v[i] * r));
+    store_chunk<V>(yr + c * V, out);
   }
 }
 
-template <typename E>
+template <typename E, int V>
 __global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, const float* rstd,
                                    const E* dy, int64_t lddy, int64_t tokens, int64_t d,
                                    const E* dresidual, int64_t lddr, E* dx, int64_t lddx) {
@@ -165,16 +256,53 @@ __global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, con
   if (t >= tokens) return;
   const E *xr = x + t * ldx, *dyr = dy + t * lddy;
   const float r = rstd[t];
+  const int64_t chunks = d / V;
   double sum_gx = 0.0;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    sum_gx += static_cast<double>(widen(dyr[j]) * widen(weight[j])) * (widen(xr[j]) * r);
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float xv[V], wv[V], dyv[V];
+    load_chunk<V>(xr + c * V, xv);
+    load_chunk<V>(weight + c * V, wv);
+    load_chunk<V>(dyr + c * V, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) sum_gx += static_cast<double>(dyv[i] * wv[i]) * (xv[i] * r);
   }
   const float mean_gx = static_cast<float>(warp_sum(sum_gx) / static_cast<double>(d));
   E* dxr = dx + t * lddx;
   const E* dresr = dresidual != nullptr ? dresidual + t * lddr : nullptr;
-  for (int64_t j = threadIdx.x; j < d; j += kWarp) {
-    dxr[j] = input_grad<E>(r * (widen(dyr[j]) * widen(weight[j]) - (widen(xr[j]) * r) * mean_gx),
-                           dresr, j);
+  for (int64_t c = threadIdx.x; c < chunks; c += kWarp) {
+    float xv[V], wv[V], dyv[V], out[V];
+    load_chunk<V>(xr + c * V, xv);
+    load_chunk<V>(weight + c * V, wv);
+    load_chunk<V>(dyr + c * V, dyv);
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[i] = r * (dyv[i] * wv[i] - (xv[i] * r) * mean_gx);
+    store_input_grad<V>(out, dresr, c * V, dxr);
+  }
+}
+
+// Whether every row of these tensors (nulls skipped) starts on 16 bytes and
+// holds whole 16-byte vectors: the row kernels' V elements per access.
+bool rows_in_vectors(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t == nullptr) continue;
+    const int64_t bytes = static_cast<int64_t>(dtype_bytes(t->dtype()));
+    const int64_t row_bytes = (t->ndim() == 2 ? t->row_stride() : t->numel()) * bytes;
+    const int64_t width_bytes = (t->ndim() == 2 ? t->size(1) : t->numel()) * bytes;
+    if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0 || row_bytes % 16 != 0 ||
+        width_bytes % 16 != 0) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// kernel<E, V> with V = 16 bytes of E where `vectors`, 1 otherwise.
+template <typename E, typename Launch>
+void with_chunk(bool vectors, Launch&& launch) {
+  if (vectors) {
+    launch(std::integral_constant<int, 16 / static_cast<int>(sizeof(E))>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
   }
 }
 
@@ -244,17 +372,20 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   check_norm_residual(x, residual, sum, "layer_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device = cuda_device_of("layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd,
-                                                           or_x(residual, x), or_x(sum, x)});
+  const int device = cuda_device_of(
+      "layer_norm_forward", {&x, &gamma, &beta, &y, &mean, &rstd, or_x(residual, x), or_x(sum, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("layer_norm_forward", {&x, &gamma, &beta, &y, or_x(residual, x), or_x(sum, x)},
-                    [&](auto e) {
-    using E = decltype(e);
-    layer_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum), elements<E>(gamma),
-        elements<E>(beta), eps, tokens, d, elements<E>(y), y.row_stride(), mean.data(),
-        rstd.data());
-  });
+  with_element_type(
+      "layer_norm_forward", {&x, &gamma, &beta, &y, or_x(residual, x), or_x(sum, x)}, [&](auto e) {
+        using E = decltype(e);
+        with_chunk<E>(rows_in_vectors({&x, &gamma, &beta, &y, residual, sum}), [&](auto v) {
+          layer_norm_forward_kernel<E, decltype(v)::value>
+              <<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+                  elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum),
+                  elements<E>(gamma), elements<E>(beta), eps, tokens, d, elements<E>(y),
+                  y.row_stride(), mean.data(), rstd.data());
+        });
+      });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -268,14 +399,15 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   const int device = cuda_device_of("layer_norm_backward", {&x, &gamma, &mean, &rstd, &dy, &dx,
                                                             &dgamma, &dbeta, or_x(dresidual, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx, or_x(dresidual, x)},
-                    [&](auto e) {
+  with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx, or_x(dresidual, x)}, [&](auto e) {
     using E = decltype(e);
-    layer_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), elements<E>(gamma), mean.data(), rstd.data(),
-        elements<E>(dy), dy.row_stride(), tokens, d,
-        dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
-        dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
+    with_chunk<E>(rows_in_vectors({&x, &gamma, &dy, &dx, dresidual}), [&](auto v) {
+      layer_norm_dx_kernel<E, decltype(v)::value><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+          elements<E>(x), x.row_stride(), elements<E>(gamma), mean.data(), rstd.data(),
+          elements<E>(dy), dy.row_stride(), tokens, d,
+          dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
+          dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
+    });
     COLROW_CUDA_CHECK_LAUNCH();
     accumulate_param_grads<E>(device, x, mean.data(), rstd, dy, dgamma, &dbeta);
   });
@@ -287,16 +419,19 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
   check_norm_residual(x, residual, sum, "rms_norm_forward");
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  const int device = cuda_device_of("rms_norm_forward",
-                                    {&x, &weight, &y, &rstd, or_x(residual, x), or_x(sum, x)});
+  const int device =
+      cuda_device_of("rms_norm_forward", {&x, &weight, &y, &rstd, or_x(residual, x), or_x(sum, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)},
-                    [&](auto e) {
-    using E = decltype(e);
-    rms_norm_forward_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum), elements<E>(weight), eps,
-        tokens, d, elements<E>(y), y.row_stride(), rstd.data());
-  });
+  with_element_type(
+      "rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)}, [&](auto e) {
+        using E = decltype(e);
+        with_chunk<E>(rows_in_vectors({&x, &weight, &y, residual, sum}), [&](auto v) {
+          rms_norm_forward_kernel<E, decltype(v)::value>
+              <<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+                  elements<E>(x), x.row_stride(), residual_rows<E>(residual, sum),
+                  elements<E>(weight), eps, tokens, d, elements<E>(y), y.row_stride(), rstd.data());
+        });
+      });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
@@ -309,13 +444,14 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   const int device = cuda_device_of("rms_norm_backward",
                                     {&x, &weight, &rstd, &dy, &dx, &dweight, or_x(dresidual, x)});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx, or_x(dresidual, x)},
-                    [&](auto e) {
+  with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx, or_x(dresidual, x)}, [&](auto e) {
     using E = decltype(e);
-    rms_norm_dx_kernel<E><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
-        elements<E>(x), x.row_stride(), elements<E>(weight), rstd.data(), elements<E>(dy),
-        dy.row_stride(), tokens, d, dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
-        dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
+    with_chunk<E>(rows_in_vectors({&x, &weight, &dy, &dx, dresidual}), [&](auto v) {
+      rms_norm_dx_kernel<E, decltype(v)::value><<<row_blocks(tokens), kRowBlock, 0, stream>>>(
+          elements<E>(x), x.row_stride(), elements<E>(weight), rstd.data(), elements<E>(dy),
+          dy.row_stride(), tokens, d, dresidual != nullptr ? elements<E>(*dresidual) : nullptr,
+          dresidual != nullptr ? dresidual->row_stride() : 0, elements<E>(dx), dx.row_stride());
+    });
     COLROW_CUDA_CHECK_LAUNCH();
     accumulate_param_grads<E>(device, x, nullptr, rstd, dy, dweight, nullptr);
   });

@@ -584,8 +584,8 @@ void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, cudaStr
   const unsigned tiles = static_cast<unsigned>(key_tiles(a.seq));
   launch(tc_backward_kv<HS>, dim3(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles),
          key_bytes(HS), stream, a, gr);
-  launch(tc_backward_q<HS>, dim3(static_cast<unsigned>(batch * a.n_head), tiles),
-         query_bytes(HS), stream, a, gr);
+  launch(tc_backward_q<HS>, dim3(static_cast<unsigned>(batch * a.n_head), tiles), query_bytes(HS),
+         stream, a, gr);
 }
 
 // fn(std::integral_constant<int, HS>{}) for a supported head_dim.
