@@ -12,7 +12,9 @@
 #                                  under a timeout, about 7 minutes in all
 #                                  (timeout_s 450), so that a second, shorter
 #                                  call can check fixes in the same session
-# Then, in later sessions, in this order:
+# Then, in later sessions (2026-11-28 on an H200 ran first, tests, cli,
+# bench and the --cuda-graph A/B at 124M; see docs/performance.md), in this
+# order:
 #   scripts/gpu-agenda.sh tests    the GPU suite without the CLI runs: every
 #                                  CUDA kernel against its CPU twin, the
 #                                  communicators, the model, CUDA graphs; then
@@ -22,9 +24,10 @@
 #   scripts/gpu-agenda.sh bench    issue 8's benchmark: bf16 beside PyTorch's
 #                                  bf16 and bf16-compile, then --profile 5
 #   scripts/gpu-agenda.sh ab       --epilogues and --cuda-graph, each A/B
-#   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch
+#   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch (not run yet)
 #   scripts/gpu-agenda.sh cpu16 PHASE   issue 10 on the machine's CPU cores
-#                                  (bench/cpu16.sh pools|scaling|comm|profile)
+#                                  (bench/cpu16.sh pools|scaling|comm|profile;
+#                                  not run yet)
 # Each part writes its log (and ctest's or the bench's files) under $OUT,
 # which the device tool brings back; docs/performance.md says what each
 # measurement is for.
