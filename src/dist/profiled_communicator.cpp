@@ -57,7 +57,9 @@ std::unique_ptr<PendingCollective> started(const Communicator& c, const char* st
                                            const char* wait_op, Device device, kernels::OpWork work,
                                            Start&& start) {
   std::unique_ptr<PendingCollective> inner = timed(c, start_op, device, work, start);
-  if (c.size() == 1) return inner;
+  // Nothing to time at its wait: a group of one, or profiling off (a handle
+  // started before --profile's steps keeps its wait untimed).
+  if (c.size() == 1 || !kernels::op_profiling()) return inner;
   return std::make_unique<ProfiledPending>(std::move(inner), wait_op, device, work);
 }
 

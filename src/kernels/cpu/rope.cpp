@@ -36,8 +36,10 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
         for (int64_t i = 0; i < half; ++i) {
           const float x1 = widen(xh[i]), x2 = widen(xh[i + half]);
           const float sn = sign * st[i];
-          yh[i] = narrow<E>(x1 * ct[i] - x2 * sn);
-          yh[i + half] = narrow<E>(x2 * ct[i] + x1 * sn);
+          // Which product is fused into the add, spelled out as the GPU's
+          // rope.cu does: the same bits on both, whatever a compiler fuses.
+          yh[i] = narrow<E>(std::fma(x1, ct[i], -(x2 * sn)));
+          yh[i + half] = narrow<E>(std::fma(x2, ct[i], x1 * sn));
         }
       }
     }

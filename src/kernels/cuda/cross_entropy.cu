@@ -81,7 +81,7 @@ __global__ void local_max_rows(const E* x, int64_t ld, const int32_t* targets, i
   }
   const E* row = x + t * ld;
   float m = -INFINITY;
-  for_each_in_row(row, real, [&](int64_t, float x) { m = fmaxf(m, x); });
+  for_each_in_row(row, real, [&](int64_t, float v) { m = fmaxf(m, v); });
   m = block_max(m, shared);
   if (threadIdx.x == 0) max[t] = m;
 }
@@ -113,8 +113,8 @@ __global__ void sums_rows(const E* x, int64_t ld, const int32_t* targets, int32_
     // mass, and sum_j (x_j - m) is -inf, not the NaN of -inf - -inf. As the CPU.
     if (real > 0) sx = -INFINITY;
   } else {
-    for_each_in_row(row, real, [&](int64_t, float x) {
-      const float z = x - m;
+    for_each_in_row(row, real, [&](int64_t, float v) {
+      const float z = v - m;
       s += static_cast<double>(expf(z));
       sx += static_cast<double>(z);
     });
@@ -166,9 +166,9 @@ __global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, in
   const float scale = dloss != nullptr ? dloss[t] : uniform_scale;
   const float m = max[t], inv_sum = 1.0f / sum_exp[t];  // one division per row, as the CPU
   const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
-  auto gradient = [&](int64_t j, float x) {
+  auto gradient = [&](int64_t j, float logit) {
     if (j >= real) return 0.0f;
-    float g = scale * (expf(x - m) * inv_sum - a_over_v);
+    float g = scale * (expf(logit - m) * inv_sum - a_over_v);
     if (j == mine) g -= scale * one_minus_a;
     return g;
   };

@@ -13,9 +13,10 @@
 // A lane takes V consecutive elements at a time: 16 bytes (8 bf16, 4 fp32)
 // where every row the kernel touches starts on 16 bytes and d is whole
 // vectors, one element otherwise (one 2-byte access per lane left these
-// kernels at a fifth to a third of an H200's bandwidth). The sums are the
-// same either way: fp32 values and their products add exactly in double at
-// these widths, in any order.
+// kernels at a fifth to a third of an H200's bandwidth). The sums stay in
+// double, where fp32 values and their products lose next to nothing; each
+// path sums in a fixed order (the same bits every run), and the two may
+// differ in a last bit.
 #include "kernels/cuda/norm.h"
 
 #include <cstdint>

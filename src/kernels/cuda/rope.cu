@@ -31,8 +31,11 @@ __global__ void rotate_kernel(const E* x, const float* cos, const float* sin, E*
   const int64_t at = head * 2 * half + i;  // t * width + h * head_dim + i
   const float x1 = widen(x[at]), x2 = widen(x[at + half]);
   const float c = cos[table], sn = sign * sin[table];
-  y[at] = narrow<E>(x1 * c - x2 * sn);
-  y[at + half] = narrow<E>(x2 * c + x1 * sn);
+  // As the CPU spells it: one product rounded (__fmul_rn: never contracted),
+  // the other fused into the add. Left to ptxas, either product may be the
+  // fused one, and a rotation that nearly cancels then rounds another bf16.
+  y[at] = narrow<E>(fmaf(x1, c, -__fmul_rn(x2, sn)));
+  y[at + half] = narrow<E>(fmaf(x2, c, __fmul_rn(x1, sn)));
 }
 
 void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y,

@@ -17,7 +17,7 @@
 //
 // forward, per (sequence, query head, query tile), over the key tiles it
 //   meets: S -> online softmax (running max m and sum l of fp32 P per row,
-//   in base 2) -> O = alpha O + bf16(P) V; then O / l and lse = m + log l.
+//   in base 2) -> O = alpha O + bf16(P) V; then O / l and lse = m ln 2 + log l.
 // dK, dV, per (sequence, KV head, key tile), over its query heads and the
 //   query tiles it meets, 32 or 64 queries at a time: S^T and dP^T again,
 //   P = exp(S - lse), dS = P (dP - D), dV += bf16(P)^T dO, dK += bf16(dS)^T Q.
