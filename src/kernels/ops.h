@@ -88,7 +88,7 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
                             float uniform_scale, Tensor& dlogits_local);
 void adamw_update(const std::vector<AdamWSegment>& segments, const AdamWStep& step);
 double sum_of_squares(const std::vector<Tensor>& parts);
-void divide(Tensor& x, float divisor);
+void divide(Tensor& x, float divisor);  // x /= divisor; nothing at all for 1
 void convert(const Tensor& src, Tensor& dst);
 void fill_random(Tensor& local, const RandomFill& fill);
 

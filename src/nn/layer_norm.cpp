@@ -36,7 +36,6 @@ void LayerNorm::prepare_forward(const Tensor& x) {
   ensure_shape(rstd_, {tokens}, weight_.value.device());
 }
 
-
 const Tensor& LayerNorm::forward(const Tensor& x) {
   // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
   prepare_forward(x);

@@ -34,7 +34,6 @@ void RMSNorm::prepare_forward(const Tensor& x) {
   ensure_shape(rstd_, {tokens}, weight_.value.device());
 }
 
-
 const Tensor& RMSNorm::forward(const Tensor& x) {
   // x: [tokens, d] (replicated) -> y: [tokens, d] (replicated); no communication
   prepare_forward(x);

@@ -83,7 +83,6 @@ TEST(ProfiledCommunicatorTest, TimesEachCallAsACommunicationOperation) {
   ASSERT_EQ(ops.count("all_reduce_sum"), 1u);
   EXPECT_EQ(ops.at("all_reduce_sum").calls, 2);
   EXPECT_EQ(ops.at("all_reduce_sum").work.bytes, 2.0 * 256 * 4);
-  EXPECT_GE(ops.at("all_reduce_sum").ms, 0.0);
   ASSERT_EQ(ops.count("all_gather"), 1u);
   EXPECT_EQ(ops.at("all_gather").work.bytes, (8.0 + c->size() * 8.0) * 4);
   ASSERT_EQ(ops.count("all_reduce_sum (start)"), 1u);

@@ -43,6 +43,21 @@ TEST(OpProfile, CountsAndTimesEveryOperationWhileOn) {
   EXPECT_TRUE(kernels::take_op_times().empty()) << "take_op_times starts over";
 }
 
+// Dividing by 1 (AdamW's average over one replica and one micro-batch) is no
+// operation at all: no pass over x, no row in the report; any other divisor is.
+TEST(OpProfile, DividingByOneIsNoOperation) {
+  Tensor x = Tensor::full({8}, 3.0f);
+  kernels::take_op_times();
+  kernels::set_op_profiling(true);
+  ops::divide(x, 1.0f);
+  EXPECT_TRUE(by_op(kernels::take_op_times()).empty());
+  EXPECT_FLOAT_EQ(x.data()[0], 3.0f);
+  ops::divide(x, 2.0f);
+  kernels::set_op_profiling(false);
+  EXPECT_EQ(by_op(kernels::take_op_times()).at("divide").calls, 1);
+  EXPECT_FLOAT_EQ(x.data()[0], 1.5f);
+}
+
 TEST(OpProfile, OffByDefaultRecordsNothing) {
   Tensor a = Tensor::full({4}, 1.0f), c = Tensor::empty({4});
   kernels::take_op_times();

@@ -18,6 +18,7 @@
 #include "kernels/attention_window.h"
 #include "kernels/checks/attention.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/vectors.cuh"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
@@ -31,12 +32,6 @@ __host__ __device__ inline int64_t key_tiles(int64_t seq) {
 
 inline float softmax_scale(int64_t head_dim) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
-}
-
-// Whether every row of t starts on 16 bytes (its data and its row stride).
-inline bool aligned_rows(const Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0 &&
-         t.row_stride() * static_cast<int64_t>(dtype_bytes(t.dtype())) % 16 == 0;
 }
 
 // q, k, v as E (float, or uint16_t for bf16 bits) and what every kernel

@@ -15,6 +15,7 @@
 #include "kernels/cuda/column_sums.cuh"
 #include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
+#include "kernels/cuda/vectors.cuh"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
@@ -31,29 +32,24 @@ __global__ void add_bias_kernel(E* y, const E* b, int64_t tokens, int64_t featur
   out = narrow<E>(widen(out) + widen(b[j]));
 }
 
-// The same sums 16 bytes at a time (8 bf16 or 4 fp32 per thread), where every
-// row of y and b start on 16 bytes and a row is whole vectors: one element
-// per thread, and a 64-bit division for each, left the bias add at a fifth
-// of an H200's memory bandwidth. Each element's sum is the scalar kernel's.
+// The same sums 16 bytes at a time (kernels/cuda/vectors.cuh), where the
+// rows of y and b allow it: one element per thread, and a 64-bit division for
+// each, left the bias add at a fifth of an H200's memory bandwidth. Each
+// element's sum is the scalar kernel's. y's row t0 + blockIdx.y, ld in E.
 template <typename E>
-__global__ void add_bias_vectors(E* y, const E* b, int64_t tokens, int64_t vectors_per_row,
-                                 int64_t ld_vectors) {
-  constexpr int V = 16 / static_cast<int>(sizeof(E));
-  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t t = blockIdx.y;  // one grid row per token row (tokens <= 65535 per launch)
-  if (v >= vectors_per_row || t >= tokens) return;
-  uint4* row = reinterpret_cast<uint4*>(y) + t * ld_vectors;
-  alignas(16) E out[V];
-  alignas(16) E bias[V];
-  *reinterpret_cast<uint4*>(out) = row[v];
-  *reinterpret_cast<uint4*>(bias) = reinterpret_cast<const uint4*>(b)[v];
+__global__ void add_bias_vectors(E* y, const E* b, int64_t tokens, int64_t features, int64_t ld) {
+  constexpr int V = kPerVector<E>;
+  const int64_t j = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * V;
+  const int64_t t = blockIdx.y;  // one grid row per token row (at most 65535 per launch)
+  if (j >= features || t >= tokens) return;
+  E* row = y + t * ld + j;
+  float out[V], bias[V];
+  load_chunk<V>(row, out);
+  load_chunk<V>(b + j, bias);
+  alignas(16) E sum[V];
 #pragma unroll
-  for (int i = 0; i < V; ++i) out[i] = narrow<E>(widen(out[i]) + widen(bias[i]));
-  row[v] = *reinterpret_cast<const uint4*>(out);
-}
-
-bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  for (int i = 0; i < V; ++i) sum[i] = narrow<E>(out[i] + bias[i]);
+  store_chunk<V>(row, sum);
 }
 
 // Stage 1 of the column sum (kernels/cuda/column_sums.cuh): the fp32 sum of
@@ -85,17 +81,13 @@ void add_bias(Tensor& y, const Tensor& b) {
   cudaStream_t stream = colrow::cuda::compute_stream(cuda_device_of("add_bias", {&y, &b}));
   with_element_type("add_bias", {&y, &b}, [&](auto e) {
     using E = decltype(e);
-    constexpr int64_t V = 16 / static_cast<int64_t>(sizeof(E));
-    const int64_t row_bytes = y.row_stride() * static_cast<int64_t>(sizeof(E));
-    if (features % V == 0 && row_bytes % 16 == 0 && aligned_16(y.raw_data()) &&
-        aligned_16(b.raw_data())) {
+    if (rows_in_vectors({&y, &b})) {
       constexpr int64_t kMaxGridRows = 65535;
-      const int64_t vectors = features / V;
+      const unsigned blocks = colrow::cuda::blocks_for(features / kPerVector<E>, kThreads);
       for (int64_t t0 = 0; t0 < tokens; t0 += kMaxGridRows) {
         const int64_t rows = std::min(kMaxGridRows, tokens - t0);
-        const dim3 grid(colrow::cuda::blocks_for(vectors, kThreads), static_cast<unsigned>(rows));
-        add_bias_vectors<E><<<grid, kThreads, 0, stream>>>(
-            elements<E>(y) + t0 * y.row_stride(), elements<E>(b), rows, vectors, row_bytes / 16);
+        add_bias_vectors<E><<<dim3(blocks, static_cast<unsigned>(rows)), kThreads, 0, stream>>>(
+            elements<E>(y) + t0 * y.row_stride(), elements<E>(b), rows, features, y.row_stride());
       }
       return;
     }

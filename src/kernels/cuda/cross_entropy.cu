@@ -10,8 +10,7 @@
 // Logits of either dtype are read natively (E: float or bf16 bits, widened
 // as read, core/bfloat16.h); a bf16 gradient is each fp32 one rounded once.
 // A row that starts on 16 bytes is read (and its gradient written) 16 bytes
-// per thread at a time, 8 bf16 or 4 fp32: one element per access left these
-// passes at a third of the memory bandwidth on an H200 (2026-11-28).
+// per thread at a time (kernels/cuda/vectors.cuh).
 #include "kernels/cuda/cross_entropy.h"
 
 #include <cuda_runtime.h>
@@ -27,6 +26,7 @@
 #include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/vectors.cuh"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
@@ -40,14 +40,6 @@ bool smoothing(const CrossEntropyRows& rows) {
   return rows.label_smoothing > 0.0f;
 }
 
-// Elements of E in one 16-byte access.
-template <typename E>
-constexpr int kPerVector = 16 / static_cast<int>(sizeof(E));
-
-__device__ inline bool aligned_16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // fn(j, x_j) for j in [0, n) of `row`, each j by one thread of the block
 // (always the same one for the same row and n): 16 bytes per load where the
 // row starts on 16 bytes, one element at a time otherwise and for the tail.
@@ -58,10 +50,10 @@ __device__ inline void for_each_in_row(const E* row, int64_t n, Fn&& fn) {
   if (aligned_16(row)) {
     const int64_t vectors = n / V;
     for (int64_t v = threadIdx.x; v < vectors; v += kThreads) {
-      alignas(16) E chunk[V];
-      *reinterpret_cast<uint4*>(chunk) = reinterpret_cast<const uint4*>(row)[v];
+      float chunk[V];
+      load_chunk<V>(row + v * V, chunk);
 #pragma unroll
-      for (int i = 0; i < V; ++i) fn(v * V + i, widen(chunk[i]));
+      for (int i = 0; i < V; ++i) fn(v * V + i, chunk[i]);
     }
     j0 = vectors * V;
   }
@@ -177,11 +169,12 @@ __global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, in
   if (aligned_16(row) && aligned_16(out)) {
     const int64_t vectors = vocab_local / V;
     for (int64_t v = threadIdx.x; v < vectors; v += kThreads) {
-      alignas(16) E chunk[V];
-      *reinterpret_cast<uint4*>(chunk) = reinterpret_cast<const uint4*>(row)[v];
+      float logits[V];
+      load_chunk<V>(row + v * V, logits);
+      alignas(16) E grads[V];
 #pragma unroll
-      for (int i = 0; i < V; ++i) chunk[i] = narrow<E>(gradient(v * V + i, widen(chunk[i])));
-      reinterpret_cast<uint4*>(out)[v] = *reinterpret_cast<const uint4*>(chunk);
+      for (int i = 0; i < V; ++i) grads[i] = narrow<E>(gradient(v * V + i, logits[i]));
+      store_chunk<V>(out + v * V, grads);
     }
     j0 = vectors * V;
   }

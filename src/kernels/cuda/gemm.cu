@@ -7,7 +7,6 @@
 
 #include <climits>
 #include <string>
-#include <utility>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
@@ -66,10 +65,8 @@ void gemm(Trans trans_a, Trans trans_b, float alpha, const Tensor& a, const Tens
     // (bf16) or written in fp32. Through cuBLASLt, whose plan keeps split-K
     // away from a bf16 c (lt_matmul.cpp: measured to round it more than
     // once); cublasGemmEx where cuBLASLt refuses the problem.
-    const auto [a_rows, a_cols] = std::pair{a.size(0), a.size(1)};
-    const auto [b_rows, b_cols] = std::pair{b.size(0), b.size(1)};
-    if (lt_matmul(device, op(trans_b), op(trans_a), lt_operand(b, b_cols, b_rows),
-                  lt_operand(a, a_cols, a_rows), alpha, beta, lt_operand(c, n, m),
+    if (lt_matmul(device, op(trans_b), op(trans_a), lt_operand(b, b.size(1), b.size(0)),
+                  lt_operand(a, a.size(1), a.size(0)), alpha, beta, lt_operand(c, n, m),
                   CUBLASLT_EPILOGUE_DEFAULT, nullptr) == CUBLAS_STATUS_SUCCESS) {
       return;
     }

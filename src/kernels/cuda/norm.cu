@@ -10,17 +10,15 @@
 // kernels: forward writes the sum's row and normalizes it from there (the
 // lane's own elements, still in L1), backward adds the residual's gradient
 // into dx as it writes it.
-// A lane takes V consecutive elements at a time: 16 bytes (8 bf16, 4 fp32)
-// where every row the kernel touches starts on 16 bytes and d is whole
-// vectors, one element otherwise (one 2-byte access per lane left these
-// kernels at a fifth to a third of an H200's bandwidth). The sums stay in
+// A lane takes V consecutive elements at a time (kernels/cuda/vectors.cuh):
+// 16 bytes where every row the kernel touches allows it, one element
+// otherwise. The sums stay in
 // double, where fp32 values and their products lose next to nothing; each
 // path sums in a fixed order (the same bits every run), and the two may
 // differ in a last bit.
 #include "kernels/cuda/norm.h"
 
 #include <cstdint>
-#include <initializer_list>
 #include <type_traits>
 
 #include "colrow/core/bfloat16.h"
@@ -31,6 +29,7 @@
 #include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/vectors.cuh"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cuda {
@@ -58,28 +57,6 @@ struct ResidualRows {
   E* sum = nullptr;
   int64_t lds = 0;
 };
-
-// V elements of E from p (16-byte aligned when V > 1), widened; and back,
-// each rounded once.
-template <int V, typename E>
-__device__ __forceinline__ void load_chunk(const E* p, float (&out)[V]) {
-  if constexpr (V == 1) {
-    out[0] = widen(*p);
-  } else {
-    alignas(16) E raw[V];
-    *reinterpret_cast<uint4*>(raw) = *reinterpret_cast<const uint4*>(p);
-#pragma unroll
-    for (int i = 0; i < V; ++i) out[i] = widen(raw[i]);
-  }
-}
-template <int V, typename E>
-__device__ __forceinline__ void store_chunk(E* p, const E (&in)[V]) {
-  if constexpr (V == 1) {
-    *p = in[0];
-  } else {
-    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(in);
-  }
-}
 
 // The chunk of the row the norm reads at j: x's, or x + residual rounded
 // once and written to the sum's row (read back by this lane only).
@@ -281,27 +258,11 @@ __global__ void rms_norm_dx_kernel(const E* x, int64_t ldx, const E* weight, con
   }
 }
 
-// Whether every row of these tensors (nulls skipped) starts on 16 bytes and
-// holds whole 16-byte vectors: the row kernels' V elements per access.
-bool rows_in_vectors(std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (t == nullptr) continue;
-    const int64_t bytes = static_cast<int64_t>(dtype_bytes(t->dtype()));
-    const int64_t row_bytes = (t->ndim() == 2 ? t->row_stride() : t->numel()) * bytes;
-    const int64_t width_bytes = (t->ndim() == 2 ? t->size(1) : t->numel()) * bytes;
-    if (reinterpret_cast<uintptr_t>(t->raw_data()) % 16 != 0 || row_bytes % 16 != 0 ||
-        width_bytes % 16 != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 // kernel<E, V> with V = 16 bytes of E where `vectors`, 1 otherwise.
 template <typename E, typename Launch>
 void with_chunk(bool vectors, Launch&& launch) {
   if (vectors) {
-    launch(std::integral_constant<int, 16 / static_cast<int>(sizeof(E))>{});
+    launch(std::integral_constant<int, kPerVector<E>>{});
   } else {
     launch(std::integral_constant<int, 1>{});
   }

@@ -260,6 +260,18 @@ __device__ inline void add_product(const uint32_t (&a)[KK][4], const uint16_t* t
   }
 }
 
+// acc's two rows of this lane (g and g + 8) times by[0] and by[1].
+template <int HS>
+__device__ inline void scale_rows(float (&acc)[HS / 8][4], const float (&by)[2]) {
+#pragma unroll
+  for (int nb = 0; nb < HS / 8; ++nb) {
+    acc[nb][0] *= by[0];
+    acc[nb][1] *= by[0];
+    acc[nb][2] *= by[1];
+    acc[nb][3] *= by[1];
+  }
+}
+
 // Whether any element of the (query tile i0, key tile j0) block is hidden:
 // the diagonal tile, a sliding window, or rows past T.
 __device__ inline bool needs_mask(int64_t i0, int64_t j0, int64_t T, int64_t window) {
@@ -360,13 +372,7 @@ __global__ void __launch_bounds__(kThreads)
         l[half] += p;
       }
     }
-#pragma unroll
-    for (int nb = 0; nb < HS / 8; ++nb) {
-      o[nb][0] *= alpha[0];
-      o[nb][1] *= alpha[0];
-      o[nb][2] *= alpha[1];
-      o[nb][3] *= alpha[1];
-    }
+    scale_rows<HS>(o, alpha);
     uint32_t pf[kTile / 16][4];
     accumulators_as_a<kTile>(s, pf);
     add_product<HS, kTile / 16>(pf, Vt, 0, o);  // O += bf16(P) V over the tile's keys
@@ -380,33 +386,34 @@ __global__ void __launch_bounds__(kThreads)
   }
   // l >= 1 where the row exists: its max contributes exp(0).
   const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-#pragma unroll
-  for (int nb = 0; nb < HS / 8; ++nb) {
-    o[nb][0] *= inv[0];
-    o[nb][1] *= inv[0];
-    o[nb][2] *= inv[1];
-    o[nb][3] *= inv[1];
-  }
+  scale_rows<HS>(o, inv);
   write_rows<HS>(o, 1.0f, i0 + warp * kRows, T, dst, ldo);
 #else
   __trap();  // built for a GPU without bf16 tensor cores: never launched there
 #endif
 }
 
+// What probabilities_and_ds needs of one element: whether the mask shows it,
+// and its query's lse (times log2 e) and D = dO . O.
+struct ElementRow {
+  bool shown;
+  float lse2, d;
+};
+
 // dS and P of one [16][64] block from its scores s and dP (accumulators),
-// in place: s becomes P = exp(scale s - lse), dp becomes dS = P (dP - D).
-// lse2 and D per element come from `row_value(e, nb)` as (lse log2 e, D).
-template <typename RowValues>
+// in place: s becomes P = exp(scale s - lse), dp becomes dS = P (dP - D);
+// `row_of(nb, e)` gives each element's ElementRow.
+template <typename RowOf>
 __device__ inline void probabilities_and_ds(float (&s)[kTile / 8][4], float (&dp)[kTile / 8][4],
-                                            float scale2, RowValues row_values) {
+                                            float scale2, RowOf row_of) {
 #pragma unroll
   for (int nb = 0; nb < kTile / 8; ++nb) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const auto [visible_here, lse2, d] = row_values(nb, e);
-      const float p = visible_here ? exp2f(fmaf(s[nb][e], scale2, -lse2)) : 0.0f;
+      const ElementRow row = row_of(nb, e);
+      const float p = row.shown ? exp2f(fmaf(s[nb][e], scale2, -row.lse2)) : 0.0f;
       s[nb][e] = p;
-      dp[nb][e] = p * (dp[nb][e] - d);
+      dp[nb][e] = p * (dp[nb][e] - row.d);
     }
   }
 }
@@ -471,11 +478,7 @@ __global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradi
     probabilities_and_ds(st, dpt, scale2, [&](int nb, int e) {
       const int col = nb * 8 + 2 * t + e % 2;  // the query, within the tile
       const bool shown = !masked || visible(i0 + col, kj[e / 2], T, a.window);
-      struct {
-        bool shown;
-        float lse2, d;
-      } r{shown, lse_t[col] * kLog2e, d_t[col]};
-      return r;
+      return ElementRow{shown, lse_t[col] * kLog2e, d_t[col]};
     });
     uint32_t pf[kTile / 16][4], dsf[kTile / 16][4];
     accumulators_as_a<kTile>(st, pf);
@@ -542,11 +545,7 @@ __global__ void __launch_bounds__(kThreads) tc_backward_q(Bf16Operands a, Gradie
     probabilities_and_ds(s, dp, scale2, [&](int nb, int e) {
       const int half = e / 2;
       const bool shown = !masked || visible(qi[half], j0 + nb * 8 + 2 * t + e % 2, T, a.window);
-      struct {
-        bool shown;
-        float lse2, d;
-      } r{shown, row_lse2[half], row_d[half]};
-      return r;
+      return ElementRow{shown, row_lse2[half], row_d[half]};
     });
     uint32_t dsf[kTile / 16][4];
     accumulators_as_a<kTile>(dp, dsf);
