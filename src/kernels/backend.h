@@ -28,7 +28,14 @@ struct CrossEntropyRows {
   int64_t real = 0;         // real (non-padded) local columns, 0..vocab_size_local
   int64_t vocab_size = 0;   // real classes over all ranks
   float label_smoothing = 0.0f;
+  // Local columns on every rank (padded vocabulary / tp): where the combine
+  // of all ranks' partials finds each rank's real classes.
+  int64_t vocab_size_local = 0;
 };
+
+// Per token and rank, what the forward pass over the logits hands the combine
+// (kernels/cpu/cross_entropy.h): max, sum of exps, target logit, shifted sum.
+constexpr int64_t kCrossEntropyPartials = 4;
 
 // The sizes of one causal attention call (kernels/cpu/attention.h's legend).
 struct AttentionSize {
@@ -193,12 +200,10 @@ class Backend {
   virtual void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets) = 0;
 
   // --- vocabulary-parallel cross-entropy pieces (kernels/cpu/cross_entropy.h)
-  virtual void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                                       Tensor& max) = 0;
-  virtual void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
-                                  const Tensor& max, Tensor& sum_exp, Tensor& target_logit) = 0;
-  virtual void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                                  const CrossEntropyRows& rows, Tensor& losses) = 0;
+  virtual void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                                      Tensor& partials) = 0;
+  virtual void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
+                                     Tensor& max, Tensor& sum_exp, Tensor& losses) = 0;
   virtual void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                                       const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                                       float uniform_scale, Tensor& dlogits_local) = 0;

@@ -250,22 +250,16 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
       ->position_embedding_backward(dx, seq, dtable);
 }
 
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                             Tensor& max) {
-  on("cross_entropy_local_max", max.device(), {&logits_local, &max})
-      ->cross_entropy_local_max(logits_local, rows, max);
+void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            Tensor& partials) {
+  on("cross_entropy_partials", partials.device(), {&logits_local, &partials})
+      ->cross_entropy_partials(logits_local, rows, partials);
 }
 
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit) {
-  on("cross_entropy_sums", target_logit.device(), {&logits_local, &max, &sum_exp, &target_logit})
-      ->cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-}
-
-void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                        const CrossEntropyRows& rows, Tensor& losses) {
-  on("cross_entropy_loss", losses.device(), {&sum_exp, &target_logit, &losses})
-      ->cross_entropy_loss(sum_exp, target_logit, rows, losses);
+void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                           Tensor& sum_exp, Tensor& losses) {
+  on("cross_entropy_combine", losses.device(), {&gathered, &max, &sum_exp, &losses})
+      ->cross_entropy_combine(gathered, rows, max, sum_exp, losses);
 }
 
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,

@@ -78,11 +78,10 @@ void stage_embedding_ids(const std::vector<int32_t>& ids, int64_t vocab_start,
 void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets);
 void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq);
 void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable);
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit);
-void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                        const CrossEntropyRows& rows, Tensor& losses);
+void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            Tensor& partials);
+void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                           Tensor& sum_exp, Tensor& losses);
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,
                             float uniform_scale, Tensor& dlogits_local);

@@ -1,7 +1,7 @@
 // The model's forward and backward, one straight script of layer calls.
 // Collectives per step: 1 all-reduce in the embedding, 2 per block forward and
 // 2 backward, 1 backward for the output head's input gradient, and the loss's
-// three all-reduces of [tokens]. Sequence parallel: each block's all-reduces
+// all-gather of [tokens, 4]. Sequence parallel: each block's all-reduces
 // become reduce-scatter + all-gather pairs, the head's input is all-gathered
 // forward and its gradient reduce-scattered, the blocks' dx is all-gathered
 // for the embeddings, and one all-reduce sums the norm (and bias) gradients.
@@ -235,7 +235,7 @@ CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<in
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
               logits_local_);
   }
-  return loss_->forward(logits_local_, targets);  // three all-reduces of [tokens]
+  return loss_->forward(logits_local_, targets);  // one all-gather of [tokens, 4]
 }
 
 KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {

@@ -1,8 +1,8 @@
 // VocabParallelCrossEntropy: logits split by vocabulary columns over tp.
-// Collectives: forward three all-reduces over tp of per-token values (max,
-// sum of exps, target logit [+ sum of logits]); backward none. The passes over
-// the logits are kernels (kernels/cpu/cross_entropy.h); this file orders them
-// around the collectives.
+// Collectives: forward one all-gather over tp of per-token partials (max, sum
+// of exps, target logit, sum of logits); backward none. The passes over the
+// logits and the combine are kernels (kernels/cpu/cross_entropy.h); this file
+// orders them around the collective.
 #include "colrow/nn/vocab_parallel_cross_entropy.h"
 
 #include <algorithm>
@@ -27,13 +27,14 @@ std::string format(float value) {
 // What the cross-entropy kernels need to know of this rank's classes.
 ops::CrossEntropyRows kernel_rows(const std::vector<int32_t>& targets, int32_t ignore_index,
                                   int64_t vocab_start, int64_t real, int64_t vocab_size,
-                                  float label_smoothing) {
+                                  int64_t vocab_size_local, float label_smoothing) {
   ops::CrossEntropyRows rows;
   rows.targets = &targets;
   rows.ignore_index = ignore_index;
   rows.vocab_start = vocab_start;
   rows.real = real;
   rows.vocab_size = vocab_size;
+  rows.vocab_size_local = vocab_size_local;
   rows.label_smoothing = label_smoothing;
   return rows;
 }
@@ -124,23 +125,25 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local
   logits_consumed_ = false;
   targets_ = targets;
   const Device device = logits_local.device();
+  ensure_shape(partials_, {tokens, kernels::kCrossEntropyPartials}, device);
   ensure_shape(max_, {tokens}, device);
   ensure_shape(sum_exp_, {tokens}, device);
-  ensure_shape(target_, label_smoothing_ > 0.0f ? Shape{tokens, 2} : Shape{tokens}, device);
   ensure_shape(losses_, {tokens}, device);
   const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
-                                                 vocab_size_, label_smoothing_);
+                                                 vocab_size_, v_local, label_smoothing_);
 
-  // My real classes' max per row (0 on ignored rows), then the global max m.
-  ops::cross_entropy_local_max(logits_, rows, max_);
-  tp_.all_reduce_max(max_);  // all-reduce over tp: the max m over every real class, [tokens]
-  // sum_j exp(x_j - m) over my real classes, the target's x - m on the rank
-  // that owns it (0 elsewhere), and sum_j (x_j - m) with label smoothing.
-  ops::cross_entropy_sums(logits_, rows, max_, sum_exp_, target_);
-  tp_.all_reduce_sum(sum_exp_);  // all-reduce over tp: the softmax denominator, [tokens]
-  tp_.all_reduce_sum(target_);   // all-reduce over tp: target logit (+ logit sum), [tokens(, 2)]
-  // From the reduced values only, so every rank computes the same bits.
-  ops::cross_entropy_loss(sum_exp_, target_, rows, losses_);
+  // One pass over my logits: per row, my real classes' max, sum of exps and
+  // sum of logits (both relative to that max), and the target logit if mine.
+  ops::cross_entropy_partials(logits_, rows, partials_);
+  const Tensor* gathered = &partials_;
+  if (tp_.size() > 1) {
+    ensure_shape(gathered_, {tp_.size() * tokens, kernels::kCrossEntropyPartials}, device);
+    tp_.all_gather(partials_, gathered_);  // all-gather over tp: [tp * tokens, 4]
+    gathered = &gathered_;
+  }
+  // The global max, the softmax denominator and the loss, from the gathered
+  // partials only, in rank order, so every rank computes the same bits.
+  ops::cross_entropy_combine(*gathered, rows, max_, sum_exp_, losses_);
   CrossEntropyOutput out;
   out.losses = losses_;
   out.counted = counted_;
@@ -183,7 +186,7 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
     ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
   }
   const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
-                                                 vocab_size_, label_smoothing_);
+                                                 vocab_size_, vocab_size_local_, label_smoothing_);
   ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, grad);
   return grad;
 }

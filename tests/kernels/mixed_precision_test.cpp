@@ -121,23 +121,22 @@ TEST(MixedPrecisionTest, CrossEntropyOfBf16LogitsIsTheFp32KernelsRoundedOnce) {
       rows.real = shape.real;
       rows.vocab_size = shape.real;
       rows.label_smoothing = smoothing;
-      const Shape packed = smoothing > 0.0f ? Shape{tokens, 2} : Shape{tokens};
+      rows.vocab_size_local = vocab;
       const Tensor wide = logits.to(DType::kF32);
-      Tensor max = Tensor::empty({tokens}), sum_exp = Tensor::empty({tokens});
-      Tensor target_logit = Tensor::empty(packed), losses = Tensor::empty({tokens});
-      ops::cross_entropy_local_max(logits, rows, max);
-      ops::cross_entropy_sums(logits, rows, max, sum_exp, target_logit);
-      ops::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+      const Shape packed{tokens, kernels::kCrossEntropyPartials};
+      Tensor partials = Tensor::empty(packed), max = Tensor::empty({tokens});
+      Tensor sum_exp = Tensor::empty({tokens}), losses = Tensor::empty({tokens});
+      ops::cross_entropy_partials(logits, rows, partials);
+      ops::cross_entropy_combine(partials, rows, max, sum_exp, losses);
 
-      Tensor max32 = Tensor::empty({tokens}), sum32 = Tensor::empty({tokens});
-      Tensor target32 = Tensor::empty(packed), losses32 = Tensor::empty({tokens});
-      ops::cross_entropy_local_max(wide, rows, max32);
-      ops::cross_entropy_sums(wide, rows, max32, sum32, target32);
-      ops::cross_entropy_loss(sum32, target32, rows, losses32);
+      Tensor partials32 = Tensor::empty(packed), max32 = Tensor::empty({tokens});
+      Tensor sum32 = Tensor::empty({tokens}), losses32 = Tensor::empty({tokens});
+      ops::cross_entropy_partials(wide, rows, partials32);
+      ops::cross_entropy_combine(partials32, rows, max32, sum32, losses32);
+      EXPECT_EQ(partials.to_vector(), partials32.to_vector());
       EXPECT_EQ(losses.to_vector(), losses32.to_vector());
       EXPECT_EQ(max.to_vector(), max32.to_vector());
       EXPECT_EQ(sum_exp.to_vector(), sum32.to_vector());
-      EXPECT_EQ(target_logit.to_vector(), target32.to_vector());
 
       const Tensor dloss = Tensor::full({tokens}, 0.5f);
       Tensor dlogits32 = Tensor::empty({tokens, vocab});
@@ -229,8 +228,9 @@ TEST(MixedPrecisionTest, CrossEntropyGradientTakesTheLogitsDtype) {
   const Tensor dloss16 = Tensor::full({2}, 1.0f, Device::cpu(), DType::kBF16);
   EXPECT_THROW(ops::cross_entropy_backward(logits, rows, max, sum_exp, &dloss16, 0.0f, dlogits16),
                InternalError);
-  Tensor max16 = Tensor::zeros({2}, Device::cpu(), DType::kBF16);
-  EXPECT_THROW(ops::cross_entropy_local_max(logits, rows, max16), InternalError);
+  Tensor partials16 =
+      Tensor::zeros({2, kernels::kCrossEntropyPartials}, Device::cpu(), DType::kBF16);
+  EXPECT_THROW(ops::cross_entropy_partials(logits, rows, partials16), InternalError);
   ops::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, dlogits16);  // accepted
 }
 

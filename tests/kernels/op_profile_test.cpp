@@ -72,7 +72,7 @@ TEST(OpProfile, PhasesOfTheOperations) {
   EXPECT_EQ(kernels::op_phase("linear_weight_grads"), "gemm");
   EXPECT_EQ(kernels::op_phase("attention_backward"), "attention");
   EXPECT_EQ(kernels::op_phase("rope_forward"), "attention");
-  EXPECT_EQ(kernels::op_phase("cross_entropy_sums"), "loss");
+  EXPECT_EQ(kernels::op_phase("cross_entropy_partials"), "loss");
   EXPECT_EQ(kernels::op_phase("adamw_update"), "optimizer");
   EXPECT_EQ(kernels::op_phase("sum_of_squares"), "optimizer");
   EXPECT_EQ(kernels::op_phase("layer_norm_backward"), "norms and elementwise");

@@ -3,7 +3,7 @@
 //   tokens -> vocab-parallel embedding (+ learned positions, gpt2)
 //          -> n_layer x TransformerBlock -> final norm
 //          -> output head, vocab-parallel: logits stay [tokens, V_pad/tp]
-//          -> vocab-parallel cross-entropy (three all-reduces of [tokens])
+//          -> vocab-parallel cross-entropy (one all-gather of [tokens, 4])
 // gpt2 ties the output head to the embedding (wte); llama has lm_head unless
 // tie_word_embeddings. Parameter names are Hugging Face's (gpt2 without the
 // "transformer." prefix); attention's q/k/v are separate tensors here and the

@@ -4,15 +4,18 @@
 //   forward:  logits_local: [tokens, V_pad/tp], targets: [tokens] (replicated)
 //             -> losses: [tokens] and their mean (replicated)
 //   backward: -> dlogits_local: [tokens, V_pad/tp], formed locally
-// Collectives: forward exactly three small all-reduces over tp (the row max
-// [tokens], the sum of exps [tokens], the target logit packed with the sum of
-// logits [tokens, 2] when smoothing), never an all-gather of logits; backward none.
+// Passes and collectives: forward reads the local logits once (each row's max,
+// sum of exps, target logit and sum of logits, as online softmax does), then
+// exactly one small all-gather over tp of those [tokens, 4] partials, never
+// of logits, which every rank combines in rank order; backward reads the
+// logits once more and writes the gradient (over them when in place), with
+// no communication. No probabilities are kept.
 // Fixes against Megatron: padded classes (>= vocab_size) are masked out (they
 // get no probability and no gradient); label smoothing follows PyTorch exactly,
 //   loss = (1 - a) CE + a mean_{j < V}(-log p_j),
 // with the mean over all real classes reduced over tp; every rank computes the
-// loss from the reduced values only, so all ranks hold the same bits (and every
-// tp the same loss up to fp32 rounding of the partial sums).
+// loss from the gathered partials only, so all ranks hold the same bits (and
+// every tp the same loss up to the rounding of the partial sums).
 #pragma once
 
 #include <cstdint>
@@ -108,9 +111,10 @@ class VocabParallelCrossEntropy {
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
   std::vector<int32_t> targets_;  // [tokens]
   int64_t counted_ = 0;
-  Tensor max_;      // [tokens]: row max over the real classes (all-reduced)
-  Tensor sum_exp_;  // [tokens]: sum_j exp(x_j - max) over the real classes (all-reduced)
-  Tensor target_;   // [tokens] or [tokens, 2]: x_target - max (and sum_j (x_j - max))
+  Tensor partials_;  // [tokens, 4]: my classes' max, sums and target logit
+  Tensor gathered_;  // [tp * tokens, 4]: every rank's partials (tp > 1)
+  Tensor max_;       // [tokens]: row max over every real class
+  Tensor sum_exp_;   // [tokens]: sum_j exp(x_j - max) over every real class
   Tensor losses_;   // [tokens]
   Tensor dlogits_;  // [tokens, V_pad/tp]
 };

@@ -3,8 +3,8 @@
 // documented in kernels/cpu/cross_entropy.h):
 //   logits_local: [tokens, vocab_size_local >= real] with contiguous rows,
 //     fp32 or bf16 (read natively: each element widened, exactly)
-//   max, sum_exp, losses, dloss: [tokens]; target_logit: [tokens], or
-//   [tokens, 2] with label smoothing; all contiguous and fp32.
+//   max, sum_exp, losses, dloss: [tokens]; partials: [tokens, 4]; gathered:
+//   [ranks * tokens, 4]; all contiguous and fp32.
 // dlogits_local's check stays with each kernel: the CPU writes contiguous
 // rows, the GPU writes through the row stride.
 #pragma once
@@ -59,38 +59,25 @@ inline void check_cross_entropy_grad_dtype(const char* what, const Tensor& logit
   }
 }
 
-// t: [tokens], or [tokens, 2] with label smoothing; contiguous.
-inline void check_target_logit(const char* what, const Tensor& t, const CrossEntropyRows& rows,
-                               int64_t tokens) {
-  const bool smoothing = rows.label_smoothing > 0.0f;
-  const bool ok = smoothing ? t.ndim() == 2 && t.size(0) == tokens && t.size(1) == 2
-                            : t.ndim() == 1 && t.size(0) == tokens;
-  if (!ok || !t.is_contiguous() || t.dtype() != DType::kF32) {
-    cross_entropy_fail(what, "target_logit " + shape_to_string(t.shape()) + " must be [tokens (" +
-                                 std::to_string(tokens) + ")" + (smoothing ? ", 2]" : "]") +
-                                 ", contiguous, fp32 (with label smoothing, [tokens, 2])");
+// t: [rows, kCrossEntropyPartials], contiguous, fp32.
+inline void check_cross_entropy_partials_shape(const char* what, const char* name, const Tensor& t,
+                                               int64_t rows, const std::string& rule) {
+  if (t.ndim() != 2 || t.size(0) != rows || t.size(1) != kCrossEntropyPartials ||
+      !t.is_contiguous() || t.dtype() != DType::kF32) {
+    cross_entropy_fail(what, std::string(name) + " " + shape_to_string(t.shape()) + " " +
+                                 dtype_name(t.dtype()) + " must be [" + rule + ", " +
+                                 std::to_string(kCrossEntropyPartials) + "], contiguous, fp32");
   }
 }
 
 // The whole operand checks of each piece; each returns the token count.
-inline int64_t check_cross_entropy_local_max(const Tensor& logits_local,
-                                             const CrossEntropyRows& rows, const Tensor& max) {
-  const char* what = "cross_entropy_local_max";
+inline int64_t check_cross_entropy_partials(const Tensor& logits_local,
+                                            const CrossEntropyRows& rows, const Tensor& partials) {
+  const char* what = "cross_entropy_partials";
   const int64_t tokens = cross_entropy_tokens(what, rows);
   check_cross_entropy_logits(what, logits_local, rows, tokens);
-  check_cross_entropy_vector(what, "max", max, tokens);
-  return tokens;
-}
-
-inline int64_t check_cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
-                                        const Tensor& max, const Tensor& sum_exp,
-                                        const Tensor& target_logit) {
-  const char* what = "cross_entropy_sums";
-  const int64_t tokens = cross_entropy_tokens(what, rows);
-  check_cross_entropy_logits(what, logits_local, rows, tokens);
-  check_cross_entropy_vector(what, "max", max, tokens);
-  check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
-  check_target_logit(what, target_logit, rows, tokens);
+  check_cross_entropy_partials_shape(what, "partials", partials, tokens,
+                                     "tokens (" + std::to_string(tokens) + ")");
   return tokens;
 }
 
@@ -102,14 +89,32 @@ inline void check_smoothing_vocab(const char* what, const CrossEntropyRows& rows
   }
 }
 
-inline int64_t check_cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                                        const CrossEntropyRows& rows, const Tensor& losses) {
-  const char* what = "cross_entropy_loss";
+// Rank r's real classes among its vocab_size_local columns.
+inline int64_t cross_entropy_real_on(const CrossEntropyRows& rows, int64_t r) {
+  const int64_t left = rows.vocab_size - r * rows.vocab_size_local;
+  return left < 0 ? 0 : (left < rows.vocab_size_local ? left : rows.vocab_size_local);
+}
+
+inline int64_t check_cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
+                                           const Tensor& max, const Tensor& sum_exp,
+                                           const Tensor& losses) {
+  const char* what = "cross_entropy_combine";
   const int64_t tokens = cross_entropy_tokens(what, rows);
+  const int64_t ranks = tokens > 0 && gathered.ndim() == 2 ? gathered.size(0) / tokens : 1;
+  check_cross_entropy_partials_shape(what, "gathered", gathered, ranks * tokens,
+                                     "ranks x tokens (" + std::to_string(tokens) + ")");
+  if (ranks < 1) cross_entropy_fail(what, "gathered holds no rank's partials");
+  check_cross_entropy_vector(what, "max", max, tokens);
   check_cross_entropy_vector(what, "sum_exp", sum_exp, tokens);
-  check_target_logit(what, target_logit, rows, tokens);
   check_cross_entropy_vector(what, "losses", losses, tokens);
   check_smoothing_vocab(what, rows);
+  // Label smoothing's sum counts each rank's real classes.
+  if (rows.label_smoothing > 0.0f &&
+      (rows.vocab_size_local < 1 || ranks * rows.vocab_size_local < rows.vocab_size)) {
+    cross_entropy_fail(what, "vocab_size_local " + std::to_string(rows.vocab_size_local) + " x " +
+                                 std::to_string(ranks) + " ranks must cover vocab_size " +
+                                 std::to_string(rows.vocab_size) + " with label smoothing");
+  }
   return tokens;
 }
 

@@ -165,17 +165,13 @@ class CpuBackend final : public Backend {
   }
   void stage_embedding_ids(const std::vector<int32_t>&, int64_t, const Tensor&) override {}
   void stage_cross_entropy_targets(Device, const std::vector<int32_t>&) override {}
-  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                               Tensor& max) override {
-    cpu::cross_entropy_local_max(logits_local, rows, max);
+  void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                              Tensor& partials) override {
+    cpu::cross_entropy_partials(logits_local, rows, partials);
   }
-  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
-                          const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
-    cpu::cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-  }
-  void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses) override {
-    cpu::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+  void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                             Tensor& sum_exp, Tensor& losses) override {
+    cpu::cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   }
   void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                               const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,

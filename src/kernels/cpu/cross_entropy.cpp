@@ -3,8 +3,11 @@
 // selects in exp_nonpositive if-convert and the row loops vectorize.
 // Rows are cut into fixed chunks of kVocabChunk columns (parallel.h) and the
 // work is split over (token, chunk): a few tokens over a large vocabulary
-// still make many tasks. The max and the sums combine the chunks' partials in
-// chunk order, so the bits depend on the shape, never on the thread count.
+// still make many tasks. The forward pass reads a chunk from memory once:
+// its max, then its sums over the same columns, now in L1. A row's chunks,
+// and later the ranks' partials, combine in index order with their sums
+// rescaled to the larger max in double, so the bits depend on the shape,
+// never on the thread count.
 // Logits of either dtype are read natively (E: float or bf16 bits), each
 // element widened as it is read, so bf16 logits cost no fp32 copy; the
 // arithmetic is fp32 (the sums double) whatever E, and a bf16 gradient is
@@ -58,90 +61,96 @@ inline float exp_nonpositive(float z) {
   return z < -87.0f ? 0.0f : e;
 }
 
+// One chunk of a row: its max, and sum exp(x - max) and sum (x - max) over its
+// columns (kVocabChunk of them: in L1 for the second loop).
+struct ChunkPartial {
+  float max = 0.0f;
+  double sum_exp = 0.0, sum_shifted = 0.0;
+};
+
 template <typename E>
-void local_max_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
-                    float* row_max) {
+ChunkPartial chunk_partial(const E* chunk, int64_t n, bool smoothing) {
+  float m = -kInf;
+  // The select, not std::max: GCC vectorizes only this form (same result,
+  // NaN skipped here and propagated by the exp sum).
+#pragma omp simd reduction(max : m)
+  for (int64_t j = 0; j < n; ++j) {
+    const float v = widen(chunk[j]);
+    m = v > m ? v : m;
+  }
+  ChunkPartial p;
+  p.max = m;
+  if (m == -kInf) {
+    // Every logit -inf (no mass; sum (x - m) is -inf, not the NaN of -inf - -inf)
+    // or NaN, which must still reach the loss.
+    for (int64_t j = 0; j < n; ++j) {
+      if (std::isnan(widen(chunk[j]))) p.sum_exp = std::numeric_limits<double>::quiet_NaN();
+    }
+    if (n > 0) p.sum_shifted = -std::numeric_limits<double>::infinity();
+    return p;
+  }
+  if (smoothing) {  // and sum (x - max), label smoothing's term, in the same loop
+    std::tie(p.sum_exp, p.sum_shifted) = lane_sums(n, [&](int64_t j) {
+      const float shifted = widen(chunk[j]) - m;
+      return std::pair<double, double>{exp_nonpositive(shifted), shifted};
+    });
+  } else {
+    p.sum_exp =
+        lane_sum(n, [&](int64_t j) -> double { return exp_nonpositive(widen(chunk[j]) - m); });
+  }
+  return p;
+}
+
+// Partials of n columns taken to a max m >= each part's own max: sums rescaled
+// in double (exact exponent differences), parts with no mass added as they are.
+struct RowPartial {
+  double sum_exp = 0.0, sum_shifted = 0.0;
+  void add(float part_max, double part_sum_exp, double part_sum_shifted, int64_t n, float m) {
+    if (part_max == -kInf) {
+      sum_exp += part_sum_exp;  // 0, or NaN
+      sum_shifted += part_sum_shifted;
+      return;
+    }
+    const double shift = static_cast<double>(part_max) - m;
+    sum_exp += part_sum_exp * std::exp(shift);
+    sum_shifted += part_sum_shifted + static_cast<double>(n) * shift;
+  }
+};
+
+template <typename E>
+void partials_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
+                   float* partials) {
   const int64_t real = rows.real;
+  const bool smoothing = rows.label_smoothing > 0.0f;
   const std::vector<int32_t>& targets = *rows.targets;
   const int32_t ignore = rows.ignore_index;
   const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
-  std::vector<float> partial(static_cast<size_t>(tokens * chunks));
+  std::vector<ChunkPartial> partial(static_cast<size_t>(tokens * chunks));
 #pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
   for (int64_t task = 0; task < tokens * chunks; ++task) {
     const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
     const int64_t j1 = std::min(real, j0 + kVocabChunk);
     if (targets[t] == ignore) continue;
-    const E* row = x + t * ld;
+    partial[task] = chunk_partial(x + t * ld + j0, j1 - j0, smoothing);
+  }
+  // The chunks of a row in chunk order: the bits depend on the shape alone.
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* out = partials + t * kCrossEntropyPartials;
+    std::fill(out, out + kCrossEntropyPartials, 0.0f);
+    if (targets[t] == ignore) continue;
+    const ChunkPartial* part = partial.data() + t * chunks;
     float m = -kInf;
-    // The select, not std::max: GCC vectorizes only this form (same result,
-    // NaN skipped here and propagated by the exp sum).
-#pragma omp simd reduction(max : m)
-    for (int64_t j = j0; j < j1; ++j) {
-      const float v = widen(row[j]);
-      m = v > m ? v : m;
+    for (int64_t c = 0; c < chunks; ++c) m = part[c].max > m ? part[c].max : m;
+    RowPartial row;
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t n = std::min(real - c * kVocabChunk, kVocabChunk);
+      row.add(part[c].max, part[c].sum_exp, part[c].sum_shifted, std::max<int64_t>(n, 0), m);
     }
-    partial[task] = m;
-  }
-  for (int64_t t = 0; t < tokens; ++t) {
-    float m = targets[t] == ignore ? 0.0f : -kInf;
-    if (targets[t] != ignore) {
-      for (int64_t c = 0; c < chunks; ++c) {
-        m = partial[t * chunks + c] > m ? partial[t * chunks + c] : m;
-      }
-    }
-    row_max[t] = m;
-  }
-}
-
-template <typename E>
-void sums_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
-               const float* row_max, float* sums, float* packed) {
-  const int64_t real = rows.real;
-  const bool smoothing = rows.label_smoothing > 0.0f;
-  const int64_t width = smoothing ? 2 : 1;
-  const std::vector<int32_t>& targets = *rows.targets;
-  const int32_t ignore = rows.ignore_index;
-  const int64_t start = rows.vocab_start;
-  const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
-  std::vector<double> partial(static_cast<size_t>(2 * tokens * chunks));  // (s, sx) per task
-#pragma omp parallel for schedule(static) if (tokens * real > kParallelElements)
-  for (int64_t task = 0; task < tokens * chunks; ++task) {
-    const int64_t t = task / chunks, j0 = task % chunks * kVocabChunk;
-    const int64_t j1 = std::min(real, j0 + kVocabChunk);
-    const float m = row_max[t];
-    if (targets[t] == ignore || m == -kInf) continue;
-    const E* row = x + t * ld;
-    const E* chunk = row + j0;
-    if (smoothing) {  // and sum (x - max), label smoothing's term, in the same pass
-      std::tie(partial[2 * task], partial[2 * task + 1]) = lane_sums(j1 - j0, [&](int64_t j) {
-        const float shifted = widen(chunk[j]) - m;
-        return std::pair<double, double>{exp_nonpositive(shifted), shifted};
-      });
-    } else {
-      partial[2 * task] = lane_sum(
-          j1 - j0, [&](int64_t j) -> double { return exp_nonpositive(widen(chunk[j]) - m); });
-    }
-  }
-  for (int64_t t = 0; t < tokens; ++t) {
-    float* out = packed + t * width;
-    double s = 0.0, sx = 0.0;
-    out[0] = 0.0f;
-    if (targets[t] != ignore && real > 0) {
-      const E* row = x + t * ld;
-      const float m = row_max[t];
-      if (m == -kInf) {
-        sx = -std::numeric_limits<double>::infinity();  // every logit -inf: no mass
-      } else {
-        for (int64_t c = 0; c < chunks; ++c) {
-          s += partial[2 * (t * chunks + c)];
-          sx += partial[2 * (t * chunks + c) + 1];
-        }
-      }
-      const int64_t mine = targets[t] - start;
-      if (mine >= 0 && mine < real) out[0] = widen(row[mine]) - m;
-    }
-    sums[t] = static_cast<float>(s);
-    if (smoothing) out[1] = static_cast<float>(sx);
+    const int64_t mine = targets[t] - rows.vocab_start;
+    out[0] = m;
+    out[1] = static_cast<float>(row.sum_exp);
+    out[2] = mine >= 0 && mine < real ? widen(x[t * ld + mine]) : 0.0f;
+    out[3] = smoothing ? static_cast<float>(row.sum_shifted) : 0.0f;
   }
 }
 
@@ -186,42 +195,45 @@ void backward_rows(const E* x, int64_t ld, int64_t tokens, int64_t v_local,
 
 }  // namespace
 
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                             Tensor& max) {
-  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
+void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            Tensor& partials) {
+  const int64_t tokens = check_cross_entropy_partials(logits_local, rows, partials);
   with_elements(logits_local, [&](const auto* x) {
-    local_max_rows(x, logits_local.row_stride(), tokens, rows, max.data());
+    partials_rows(x, logits_local.row_stride(), tokens, rows, partials.data());
   });
 }
 
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit) {
-  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-  with_elements(logits_local, [&](const auto* x) {
-    sums_rows(x, logits_local.row_stride(), tokens, rows, max.data(), sum_exp.data(),
-              target_logit.data());
-  });
-}
-
-void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                        const CrossEntropyRows& rows, Tensor& losses) {
-  const int64_t tokens = check_cross_entropy_loss(sum_exp, target_logit, rows, losses);
+void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                           Tensor& sum_exp, Tensor& losses) {
+  const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
+  if (tokens == 0) return;
+  const int64_t ranks = gathered.size(0) / tokens;
   const bool smoothing = rows.label_smoothing > 0.0f;
-  const int64_t width = smoothing ? 2 : 1;
-  //   loss = log S - (1 - a) (x_target - m) - a/V sum_j (x_j - m)
-  const double a = rows.label_smoothing, a_over_v = a / static_cast<double>(rows.vocab_size);
+  const double a = rows.label_smoothing;
+  const double a_over_v = smoothing ? a / static_cast<double>(rows.vocab_size) : 0.0;
   const std::vector<int32_t>& targets = *rows.targets;
-  const float *sums = sum_exp.data(), *packed = target_logit.data();
-  float* out = losses.data();
+  const float* all = gathered.data();
   for (int64_t t = 0; t < tokens; ++t) {
     if (targets[t] == rows.ignore_index) {
-      out[t] = 0.0f;
+      max.data()[t] = sum_exp.data()[t] = losses.data()[t] = 0.0f;
       continue;
     }
-    const float* in = packed + t * width;
-    double loss = std::log(static_cast<double>(sums[t])) - (1.0 - a) * in[0];
-    if (smoothing) loss -= a_over_v * in[1];
-    out[t] = static_cast<float>(loss);
+    auto part = [&](int64_t r) { return all + (r * tokens + t) * kCrossEntropyPartials; };
+    float m = -kInf;
+    for (int64_t r = 0; r < ranks; ++r) m = part(r)[0] > m ? part(r)[0] : m;
+    RowPartial row;
+    double target = 0.0;
+    for (int64_t r = 0; r < ranks; ++r) {
+      const float* p = part(r);
+      row.add(p[0], p[1], p[3], cross_entropy_real_on(rows, r), m);
+      target += p[2];  // one rank's logit, zeros elsewhere: exact
+    }
+    //   loss = log S - (1 - a) (x_target - m) - a/V sum_j (x_j - m)
+    double loss = std::log(row.sum_exp) - (1.0 - a) * (target - m);
+    if (smoothing) loss -= a_over_v * row.sum_shifted;
+    max.data()[t] = m;
+    sum_exp.data()[t] = static_cast<float>(row.sum_exp);
+    losses.data()[t] = static_cast<float>(loss);
   }
 }
 

@@ -1,8 +1,12 @@
-// Vocabulary-parallel cross-entropy pieces on the GPU. The row passes (max,
-// sums, backward) run one block per token row; its threads stride over the
-// row's real columns and combine through warp shuffles and then the warps in
-// index order, so a row's result has the same bits every run. Sums of
-// exponentials and of shifted logits accumulate in double, as on the CPU.
+// Vocabulary-parallel cross-entropy pieces on the GPU. The row passes
+// (partials, backward) run one block per token row; its threads stride over
+// the row's real columns and combine through warp shuffles and then the warps
+// in index order, so a row's result has the same bits every run. The forward
+// pass reads each logit once: every thread keeps an online softmax state of
+// its columns (running max, sum of exps rescaled in double when the max grows,
+// raw sum of logits in double), and the block combines the threads' states
+// rescaled to the row's max, in double, as the CPU combines its chunks. The
+// combine of the ranks' partials runs one thread per token, in rank order.
 // The loss sum is taken on the host over the copied losses, in token order,
 // exactly as the CPU does it. exp is CUDA's expf (within 2 ulp; the CPU's
 // vectorized exp is within 1.5 ulp and flushes e^z to 0 below z = -87), so
@@ -60,80 +64,104 @@ __device__ inline void for_each_in_row(const E* row, int64_t n, Fn&& fn) {
   for (int64_t j = j0 + threadIdx.x; j < n; j += kThreads) fn(j, widen(row[j]));
 }
 
-// One block per row t: max over the real columns (fmaxf skips NaN; -inf when
-// real == 0), 0 on ignored rows.
-template <typename E>
-__global__ void local_max_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
-                               int64_t real, float* max) {
-  __shared__ float shared[kWarps];
-  const int64_t t = blockIdx.x;
-  if (targets[t] == ignore) {  // the whole block leaves together
-    if (threadIdx.x == 0) max[t] = 0.0f;
-    return;
-  }
-  const E* row = x + t * ld;
-  float m = -INFINITY;
-  for_each_in_row(row, real, [&](int64_t, float v) { m = fmaxf(m, v); });
-  m = block_max(m, shared);
-  if (threadIdx.x == 0) max[t] = m;
-}
-
-// One block per row t: sum_exp = sum_j exp(x_j - m), target_logit[t, 0] =
-// x_target - m where this rank owns the target, [t, 1] = sum_j (x_j - m) with
-// smoothing (stride 2); zero on ignored rows.
-template <typename E>
-__global__ void sums_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
-                          int64_t vocab_start, int64_t real, const float* max, bool smoothing,
-                          float* sum_exp, float* target_logit) {
-  __shared__ double shared[kWarps];
-  const int64_t t = blockIdx.x;
-  const int64_t stride = smoothing ? 2 : 1;
-  float* out = target_logit + t * stride;
-  if (targets[t] == ignore) {
-    if (threadIdx.x == 0) {
-      sum_exp[t] = 0.0f;
-      out[0] = 0.0f;
-      if (smoothing) out[1] = 0.0f;
+// The online softmax state of the columns one thread has read: their max,
+// sum exp(x - max) (rescaled in double whenever the max grows) and the raw sum
+// of the logits in double, over n columns. exp(-inf) adds nothing; a NaN logit
+// makes the sum of exps NaN (the max skips it, as fmaxf does).
+struct OnlineRow {
+  float max = -INFINITY;
+  double sum_exp = 0.0, sum_x = 0.0;
+  int64_t n = 0;
+  __device__ void add(float v) {
+    if (v > max) {
+      sum_exp = sum_exp * exp(static_cast<double>(max) - v) + 1.0;  // exp(-inf) = 0 at first
+      max = v;
+    } else if (v != -INFINITY) {
+      sum_exp += static_cast<double>(expf(v - max));
     }
+    sum_x += v;
+    ++n;
+  }
+  // sum (x - m) over my columns for a row max m >= max: -inf where every
+  // column is -inf (not the NaN of -inf - -inf), 0 without columns.
+  __device__ double sum_shifted(float m) const {
+    if (n == 0) return 0.0;
+    if (m == -INFINITY) return -INFINITY;
+    return sum_x - static_cast<double>(n) * m;
+  }
+};
+
+// One block per row t: partials[t] = {m_r, sum_j exp(x_j - m_r), x_target
+// where this rank owns it (else 0), sum_j (x_j - m_r) with smoothing (else
+// 0)} over the real columns; zeros on ignored rows (kernels/cpu/cross_entropy.h).
+template <typename E>
+__global__ void partials_rows(const E* x, int64_t ld, const int32_t* targets, int32_t ignore,
+                              int64_t vocab_start, int64_t real, bool smoothing, float* partials) {
+  __shared__ float shared_max[kWarps];
+  __shared__ double shared_sum[kWarps];
+  const int64_t t = blockIdx.x;
+  float* out = partials + t * kCrossEntropyPartials;
+  if (targets[t] == ignore) {  // the whole block leaves together
+    if (threadIdx.x < kCrossEntropyPartials) out[threadIdx.x] = 0.0f;
     return;
   }
   const E* row = x + t * ld;
-  const float m = max[t];
-  double s = 0.0, sx = 0.0;
-  if (m == -INFINITY) {
-    // Every real logit of the row is -inf (m is the max over all ranks): no
-    // mass, and sum_j (x_j - m) is -inf, not the NaN of -inf - -inf. As the CPU.
-    if (real > 0) sx = -INFINITY;
-  } else {
-    for_each_in_row(row, real, [&](int64_t, float v) {
-      const float z = v - m;
-      s += static_cast<double>(expf(z));
-      sx += static_cast<double>(z);
-    });
-    s = block_sum(s, shared);                   // `m` is uniform over the block,
-    if (smoothing) sx = block_sum(sx, shared);  // and so is `smoothing`
-  }
+  OnlineRow mine;
+  for_each_in_row(row, real, [&](int64_t, float v) { mine.add(v); });
+  const float m = block_max(mine.max, shared_max);
+  // My sum taken to the row's max; a thread without mass adds its 0 (or NaN).
+  const double scaled =
+      mine.max == -INFINITY ? mine.sum_exp : mine.sum_exp * exp(static_cast<double>(mine.max) - m);
+  const double s = block_sum(scaled, shared_sum);
+  double sx = 0.0;
+  if (smoothing) sx = block_sum(mine.sum_shifted(m), shared_sum);  // uniform over the block
   if (threadIdx.x == 0) {
-    sum_exp[t] = static_cast<float>(s);
-    const int64_t mine = static_cast<int64_t>(targets[t]) - vocab_start;
-    out[0] = mine >= 0 && mine < real ? widen(row[mine]) - m : 0.0f;
-    if (smoothing) out[1] = static_cast<float>(sx);
+    const int64_t target = static_cast<int64_t>(targets[t]) - vocab_start;
+    out[0] = m;
+    out[1] = static_cast<float>(s);
+    out[2] = target >= 0 && target < real ? widen(row[target]) : 0.0f;
+    out[3] = smoothing ? static_cast<float>(sx) : 0.0f;
   }
 }
 
-// One thread per row: loss = log S - (1 - a) target_logit[t, 0] - a/V target_logit[t, 1].
-__global__ void loss_rows(const float* sum_exp, const float* target_logit, const int32_t* targets,
-                          int32_t ignore, int64_t tokens, bool smoothing, double a, double a_over_v,
-                          float* losses) {
+// One thread per token: the ranks' partials combined in rank order into the
+// row max m, S = sum_r S_r e^(m_r - m) and the loss
+//   log S - (1 - a) (x_target - m) - a/V sum_r (Z_r + real_r (m_r - m)),
+// in double as the CPU does; zeros on ignored rows.
+__global__ void combine_rows(const float* gathered, const int32_t* targets, int32_t ignore,
+                             int64_t tokens, int64_t ranks, int64_t vocab_size,
+                             int64_t vocab_size_local, bool smoothing, double a, double a_over_v,
+                             float* max, float* sum_exp, float* losses) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
   if (targets[t] == ignore) {
-    losses[t] = 0.0f;
+    max[t] = sum_exp[t] = losses[t] = 0.0f;
     return;
   }
-  const float* in = target_logit + t * (smoothing ? 2 : 1);
-  double loss = log(static_cast<double>(sum_exp[t])) - (1.0 - a) * in[0];
-  if (smoothing) loss -= a_over_v * in[1];
+  float m = -INFINITY;
+  for (int64_t r = 0; r < ranks; ++r) {
+    const float mr = gathered[(r * tokens + t) * kCrossEntropyPartials];
+    m = mr > m ? mr : m;
+  }
+  double s = 0.0, sx = 0.0, target = 0.0;
+  for (int64_t r = 0; r < ranks; ++r) {
+    const float* p = gathered + (r * tokens + t) * kCrossEntropyPartials;
+    target += p[2];           // one rank's logit, zeros elsewhere: exact
+    if (p[0] == -INFINITY) {  // no mass: 0 (or NaN), and a -inf (or 0) sum
+      s += p[1];
+      sx += p[3];
+      continue;
+    }
+    const double shift = static_cast<double>(p[0]) - m;
+    const int64_t left = vocab_size - r * vocab_size_local;
+    const int64_t real = left < 0 ? 0 : (left < vocab_size_local ? left : vocab_size_local);
+    s += p[1] * exp(shift);
+    sx += p[3] + static_cast<double>(real) * shift;
+  }
+  double loss = log(s) - (1.0 - a) * (target - m);
+  if (smoothing) loss -= a_over_v * sx;
+  max[t] = m;
+  sum_exp[t] = static_cast<float>(s);
   losses[t] = static_cast<float>(loss);
 }
 
@@ -189,51 +217,37 @@ void stage_cross_entropy_targets(int device, const std::vector<int32_t>& targets
   if (!targets.empty()) upload_kept(device, "cross_entropy.targets", targets);
 }
 
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                             Tensor& max) {
-  const int64_t tokens = check_cross_entropy_local_max(logits_local, rows, max);
-  const int device = cuda_device_of("cross_entropy_local_max", {&logits_local, &max});
+void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            Tensor& partials) {
+  const int64_t tokens = check_cross_entropy_partials(logits_local, rows, partials);
+  const int device = cuda_device_of("cross_entropy_partials", {&logits_local, &partials});
   if (tokens == 0) return;
   // The same targets for every piece of one loss: uploaded once.
   const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   with_elements(logits_local, [&](const auto* x) {
-    local_max_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                     colrow::cuda::compute_stream(device)>>>(
-        x, logits_local.row_stride(), targets, rows.ignore_index, rows.real, max.data());
-  });
-  COLROW_CUDA_CHECK_LAUNCH();
-}
-
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit) {
-  const int64_t tokens = check_cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-  const int device =
-      cuda_device_of("cross_entropy_sums", {&logits_local, &max, &sum_exp, &target_logit});
-  if (tokens == 0) return;
-  const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
-  with_elements(logits_local, [&](const auto* x) {
-    sums_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
-                colrow::cuda::compute_stream(device)>>>(
+    partials_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
+                    colrow::cuda::compute_stream(device)>>>(
         x, logits_local.row_stride(), targets, rows.ignore_index, rows.vocab_start, rows.real,
-        max.data(), smoothing(rows), sum_exp.data(), target_logit.data());
+        smoothing(rows), partials.data());
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
-void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                        const CrossEntropyRows& rows, Tensor& losses) {
-  const char* what = "cross_entropy_loss";
-  const int64_t tokens = check_cross_entropy_loss(sum_exp, target_logit, rows, losses);
+void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                           Tensor& sum_exp, Tensor& losses) {
+  const char* what = "cross_entropy_combine";
+  const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
+  const int device = cuda_device_of(what, {&gathered, &max, &sum_exp, &losses});
   if (tokens == 0) return;
-  const int device = cuda_device_of(what, {&losses, &sum_exp, &target_logit});
   const bool smooth = smoothing(rows);
   const double a = rows.label_smoothing;
   const double a_over_v = smooth ? a / static_cast<double>(rows.vocab_size) : 0.0;
   const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
-  loss_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
-              colrow::cuda::compute_stream(device)>>>(sum_exp.data(), target_logit.data(), targets,
-                                                      rows.ignore_index, tokens, smooth, a,
-                                                      a_over_v, losses.data());
+  combine_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
+                 colrow::cuda::compute_stream(device)>>>(
+      gathered.data(), targets, rows.ignore_index, tokens, gathered.size(0) / tokens,
+      rows.vocab_size, rows.vocab_size_local, smooth, a, a_over_v, max.data(), sum_exp.data(),
+      losses.data());
   COLROW_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,6 +1,6 @@
-// The CUDA twin of kernels/cpu/cross_entropy.h: the four pieces of the
-// vocabulary-parallel cross-entropy that touch the logits (local max, sums,
-// loss, backward), with the formulas, ignored rows, padded columns, label
+// The CUDA twin of kernels/cpu/cross_entropy.h: the three pieces of the
+// vocabulary-parallel cross-entropy (the forward pass's partials, their
+// combine over ranks into the loss, backward), with the formulas, ignored rows, padded columns, label
 // smoothing and -inf / NaN behaviour documented there. Targets are host
 // vectors, uploaded here; one thread block per token row, reductions in a
 // fixed order (the same bits every run).
@@ -14,15 +14,14 @@ namespace colrow::kernels::cuda {
 // place (Backend::stage_cross_entropy_targets).
 void stage_cross_entropy_targets(int device, const std::vector<int32_t>& targets);
 
-// logits_local: [tokens, vocab_size_local] with contiguous rows -> max: [tokens]
-void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows, Tensor& max);
-// -> sum_exp: [tokens], target_logit: [tokens] ([tokens, 2] with label smoothing)
-void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows, const Tensor& max,
-                        Tensor& sum_exp, Tensor& target_logit);
-// -> losses: [tokens], 0 on ignored rows; no host wait (the caller sums
-// them when it needs the mean: CrossEntropyOutput::mean).
-void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                        const CrossEntropyRows& rows, Tensor& losses);
+// logits_local: [tokens, vocab_size_local] with contiguous rows -> partials: [tokens, 4]
+void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                            Tensor& partials);
+// gathered: [ranks * tokens, 4] -> max, sum_exp, losses: [tokens], 0 on
+// ignored rows; no host wait (the caller sums the losses when it needs the
+// mean: CrossEntropyOutput::mean).
+void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                           Tensor& sum_exp, Tensor& losses);
 // dloss: [tokens] or null (then uniform_scale) -> dlogits_local: [tokens, vocab_size_local]
 void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                             const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,

@@ -180,17 +180,13 @@ class CudaBackend final : public Backend {
   void stage_cross_entropy_targets(Device device, const std::vector<int32_t>& targets) override {
     cuda::stage_cross_entropy_targets(device.index, targets);
   }
-  void cross_entropy_local_max(const Tensor& logits_local, const CrossEntropyRows& rows,
-                               Tensor& max) override {
-    cuda::cross_entropy_local_max(logits_local, rows, max);
+  void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& rows,
+                              Tensor& partials) override {
+    cuda::cross_entropy_partials(logits_local, rows, partials);
   }
-  void cross_entropy_sums(const Tensor& logits_local, const CrossEntropyRows& rows,
-                          const Tensor& max, Tensor& sum_exp, Tensor& target_logit) override {
-    cuda::cross_entropy_sums(logits_local, rows, max, sum_exp, target_logit);
-  }
-  void cross_entropy_loss(const Tensor& sum_exp, const Tensor& target_logit,
-                          const CrossEntropyRows& rows, Tensor& losses) override {
-    cuda::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+  void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows, Tensor& max,
+                             Tensor& sum_exp, Tensor& losses) override {
+    cuda::cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   }
   void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& rows,
                               const Tensor& max, const Tensor& sum_exp, const Tensor* dloss,

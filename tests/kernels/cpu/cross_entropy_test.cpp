@@ -1,7 +1,8 @@
 // The CPU cross-entropy pieces (kernels/cpu/cross_entropy.h) on one rank's
-// whole vocabulary, against a double reference of the label-smoothed loss and
-// its gradient: a padded column that no real class owns, an ignored row, and
-// the refusal of label smoothing without a vocabulary size.
+// whole vocabulary and split over emulated ranks, against a double reference
+// of the label-smoothed loss and its gradient: a padded column that no real
+// class owns, an ignored row, a rank with no real class, -inf logits, a NaN
+// logit, and the refusals of label smoothing without a vocabulary size.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -33,6 +34,7 @@ struct Problem {
     rows.targets = &targets;
     rows.real = kReal;
     rows.vocab_size = kReal;
+    rows.vocab_size_local = kPadded;
     rows.label_smoothing = kSmoothing;
   }
 };
@@ -60,22 +62,85 @@ Reference reference(const Problem& p) {
   return r;
 }
 
+// The loss and gradient of `logits` split into `ranks` column blocks of
+// `v_local`: each block's partials, stacked in rank order as the all-gather
+// leaves them, combined, then each block's backward.
+struct Split {
+  Tensor losses, grad;
+};
+Split split_run(const Tensor& logits, const kernels::CrossEntropyRows& base, int64_t ranks,
+                int64_t v_local) {
+  const int64_t tokens = logits.size(0);
+  Tensor gathered = Tensor::empty({ranks * tokens, kernels::kCrossEntropyPartials});
+  auto rows_of = [&](int64_t r) {
+    kernels::CrossEntropyRows rows = base;
+    rows.vocab_start = r * v_local;
+    rows.real = std::clamp(base.vocab_size - r * v_local, int64_t{0}, v_local);
+    rows.vocab_size_local = v_local;
+    return rows;
+  };
+  for (int64_t r = 0; r < ranks; ++r) {
+    Tensor block = gathered.slice(0, r * tokens, tokens);
+    cpu::cross_entropy_partials(logits.slice(1, r * v_local, v_local), rows_of(r), block);
+  }
+  Tensor max = Tensor::empty({tokens}), sum_exp = Tensor::empty({tokens});
+  Split out{Tensor::empty({tokens}), Tensor::full({tokens, ranks * v_local}, 7.0f)};
+  cpu::cross_entropy_combine(gathered, rows_of(0), max, sum_exp, out.losses);
+  for (int64_t r = 0; r < ranks; ++r) {
+    Tensor grad = Tensor::empty({tokens, v_local});
+    cpu::cross_entropy_backward(logits.slice(1, r * v_local, v_local), rows_of(r), max, sum_exp,
+                                nullptr, 1.0f, grad);
+    out.grad.slice(1, r * v_local, v_local).copy_from(grad);
+  }
+  return out;
+}
+
 TEST(CpuCrossEntropyTest, SmoothedLossAndGradientMatchDouble) {
   const Problem p;
   const Reference want = reference(p);
-  Tensor max = Tensor::empty({kTokens}), sum_exp = Tensor::empty({kTokens});
-  Tensor target_logit = Tensor::empty({kTokens, 2}), losses = Tensor::empty({kTokens});
-  cpu::cross_entropy_local_max(p.logits, p.rows, max);
-  cpu::cross_entropy_sums(p.logits, p.rows, max, sum_exp, target_logit);
-  cpu::cross_entropy_loss(sum_exp, target_logit, p.rows, losses);
-  Tensor grad = Tensor::full({kTokens, kPadded}, 7.0f);
-  cpu::cross_entropy_backward(p.logits, p.rows, max, sum_exp, nullptr, 1.0f, grad);
-  // Logits within [-4, 4): every term is O(10) at most and the sums have 7
-  // terms, so fp32's few roundings stay far below 1e-5 of the loss's size.
-  for (int64_t t = 0; t < kTokens; ++t) {
-    EXPECT_NEAR(losses.data()[t], want.loss[t], 1e-5 * std::max(1.0, want.loss[t])) << t;
-    for (int64_t j = 0; j < kPadded; ++j) {
-      EXPECT_NEAR(grad(t, j), want.grad[t * kPadded + j], 1e-6) << t << ", " << j;
+  // (ranks, columns each): one rank with the padded column; two of 4; three
+  // of 3, the last holding 1 real class and 2 padded; four of 3, the last
+  // with no real class.
+  for (const auto& [ranks, v_local] :
+       {std::pair<int64_t, int64_t>{1, kPadded}, {2, 4}, {3, 3}, {4, 3}}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    Tensor logits = Tensor::full({kTokens, ranks * v_local}, std::nanf(""));  // padding: never read
+    logits.slice(1, 0, kReal).copy_from(p.logits.slice(1, 0, kReal));
+    const Split got = split_run(logits, p.rows, ranks, v_local);
+    // Logits within [-4, 4): every term is O(10) at most and the sums have 7
+    // terms, so fp32's few roundings stay far below 1e-5 of the loss's size.
+    for (int64_t t = 0; t < kTokens; ++t) {
+      EXPECT_NEAR(got.losses.data()[t], want.loss[t], 1e-5 * std::max(1.0, want.loss[t])) << t;
+      for (int64_t j = 0; j < ranks * v_local; ++j) {
+        const double g = j < kReal ? want.grad[t * kPadded + j] : 0.0;
+        EXPECT_NEAR(got.grad(t, j), g, 1e-6) << t << ", " << j;
+      }
+    }
+  }
+}
+
+// A -inf logit has no mass and a finite loss (+inf under label smoothing, as
+// PyTorch: a/V log p_j is -inf); a NaN logit makes its row's loss NaN, on the
+// rank that holds it or not, and leaves the other rows alone.
+TEST(CpuCrossEntropyTest, InfiniteAndNanLogits) {
+  for (const float smoothing : {0.0f, kSmoothing}) {
+    Problem p;
+    p.rows.label_smoothing = smoothing;
+    p.logits(0, 5) = -INFINITY;  // row 0's target is 3
+    p.logits(4, 6) = std::nanf("");
+    for (const int64_t ranks : {1, 2}) {
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, smoothing " + std::to_string(smoothing));
+      const Split got = split_run(p.logits, p.rows, ranks, kPadded / ranks);
+      const float* loss = got.losses.data();
+      if (smoothing > 0.0f) {
+        EXPECT_EQ(loss[0], INFINITY);
+      } else {
+        EXPECT_TRUE(std::isfinite(loss[0])) << loss[0];
+        EXPECT_EQ(got.grad(0, 5), 0.0f);
+      }
+      EXPECT_TRUE(std::isnan(loss[4]));
+      EXPECT_TRUE(std::isfinite(loss[1]) && std::isfinite(loss[3])) << loss[1] << " " << loss[3];
+      EXPECT_EQ(loss[2], 0.0f) << "the ignored row";
     }
   }
 }
@@ -83,15 +148,35 @@ TEST(CpuCrossEntropyTest, SmoothedLossAndGradientMatchDouble) {
 TEST(CpuCrossEntropyTest, SmoothingWithoutAVocabularyIsRefused) {
   Problem p;
   p.rows.vocab_size = 0;  // unset: a / V would divide by zero
+  Tensor partials = Tensor::empty({kTokens, kernels::kCrossEntropyPartials});
   Tensor max = Tensor::empty({kTokens}), sum_exp = Tensor::full({kTokens}, 1.0f);
-  Tensor target_logit = Tensor::zeros({kTokens, 2}), losses = Tensor::empty({kTokens});
-  EXPECT_THROW(cpu::cross_entropy_loss(sum_exp, target_logit, p.rows, losses), InternalError);
-  cpu::cross_entropy_local_max(p.logits, p.rows, max);
+  Tensor losses = Tensor::empty({kTokens});
+  cpu::cross_entropy_partials(p.logits, p.rows, partials);
+  EXPECT_THROW(cpu::cross_entropy_combine(partials, p.rows, max, sum_exp, losses), InternalError);
   Tensor grad = Tensor::empty({kTokens, kPadded});
   EXPECT_THROW(cpu::cross_entropy_backward(p.logits, p.rows, max, sum_exp, nullptr, 1.0f, grad),
                InternalError);
   p.rows.label_smoothing = 0.0f;  // without smoothing the size is not used
   EXPECT_NO_THROW(cpu::cross_entropy_backward(p.logits, p.rows, max, sum_exp, nullptr, 1.0f, grad));
+}
+
+// The combine counts each rank's real classes from vocab_size_local, and the
+// gathered rows must be whole ranks of tokens.
+TEST(CpuCrossEntropyTest, CombineShapesAreChecked) {
+  Problem p;
+  Tensor partials = Tensor::empty({kTokens, kernels::kCrossEntropyPartials});
+  cpu::cross_entropy_partials(p.logits, p.rows, partials);
+  Tensor max = Tensor::empty({kTokens}), sum_exp = Tensor::empty({kTokens});
+  Tensor losses = Tensor::empty({kTokens});
+  kernels::CrossEntropyRows unset = p.rows;
+  unset.vocab_size_local = 0;
+  EXPECT_THROW(cpu::cross_entropy_combine(partials, unset, max, sum_exp, losses), InternalError);
+  unset.label_smoothing = 0.0f;  // the count only weighs label smoothing's sum
+  EXPECT_NO_THROW(cpu::cross_entropy_combine(partials, unset, max, sum_exp, losses));
+  const Tensor ragged = Tensor::zeros({kTokens + 1, kernels::kCrossEntropyPartials});
+  EXPECT_THROW(cpu::cross_entropy_combine(ragged, p.rows, max, sum_exp, losses), InternalError);
+  Tensor narrow = Tensor::empty({kTokens, 2});
+  EXPECT_THROW(cpu::cross_entropy_partials(p.logits, p.rows, narrow), InternalError);
 }
 
 }  // namespace

@@ -369,21 +369,21 @@ TEST(ThreadInvarianceTest, CrossEntropy) {
       rows.real = real;
       rows.vocab_size = real;
       rows.label_smoothing = smoothing;
-      const int64_t width = smoothing > 0.0f ? 2 : 1;
+      rows.vocab_size_local = v_local;
       const std::vector<Tensor> out = at_every_thread_count(name, [&] {
+        Tensor partials = Tensor::empty({tokens, kernels::kCrossEntropyPartials});
         Tensor max = Tensor::empty({tokens}), sum_exp = Tensor::empty({tokens});
-        Tensor target_logit = Tensor::empty(width == 1 ? Shape{tokens} : Shape{tokens, 2});
         Tensor losses = Tensor::empty({tokens}), dlogits = Tensor::empty({tokens, v_local});
-        cpu::cross_entropy_local_max(logits, rows, max);
-        cpu::cross_entropy_sums(logits, rows, max, sum_exp, target_logit);
-        cpu::cross_entropy_loss(sum_exp, target_logit, rows, losses);
+        cpu::cross_entropy_partials(logits, rows, partials);
+        cpu::cross_entropy_combine(partials, rows, max, sum_exp, losses);
         cpu::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, dlogits);
-        return std::vector<Tensor>{max, sum_exp, target_logit, losses, dlogits};
+        return std::vector<Tensor>{max, sum_exp, partials, losses, dlogits};
       });
       double total = 0.0;  // as mean_loss adds them: double, token order
       for (int64_t t = 0; t < tokens; ++t) total += out[3].data()[t];
       // Within the reference's bounds (vocab_reference.h, c = 2, one part:
-      // the chunk sums are added in double and rounded to fp32 once).
+      // the chunk sums are rescaled and added in double, rounded to fp32 for
+      // the partials and once more by the combine).
       Matrix x(tokens * real);
       for (int64_t t = 0; t < tokens; ++t) {
         for (int64_t j = 0; j < real; ++j) x[t * real + j] = logits(t, j);

@@ -1,8 +1,8 @@
 // CUDA vocabulary-parallel cross-entropy pieces against the CPU kernels, with
 // tp emulated on one process: the full logits are split into per-rank column
-// blocks (strided views), and the all-reduces between the pieces are done on
-// the host from the CPU's values, so each GPU piece is compared with the CPU
-// piece on the same inputs. Cases: vocab_size_local 1, 37, 504, 1000, a rank with
+// blocks (strided views), and the all-gather between the pieces is done on
+// the host from the CPU's partials, so each GPU piece is compared with the
+// CPU piece on the same inputs. Cases: vocab_size_local 1, 37, 504, 1000, a rank with
 // padded columns (filled with NaN, which must never be read), a rank with no
 // real class, ignored rows, label smoothing, -inf logits; repeated runs give
 // the same bits; a NaN logit makes its row's loss NaN; shape errors; bf16
@@ -94,12 +94,13 @@ CrossEntropyRows rows_of(const Case& c, const std::vector<int32_t>& targets, int
   rows.vocab_start = r * c.vocab_local;
   rows.real = c.real(r);
   rows.vocab_size = c.vocab_size;
+  rows.vocab_size_local = c.vocab_local;
   rows.label_smoothing = c.smoothing;
   return rows;
 }
 
-Shape target_shape(const Case& c) {
-  return c.smoothing > 0.0f ? Shape{c.tokens, 2} : Shape{c.tokens};
+Shape partials_shape(int64_t rows) {
+  return Shape{rows, kernels::kCrossEntropyPartials};
 }
 
 // Element-wise |gpu - cpu| <= bound[i]; equal values (infinities, or NaN on
@@ -125,7 +126,7 @@ void expect_within(const std::string& what, const Tensor& got, const Tensor& wan
 
 // The GPU pieces of one rank, for the determinism check.
 struct GpuPieces {
-  Tensor max, sum_exp, target_logit, dlogits;
+  Tensor partials, max, sum_exp, losses, dlogits;
 };
 
 TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
@@ -136,74 +137,59 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
     SCOPED_TRACE(c.name());
     const Problem p = make_problem(c, seed++);
     const Tensor logits_dev = p.logits.to(dev);
-    const int64_t T = c.tokens, vl = c.vocab_local;
+    const int64_t T = c.tokens, vl = c.vocab_local, P = kernels::kCrossEntropyPartials;
     const double a = c.smoothing, a_over_v = a / static_cast<double>(c.vocab_size);
 
-    // 1. Local max: exact (a max rounds nothing), so bitwise equal.
-    std::vector<float> m(T, -kInf);  // the all-reduce max over ranks
-    for (int r = 0; r < c.ranks; ++r) {
-      const CrossEntropyRows rows = rows_of(c, p.targets, r);
-      Tensor max_cpu = Tensor::empty({T}), max_gpu = Tensor::full({T}, 7.0f, dev);
-      cpu::cross_entropy_local_max(p.logits.slice(1, r * vl, vl), rows, max_cpu);
-      gpu::cross_entropy_local_max(logits_dev.slice(1, r * vl, vl), rows, max_gpu);
-      expect_same_bits("local max, rank " + std::to_string(r), max_gpu, max_cpu);
-      for (int64_t t = 0; t < T; ++t) m[t] = std::max(m[t], max_cpu.data()[t]);
-    }
-    const Tensor m_host = Tensor::from_vector({T}, m), m_dev = m_host.to(dev);
-
-    // 2. Sums, on the reduced max. Both sides form z = x - m with one fp32
-    // subtraction (|dz| <= u |z| if the CPU does it in double instead), so
-    // exp's inputs differ by at most u |z| (relative error u |z| in exp); each
-    // expf is within 4 ulp; the double accumulation is exact to ~n 2^-53; the
-    // final rounding to fp32 costs u/2 S on each side:
+    // 1. Each rank's partials: {m_r, S_r, x_target, Z_r}. The max and the
+    // target logit round nothing, so they are bitwise equal. S_r: each side
+    // forms every z = x - m' with one fp32 subtraction against a max m' <= m_r
+    // it has seen so far (the GPU's thread's running max, the CPU's chunk's),
+    // so |dz| <= u |z_j| with z_j = x_j - m_r; each exp is within 4 ulp; the
+    // rescaling to m_r and the sums are in double (~n 2^-53); the rounding to
+    // fp32 costs u/2 S_r per side:
     //   |S_gpu - S_cpu| <= sum_j (8u + 2u |z_j|) e^{z_j} <= 8u sum_j (1 + |z_j|) e^{z_j},
     // plus e^{z_j} for z_j < -87, which the CPU's exp flushes to 0.
-    // target_logit[t, 0] is one rounding of x - m: within u |z|. The smoothing
-    // sum of z_j: within u |z_j| per term plus u/2 |sum| per side: 2u sum |z_j|.
-    Tensor s_total = Tensor::zeros({T}), tl_total = Tensor::zeros(target_shape(c));
-    const int64_t tl_stride = c.smoothing > 0.0f ? 2 : 1;
+    // Z_r: the GPU sums the raw logits in double (exact to ~n 2^-53 max |x|),
+    // the CPU rounds each z once (u |z_j|); u/2 |Z_r| per side: 2u sum |z_j|.
+    Tensor gathered = Tensor::empty(partials_shape(c.ranks * T));  // the CPU's, in rank order
     for (int r = 0; r < c.ranks; ++r) {
       const CrossEntropyRows rows = rows_of(c, p.targets, r);
       const Tensor x = p.logits.slice(1, r * vl, vl);
-      Tensor se_cpu = Tensor::empty({T}), tl_cpu = Tensor::empty(target_shape(c));
-      Tensor se_gpu = Tensor::full({T}, 7.0f, dev),
-             tl_gpu = Tensor::full(target_shape(c), 7.0f, dev);
-      cpu::cross_entropy_sums(x, rows, m_host, se_cpu, tl_cpu);
-      gpu::cross_entropy_sums(logits_dev.slice(1, r * vl, vl), rows, m_dev, se_gpu, tl_gpu);
-      std::vector<double> se_bound(T, 0.0), tl_bound(T * tl_stride, 0.0);
+      Tensor cpu_part = gathered.slice(0, r * T, T);
+      Tensor gpu_part = Tensor::full(partials_shape(T), 7.0f, dev);
+      cpu::cross_entropy_partials(x, rows, cpu_part);
+      gpu::cross_entropy_partials(logits_dev.slice(1, r * vl, vl), rows, gpu_part);
+      std::vector<double> bound(T * P, 0.0);
       for (int64_t t = 0; t < T; ++t) {
         if (p.targets[t] == kIgnore) continue;  // exactly zero on both sides
+        const double m_r = cpu_part(t, 0);
         double exp_mag = 0.0, z_mag = 0.0, flushed = 0.0;
         for (int64_t j = 0; j < rows.real; ++j) {
-          const double z = static_cast<double>(x(t, j)) - m[t];
+          const double z = static_cast<double>(x(t, j)) - m_r;
           if (std::isinf(z)) continue;
           exp_mag += (1.0 + std::fabs(z)) * std::exp(z);
           if (z < -87.0) flushed += std::exp(z);
           z_mag += std::fabs(z);
         }
-        se_bound[t] = 8 * kU * exp_mag + flushed;
-        const int64_t mine = p.targets[t] - rows.vocab_start;
-        if (mine >= 0 && mine < rows.real) {
-          tl_bound[t * tl_stride] = kU * std::fabs(static_cast<double>(x(t, mine)) - m[t]);
-        }
-        if (tl_stride == 2) tl_bound[t * 2 + 1] = 2 * kU * z_mag;
+        bound[t * P + 1] = 8 * kU * exp_mag + flushed;
+        bound[t * P + 3] = 2 * kU * z_mag;
       }
-      expect_within("sum_exp, rank " + std::to_string(r), se_gpu, se_cpu, se_bound);
-      expect_within("target_logit, rank " + std::to_string(r), tl_gpu, tl_cpu, tl_bound);
-      // [all-reduce sum over tp], emulated with the CPU's values in rank order
-      for (int64_t t = 0; t < T; ++t) s_total.data()[t] += se_cpu.data()[t];
-      for (int64_t i = 0; i < tl_total.numel(); ++i) tl_total.data()[i] += tl_cpu.data()[i];
+      expect_within("partials, rank " + std::to_string(r), gpu_part, cpu_part.clone(), bound);
     }
 
-    // 3. Loss from the reduced values (the same inputs on both sides). In
-    // double and rounded once, two evaluations differ by at most an ulp; an
-    // fp32 evaluation on the CPU side would add a few roundings of the terms:
-    //   |dloss| <= 4u (|log S| + (1 - a) |tl0| + a/V |tl1|).
+    // 2. The combine, on the same gathered partials. Both sides work in double
+    // and round once; they differ only in exp and log (each within an ulp of
+    // double), so max is bitwise equal, S within an fp32 ulp (u S), and the
+    // loss within 4u (|log S| + (1 - a) |x_target - m| + a/V |Z|).
     const CrossEntropyRows rows0 = rows_of(c, p.targets, 0);
-    Tensor losses_cpu = Tensor::empty({T}), losses_gpu = Tensor::full({T}, 7.0f, dev);
-    cpu::cross_entropy_loss(s_total, tl_total, rows0, losses_cpu);
-    gpu::cross_entropy_loss(s_total.to(dev), tl_total.to(dev), rows0, losses_gpu);
-    std::vector<double> loss_bound(T, 0.0);
+    Tensor max_cpu = Tensor::empty({T}), s_cpu = Tensor::empty({T}),
+           losses_cpu = Tensor::empty({T});
+    Tensor max_gpu = Tensor::full({T}, 7.0f, dev), s_gpu = Tensor::full({T}, 7.0f, dev),
+           losses_gpu = Tensor::full({T}, 7.0f, dev);
+    cpu::cross_entropy_combine(gathered, rows0, max_cpu, s_cpu, losses_cpu);
+    gpu::cross_entropy_combine(gathered.to(dev), rows0, max_gpu, s_gpu, losses_gpu);
+    expect_same_bits("max", max_gpu, max_cpu);
+    std::vector<double> s_bound(T, 0.0), loss_bound(T, 0.0);
     double total_bound = 0.0, total_gpu = 0.0, total_cpu = 0.0;  // in token order, as mean_loss
     const std::vector<float> lg = losses_gpu.to_vector();
     for (int64_t t = 0; t < T; ++t) {
@@ -211,15 +197,22 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
         EXPECT_EQ(lg[t], 0.0f) << "ignored row " << t;
         continue;
       }
-      const float* in = tl_total.data() + t * tl_stride;
-      double mag = std::fabs(std::log(static_cast<double>(s_total.data()[t]))) +
-                   (1.0 - a) * std::fabs(in[0]);
-      if (tl_stride == 2) mag += a_over_v * std::fabs(in[1]);
-      loss_bound[t] = 4 * kU * mag;
+      const double m = max_cpu.data()[t], s = s_cpu.data()[t];
+      double target = 0.0, z_sum = 0.0;
+      for (int64_t j = 0; j < c.vocab_size; ++j) {
+        const double z = static_cast<double>(p.logits(t, j)) - m;
+        if (j == p.targets[t]) target = z;
+        z_sum += z;
+      }
+      s_bound[t] = kU * s;
+      loss_bound[t] =
+          4 * kU *
+          (std::fabs(std::log(s)) + (1.0 - a) * std::fabs(target) + a_over_v * std::fabs(z_sum));
       total_bound += loss_bound[t];
       total_gpu += lg[t];
       total_cpu += losses_cpu.data()[t];
     }
+    expect_within("sum_exp", s_gpu, s_cpu, s_bound);
     expect_within("losses", losses_gpu, losses_cpu, loss_bound);
     if (std::isfinite(total_cpu)) {
       EXPECT_NEAR(total_gpu, total_cpu, total_bound + 1e-12 * std::fabs(total_cpu));
@@ -227,7 +220,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
       EXPECT_EQ(total_gpu, total_cpu);  // +inf from a -inf logit under label smoothing
     }
 
-    // 4. Backward, per rank, with dloss and with a uniform scale. Per element
+    // 3. Backward, per rank, with dloss and with a uniform scale. Per element
     // each side is within (6u + u |z|) |scale| e^z/S (exp and its argument, the
     // division) plus 3u |scale| (e^z/S + a/V + (1 - a)[target]) (the
     // subtraction of a/V, the scaling, the target's subtraction; a/V itself
@@ -235,7 +228,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
     //   16u |scale| ((1 + |z|) e^z/S + a/V + (1 - a)[target])
     // (+ |scale| e^z/S below z = -87, where the CPU's exp flushes to 0).
     // Ignored rows and padded columns are exactly zero.
-    const Tensor dloss_dev = p.dloss.to(dev);
+    const Tensor dloss_dev = p.dloss.to(dev), m_dev = max_cpu.to(dev), s_dev = s_cpu.to(dev);
     for (int r = 0; r < c.ranks; ++r) {
       const CrossEntropyRows rows = rows_of(c, p.targets, r);
       const Tensor x = p.logits.slice(1, r * vl, vl);
@@ -243,9 +236,9 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
         SCOPED_TRACE(per_token ? "dloss per token" : "uniform scale");
         const float uniform = 1.0f / static_cast<float>(T);
         Tensor dx_cpu = Tensor::empty({T, vl}), dx_gpu = Tensor::full({T, vl}, 7.0f, dev);
-        cpu::cross_entropy_backward(x, rows, m_host, s_total, per_token ? &p.dloss : nullptr,
+        cpu::cross_entropy_backward(x, rows, max_cpu, s_cpu, per_token ? &p.dloss : nullptr,
                                     uniform, dx_cpu);
-        gpu::cross_entropy_backward(logits_dev.slice(1, r * vl, vl), rows, m_dev, s_total.to(dev),
+        gpu::cross_entropy_backward(logits_dev.slice(1, r * vl, vl), rows, m_dev, s_dev,
                                     per_token ? &dloss_dev : nullptr, uniform, dx_gpu);
         std::vector<double> bound(T * vl, 0.0);
         const std::vector<float> g = dx_gpu.to_vector();
@@ -257,8 +250,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
               EXPECT_EQ(g[t * vl + j], 0.0f) << "row " << t << ", column " << j;
               continue;
             }
-            const double z = static_cast<double>(x(t, j)) - m[t];
-            const double e = std::isinf(z) ? 0.0 : std::exp(z) / s_total.data()[t];
+            const double z = static_cast<double>(x(t, j)) - max_cpu.data()[t];
+            const double e = std::isinf(z) ? 0.0 : std::exp(z) / s_cpu.data()[t];
             const bool target = p.targets[t] - rows.vocab_start == j;
             bound[t * vl + j] =
                 16 * kU * scale * ((1.0 + std::fabs(z)) * e + a_over_v + (target ? 1.0 - a : 0.0)) +
@@ -271,14 +264,15 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
   }
 }
 
+// One rank's pieces, its partials standing for the gathered ones.
 GpuPieces run_gpu_pieces(const Case& c, const Problem& p, Device dev) {
   const CrossEntropyRows rows = rows_of(c, p.targets, 0);
   const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
-  GpuPieces g{Tensor::empty({c.tokens}, dev), Tensor::empty({c.tokens}, dev),
-              Tensor::empty(target_shape(c), dev),
+  GpuPieces g{Tensor::empty(partials_shape(c.tokens), dev), Tensor::empty({c.tokens}, dev),
+              Tensor::empty({c.tokens}, dev), Tensor::empty({c.tokens}, dev),
               Tensor::empty({c.tokens, c.vocab_local}, dev, p.logits.dtype())};
-  gpu::cross_entropy_local_max(x, rows, g.max);
-  gpu::cross_entropy_sums(x, rows, g.max, g.sum_exp, g.target_logit);
+  gpu::cross_entropy_partials(x, rows, g.partials);
+  gpu::cross_entropy_combine(g.partials, rows, g.max, g.sum_exp, g.losses);
   const Tensor dloss = p.dloss.to(dev);
   gpu::cross_entropy_backward(x, rows, g.max, g.sum_exp, &dloss, 0.0f, g.dlogits);
   return g;
@@ -291,19 +285,15 @@ TEST(CudaCrossEntropyTest, RepeatedRunsGiveTheSameBits) {
   const Case c{64, 1990, 1000, 2, 0.1f, true};  // rank 0: 1000 real columns
   const Problem p = make_problem(c, 77);
   const GpuPieces a = run_gpu_pieces(c, p, dev), b = run_gpu_pieces(c, p, dev);
+  expect_same_bits("partials", a.partials, b.partials);
   expect_same_bits("max", a.max, b.max);
   expect_same_bits("sum_exp", a.sum_exp, b.sum_exp);
-  expect_same_bits("target_logit", a.target_logit, b.target_logit);
+  expect_same_bits("losses", a.losses, b.losses);
   expect_same_bits("dlogits", a.dlogits, b.dlogits);
-  const CrossEntropyRows rows = rows_of(c, p.targets, 0);
-  Tensor l1 = Tensor::empty({c.tokens}, dev), l2 = Tensor::empty({c.tokens}, dev);
-  gpu::cross_entropy_loss(a.sum_exp, a.target_logit, rows, l1);
-  gpu::cross_entropy_loss(a.sum_exp, a.target_logit, rows, l2);
-  expect_same_bits("losses", l1, l2);
 }
 
 // bf16 logits are read natively: the same kernels on the widened logits give
-// the same max, sums and target logits bit for bit, and the bf16 gradient is
+// the same partials, max, sums and losses bit for bit, and the bf16 gradient is
 // their fp32 gradient rounded once; also written over the logits (a strided
 // column block: the GPU writes through the row stride).
 TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
@@ -315,9 +305,10 @@ TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
   narrow.logits = p.logits.to(DType::kBF16);
   wide.logits = narrow.logits.to(DType::kF32);
   const GpuPieces b = run_gpu_pieces(c, narrow, dev), f = run_gpu_pieces(c, wide, dev);
+  expect_same_bits("partials", b.partials, f.partials);
   expect_same_bits("max", b.max, f.max);
   expect_same_bits("sum_exp", b.sum_exp, f.sum_exp);
-  expect_same_bits("target_logit", b.target_logit, f.target_logit);
+  expect_same_bits("losses", b.losses, f.losses);
   EXPECT_EQ(b.dlogits.dtype(), DType::kBF16);
   EXPECT_EQ(b.dlogits.to_vector(), f.dlogits.to(DType::kBF16).to_vector());
 
@@ -340,16 +331,15 @@ TEST(CudaCrossEntropyTest, NanLogitMakesItsRowLossNan) {
   const CrossEntropyRows rows = rows_of(c, p.targets, 0);
   auto losses_of = [&](Device d, bool use_gpu) {
     const Tensor x = p.logits.to(d);
+    Tensor partials = Tensor::empty(partials_shape(c.tokens), d);
     Tensor max = Tensor::empty({c.tokens}, d), se = Tensor::empty({c.tokens}, d),
-           tl = Tensor::empty({c.tokens}, d), losses = Tensor::empty({c.tokens}, d);
+           losses = Tensor::empty({c.tokens}, d);
     if (use_gpu) {
-      gpu::cross_entropy_local_max(x, rows, max);
-      gpu::cross_entropy_sums(x, rows, max, se, tl);
-      gpu::cross_entropy_loss(se, tl, rows, losses);
+      gpu::cross_entropy_partials(x, rows, partials);
+      gpu::cross_entropy_combine(partials, rows, max, se, losses);
     } else {
-      cpu::cross_entropy_local_max(x, rows, max);
-      cpu::cross_entropy_sums(x, rows, max, se, tl);
-      cpu::cross_entropy_loss(se, tl, rows, losses);
+      cpu::cross_entropy_partials(x, rows, partials);
+      cpu::cross_entropy_combine(partials, rows, max, se, losses);
     }
     return losses.to_vector();
   };
@@ -369,23 +359,30 @@ TEST(CudaCrossEntropyTest, ShapeErrorsAreInternalErrors) {
   rows.real = 4;
   rows.vocab_size = 4;
   const Tensor logits = Tensor::zeros({3, 4}, dev);
-  Tensor max3 = Tensor::empty({3}, dev), max2 = Tensor::empty({2}, dev);
-  EXPECT_THROW(gpu::cross_entropy_local_max(logits, rows, max2), InternalError);
-  EXPECT_THROW(gpu::cross_entropy_local_max(Tensor::zeros({2, 4}, dev), rows, max3), InternalError);
+  Tensor partials3 = Tensor::empty(partials_shape(3), dev);
+  Tensor partials2 = Tensor::empty(partials_shape(2), dev);
+  EXPECT_THROW(gpu::cross_entropy_partials(logits, rows, partials2), InternalError);
+  EXPECT_THROW(gpu::cross_entropy_partials(Tensor::zeros({2, 4}, dev), rows, partials3),
+               InternalError);
   CrossEntropyRows too_real = rows;
   too_real.real = 5;
-  EXPECT_THROW(gpu::cross_entropy_local_max(logits, too_real, max3), InternalError);
+  EXPECT_THROW(gpu::cross_entropy_partials(logits, too_real, partials3), InternalError);
+  Tensor max3 = Tensor::empty({3}, dev), se = Tensor::empty({3}, dev),
+         losses = Tensor::empty({3}, dev);
   CrossEntropyRows smoothing = rows;
   smoothing.label_smoothing = 0.1f;
-  Tensor se = Tensor::empty({3}, dev), tl1 = Tensor::empty({3}, dev);
-  EXPECT_THROW(gpu::cross_entropy_sums(logits, smoothing, max3, se, tl1), InternalError)
-      << "target_logit must be [tokens, 2] with label smoothing";
+  EXPECT_THROW(gpu::cross_entropy_combine(partials3, smoothing, max3, se, losses), InternalError)
+      << "label smoothing counts each rank's real classes: vocab_size_local must be set";
+  EXPECT_THROW(
+      gpu::cross_entropy_combine(Tensor::empty(partials_shape(4), dev), rows, max3, se, losses),
+      InternalError)
+      << "the gathered rows must be whole ranks of tokens";
   Tensor dx = Tensor::empty({3, 5}, dev);
   EXPECT_THROW(gpu::cross_entropy_backward(logits, rows, max3, se, nullptr, 1.0f, dx),
                InternalError);
   CrossEntropyRows no_targets = rows;
   no_targets.targets = nullptr;
-  EXPECT_THROW(gpu::cross_entropy_local_max(logits, no_targets, max3), InternalError);
+  EXPECT_THROW(gpu::cross_entropy_partials(logits, no_targets, partials3), InternalError);
 }
 
 }  // namespace
