@@ -44,11 +44,12 @@ bool smoothing(const CrossEntropyRows& rows) {
   return rows.label_smoothing > 0.0f;
 }
 
-// fn(j, x_j) for j in [0, n) of `row`, each j by one thread of the block
-// (always the same one for the same row and n): 16 bytes per load where the
-// row starts on 16 bytes, one element at a time otherwise and for the tail.
+// fn(values, count) over the columns [0, n) of `row`, each column by one
+// thread of the block (always the same one for the same row and n): 16 bytes
+// (count = kPerVector) per load where the row starts on 16 bytes, one element
+// (count = 1) otherwise and for the tail.
 template <typename E, typename Fn>
-__device__ inline void for_each_in_row(const E* row, int64_t n, Fn&& fn) {
+__device__ inline void for_each_chunk_in_row(const E* row, int64_t n, Fn&& fn) {
   constexpr int V = kPerVector<E>;
   int64_t j0 = 0;
   if (aligned_16(row)) {
@@ -56,31 +57,38 @@ __device__ inline void for_each_in_row(const E* row, int64_t n, Fn&& fn) {
     for (int64_t v = threadIdx.x; v < vectors; v += kThreads) {
       float chunk[V];
       load_chunk<V>(row + v * V, chunk);
-#pragma unroll
-      for (int i = 0; i < V; ++i) fn(v * V + i, chunk[i]);
+      fn(chunk, V);
     }
     j0 = vectors * V;
   }
-  for (int64_t j = j0 + threadIdx.x; j < n; j += kThreads) fn(j, widen(row[j]));
+  for (int64_t j = j0 + threadIdx.x; j < n; j += kThreads) {
+    const float value = widen(row[j]);
+    fn(&value, 1);
+  }
 }
 
 // The online softmax state of the columns one thread has read: their max,
-// sum exp(x - max) (rescaled in double whenever the max grows) and the raw sum
-// of the logits in double, over n columns. exp(-inf) adds nothing; a NaN logit
-// makes the sum of exps NaN (the max skips it, as fmaxf does).
+// sum exp(x - max) in double, rescaled in double whenever a chunk raises the
+// max (once per chunk, not per column: fewer branches and double exps), and
+// with label smoothing the raw sum of the logits in double, over n columns.
+// exp(-inf) adds nothing; a NaN logit makes the sum of exps NaN (the max
+// skips it, as fmaxf does).
 struct OnlineRow {
   float max = -INFINITY;
   double sum_exp = 0.0, sum_x = 0.0;
   int64_t n = 0;
-  __device__ void add(float v) {
-    if (v > max) {
-      sum_exp = sum_exp * exp(static_cast<double>(max) - v) + 1.0;  // exp(-inf) = 0 at first
-      max = v;
-    } else if (v != -INFINITY) {
-      sum_exp += static_cast<double>(expf(v - max));
+  __device__ void add(const float* v, int count, bool smoothing) {
+    float chunk_max = v[0];
+    for (int i = 1; i < count; ++i) chunk_max = fmaxf(chunk_max, v[i]);
+    if (chunk_max > max) {
+      sum_exp *= exp(static_cast<double>(max) - chunk_max);  // exp(-inf) = 0 at first
+      max = chunk_max;
     }
-    sum_x += v;
-    ++n;
+    for (int i = 0; i < count; ++i) {
+      if (v[i] != -INFINITY) sum_exp += static_cast<double>(expf(v[i] - max));
+      if (smoothing) sum_x += v[i];
+    }
+    n += count;
   }
   // sum (x - m) over my columns for a row max m >= max: -inf where every
   // column is -inf (not the NaN of -inf - -inf), 0 without columns.
@@ -107,7 +115,8 @@ __global__ void partials_rows(const E* x, int64_t ld, const int32_t* targets, in
   }
   const E* row = x + t * ld;
   OnlineRow mine;
-  for_each_in_row(row, real, [&](int64_t, float v) { mine.add(v); });
+  for_each_chunk_in_row(row, real,
+                        [&](const float* v, int count) { mine.add(v, count, smoothing); });
   const float m = block_max(mine.max, shared_max);
   // My sum taken to the row's max; a thread without mass adds its 0 (or NaN).
   const double scaled =
