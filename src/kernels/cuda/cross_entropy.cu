@@ -44,32 +44,40 @@ bool smoothing(const CrossEntropyRows& rows) {
   return rows.label_smoothing > 0.0f;
 }
 
-// fn(values, count) over the columns [0, n) of `row`, each column by one
-// thread of the block (always the same one for the same row and n): 16 bytes
-// (count = kPerVector) per load where the row starts on 16 bytes, one element
-// (count = 1) otherwise and for the tail.
+// fn(values, count) over the columns [0, n) of `row`: thread k takes the
+// groups of kGroup columns k, k + kThreads, ... (count = kGroup, or what is
+// left at the row's end), whatever E and the row's alignment, so a row's sums
+// have the same bits for fp32 and bf16 logits, aligned or not. A whole group
+// of a row that starts on 16 bytes is read 16 bytes at a time (one load of
+// bf16, two of fp32), element by element otherwise.
+constexpr int kGroup = 8;
 template <typename E, typename Fn>
 __device__ inline void for_each_chunk_in_row(const E* row, int64_t n, Fn&& fn) {
   constexpr int V = kPerVector<E>;
-  int64_t j0 = 0;
-  if (aligned_16(row)) {
-    const int64_t vectors = n / V;
-    for (int64_t v = threadIdx.x; v < vectors; v += kThreads) {
-      float chunk[V];
-      load_chunk<V>(row + v * V, chunk);
-      fn(chunk, V);
+  static_assert(kGroup % V == 0, "a group is whole vectors");
+  const bool vectors = aligned_16(row);
+  for (int64_t g = threadIdx.x * int64_t{kGroup}; g < n; g += int64_t{kThreads} * kGroup) {
+    const int count = n - g < kGroup ? static_cast<int>(n - g) : kGroup;
+    float group[kGroup];
+    if (vectors && count == kGroup) {
+#pragma unroll
+      for (int h = 0; h < kGroup; h += V) {
+        float chunk[V];
+        load_chunk<V>(row + g + h, chunk);
+#pragma unroll
+        for (int i = 0; i < V; ++i) group[h + i] = chunk[i];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) group[i] = i < count ? widen(row[g + i]) : 0.0f;
     }
-    j0 = vectors * V;
-  }
-  for (int64_t j = j0 + threadIdx.x; j < n; j += kThreads) {
-    const float value = widen(row[j]);
-    fn(&value, 1);
+    fn(group, count);
   }
 }
 
 // The online softmax state of the columns one thread has read: their max,
-// sum exp(x - max) in double, rescaled in double whenever a chunk raises the
-// max (once per chunk, not per column: fewer branches and double exps), and
+// sum exp(x - max) in double, rescaled in double whenever a group raises the
+// max (once per group, not per column: fewer branches and double exps), and
 // with label smoothing the raw sum of the logits in double, over n columns.
 // exp(-inf) adds nothing; a NaN logit makes the sum of exps NaN (the max
 // skips it, as fmaxf does).
@@ -77,14 +85,21 @@ struct OnlineRow {
   float max = -INFINITY;
   double sum_exp = 0.0, sum_x = 0.0;
   int64_t n = 0;
-  __device__ void add(const float* v, int count, bool smoothing) {
-    float chunk_max = v[0];
-    for (int i = 1; i < count; ++i) chunk_max = fmaxf(chunk_max, v[i]);
-    if (chunk_max > max) {
-      sum_exp *= exp(static_cast<double>(max) - chunk_max);  // exp(-inf) = 0 at first
-      max = chunk_max;
+  // The first `count` of a group's kGroup values (the loops unroll over the
+  // whole group, so that it stays in registers).
+  __device__ void add(const float (&v)[kGroup], int count, bool smoothing) {
+    float group_max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      if (i < count) group_max = fmaxf(group_max, v[i]);
     }
-    for (int i = 0; i < count; ++i) {
+    if (group_max > max) {
+      sum_exp *= exp(static_cast<double>(max) - group_max);  // exp(-inf) = 0 at first
+      max = group_max;
+    }
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      if (i >= count) break;
       if (v[i] != -INFINITY) sum_exp += static_cast<double>(expf(v[i] - max));
       if (smoothing) sum_x += v[i];
     }
@@ -116,7 +131,7 @@ __global__ void partials_rows(const E* x, int64_t ld, const int32_t* targets, in
   const E* row = x + t * ld;
   OnlineRow mine;
   for_each_chunk_in_row(row, real,
-                        [&](const float* v, int count) { mine.add(v, count, smoothing); });
+                        [&](const float(&v)[kGroup], int count) { mine.add(v, count, smoothing); });
   const float m = block_max(mine.max, shared_max);
   // My sum taken to the row's max; a thread without mass adds its 0 (or NaN).
   const double scaled =

@@ -150,7 +150,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
     //   |S_gpu - S_cpu| <= sum_j (8u + 2u |z_j|) e^{z_j} <= 8u sum_j (1 + |z_j|) e^{z_j},
     // plus e^{z_j} for z_j < -87, which the CPU's exp flushes to 0.
     // Z_r: the GPU sums the raw logits in double (exact to ~n 2^-53 max |x|),
-    // the CPU rounds each z once (u |z_j|); u/2 |Z_r| per side: 2u sum |z_j|.
+    // the CPU rounds each z once (u |z_j|); the final rounding to fp32 of two
+    // double sums that differ can land an ulp apart (u |Z_r|): 3u sum |z_j|.
     Tensor gathered = Tensor::empty(partials_shape(c.ranks * T));  // the CPU's, in rank order
     for (int r = 0; r < c.ranks; ++r) {
       const CrossEntropyRows rows = rows_of(c, p.targets, r);
@@ -172,7 +173,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
           z_mag += std::fabs(z);
         }
         bound[t * P + 1] = 8 * kU * exp_mag + flushed;
-        bound[t * P + 3] = 2 * kU * z_mag;
+        bound[t * P + 3] = 3 * kU * z_mag;
       }
       expect_within("partials, rank " + std::to_string(r), gpu_part, cpu_part.clone(), bound);
     }
@@ -205,9 +206,9 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
         z_sum += z;
       }
       s_bound[t] = kU * s;
-      loss_bound[t] =
-          4 * kU *
-          (std::fabs(std::log(s)) + (1.0 - a) * std::fabs(target) + a_over_v * std::fabs(z_sum));
+      loss_bound[t] = 4 * kU *
+                      (std::fabs(std::log(s)) + (1.0 - a) * std::fabs(target) +
+                       (a > 0.0 ? a_over_v * std::fabs(z_sum) : 0.0));  // z_sum may be -inf
       total_bound += loss_bound[t];
       total_gpu += lg[t];
       total_cpu += losses_cpu.data()[t];
@@ -266,7 +267,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
 
 // One rank's pieces, its partials standing for the gathered ones.
 GpuPieces run_gpu_pieces(const Case& c, const Problem& p, Device dev) {
-  const CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  rows.vocab_size = rows.real;  // rank 0's classes stand for the whole vocabulary
   const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
   GpuPieces g{Tensor::empty(partials_shape(c.tokens), dev), Tensor::empty({c.tokens}, dev),
               Tensor::empty({c.tokens}, dev), Tensor::empty({c.tokens}, dev),
@@ -312,7 +314,8 @@ TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
   EXPECT_EQ(b.dlogits.dtype(), DType::kBF16);
   EXPECT_EQ(b.dlogits.to_vector(), f.dlogits.to(DType::kBF16).to_vector());
 
-  const CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  rows.vocab_size = rows.real;  // as run_gpu_pieces
   Tensor logits = narrow.logits.to(dev);
   Tensor block = logits.slice(1, 0, c.vocab_local);
   const Tensor dloss = p.dloss.to(dev);
