@@ -16,7 +16,7 @@ cat <<TXT
 == colrow demo: train a byte-level GPT at tp = 2 on the Jargon File ==
 Each of the 2 ranks holds half of every attention head group and of every MLP,
 and half of the vocabulary's embedding rows; the logits never leave their rank
-(the loss needs three small all-reduces). Watch the training loss and the
+(the loss needs one small all-gather of four numbers per token). Watch the training loss and the
 validation loss fall below the unigram baseline printed first: that is what a
 model that ignores context scores. Checkpoints go to $run/latest.
 

@@ -120,26 +120,33 @@ TEST(CpuCrossEntropyTest, SmoothedLossAndGradientMatchDouble) {
 }
 
 // A -inf logit has no mass and a finite loss (+inf under label smoothing, as
-// PyTorch: a/V log p_j is -inf); a NaN logit makes its row's loss NaN, on the
-// rank that holds it or not, and leaves the other rows alone.
+// PyTorch: a/V log p_j is -inf), also where every real logit of one rank is
+// -inf (that rank's max is -inf); a NaN logit makes its row's loss NaN, on
+// the rank that holds it or not, and leaves the other rows alone.
 TEST(CpuCrossEntropyTest, InfiniteAndNanLogits) {
   for (const float smoothing : {0.0f, kSmoothing}) {
     Problem p;
     p.rows.label_smoothing = smoothing;
-    p.logits(0, 5) = -INFINITY;  // row 0's target is 3
+    p.logits(0, 5) = -INFINITY;                                      // row 0's target is 3
+    for (int64_t j = 4; j < kReal; ++j) p.logits(1, j) = -INFINITY;  // row 1's target is 0
     p.logits(4, 6) = std::nanf("");
-    for (const int64_t ranks : {1, 2}) {
+    for (const int64_t ranks : {1, 2}) {  // 2 ranks: columns 4..6 are rank 1's real ones
       SCOPED_TRACE(std::to_string(ranks) + " ranks, smoothing " + std::to_string(smoothing));
       const Split got = split_run(p.logits, p.rows, ranks, kPadded / ranks);
       const float* loss = got.losses.data();
-      if (smoothing > 0.0f) {
-        EXPECT_EQ(loss[0], INFINITY);
-      } else {
-        EXPECT_TRUE(std::isfinite(loss[0])) << loss[0];
+      for (const int64_t row : {0, 1}) {
+        if (smoothing > 0.0f) {
+          EXPECT_EQ(loss[row], INFINITY) << "row " << row;
+        } else {
+          EXPECT_TRUE(std::isfinite(loss[row])) << "row " << row << ": " << loss[row];
+        }
+      }
+      if (smoothing == 0.0f) {
         EXPECT_EQ(got.grad(0, 5), 0.0f);
+        for (int64_t j = 4; j < kReal; ++j) EXPECT_EQ(got.grad(1, j), 0.0f) << j;
       }
       EXPECT_TRUE(std::isnan(loss[4]));
-      EXPECT_TRUE(std::isfinite(loss[1]) && std::isfinite(loss[3])) << loss[1] << " " << loss[3];
+      EXPECT_TRUE(std::isfinite(loss[3])) << loss[3];
       EXPECT_EQ(loss[2], 0.0f) << "the ignored row";
     }
   }
@@ -149,7 +156,7 @@ TEST(CpuCrossEntropyTest, SmoothingWithoutAVocabularyIsRefused) {
   Problem p;
   p.rows.vocab_size = 0;  // unset: a / V would divide by zero
   Tensor partials = Tensor::empty({kTokens, kernels::kCrossEntropyPartials});
-  Tensor max = Tensor::empty({kTokens}), sum_exp = Tensor::full({kTokens}, 1.0f);
+  Tensor max = Tensor::zeros({kTokens}), sum_exp = Tensor::full({kTokens}, 1.0f);
   Tensor losses = Tensor::empty({kTokens});
   cpu::cross_entropy_partials(p.logits, p.rows, partials);
   EXPECT_THROW(cpu::cross_entropy_combine(partials, p.rows, max, sum_exp, losses), InternalError);

@@ -53,10 +53,13 @@ struct Case {
 };
 
 // vocab_local 1; 37 unpadded; two ranks of 504 with padding; three ranks, the
-// last with 10 real classes; three ranks, the last with none (30 = 16 + 14 + 0).
+// last with 10 real classes; three ranks, the last with none (30 = 16 + 14 + 0);
+// rows longer than a block's 256 threads x 8 columns, so that each thread sums
+// several groups and rescales its running sum.
 const Case kCases[] = {{5, 1, 1, 1, 0.0f, false},      {7, 37, 37, 1, 0.0f, true},
                        {33, 1000, 504, 2, 0.1f, true}, {9, 50, 20, 3, 0.1f, false},
-                       {12, 30, 16, 3, 0.0f, true},    {100, 30, 16, 3, 0.2f, true}};
+                       {12, 30, 16, 3, 0.0f, true},    {100, 30, 16, 3, 0.2f, true},
+                       {6, 5003, 5003, 1, 0.1f, true}, {8, 9001, 4608, 2, 0.0f, false}};
 
 struct Problem {
   Tensor logits;  // host [tokens, ranks * vocab_local]; padded columns NaN
@@ -78,6 +81,14 @@ Problem make_problem(const Case& c, uint32_t seed) {
     if (t % 4 == 1 && c.vocab_size > 1) {
       const int64_t j = (targets[t] + 1) % c.vocab_size;
       x[t * width + j] = -kInf;
+    }
+    // A row whose real logits on rank 1 are all -inf (that rank's max is -inf;
+    // +inf loss under label smoothing), its target on rank 0.
+    if (t % 7 == 5 && c.ranks > 1) {
+      for (int64_t j = c.vocab_local; j < std::min(2 * c.vocab_local, c.vocab_size); ++j) {
+        x[t * width + j] = -kInf;
+      }
+      if (targets[t] != kIgnore) targets[t] = static_cast<int32_t>(targets[t] % c.vocab_local);
     }
   }
   std::vector<float> dloss(c.tokens);
@@ -180,7 +191,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
 
     // 2. The combine, on the same gathered partials. Both sides work in double
     // and round once; they differ only in exp and log (each within an ulp of
-    // double), so max is bitwise equal, S within an fp32 ulp (u S), and the
+    // double), so max is bitwise equal, S within an fp32 ulp (2u S), and the
     // loss within 4u (|log S| + (1 - a) |x_target - m| + a/V |Z|).
     const CrossEntropyRows rows0 = rows_of(c, p.targets, 0);
     Tensor max_cpu = Tensor::empty({T}), s_cpu = Tensor::empty({T}),
@@ -205,7 +216,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
         if (j == p.targets[t]) target = z;
         z_sum += z;
       }
-      s_bound[t] = kU * s;
+      s_bound[t] = 2 * kU * s;  // an fp32 ulp of S is at most 2u S
       loss_bound[t] = 4 * kU *
                       (std::fabs(std::log(s)) + (1.0 - a) * std::fabs(target) +
                        (a > 0.0 ? a_over_v * std::fabs(z_sum) : 0.0));  // z_sum may be -inf
@@ -321,6 +332,34 @@ TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
   const Tensor dloss = p.dloss.to(dev);
   gpu::cross_entropy_backward(block, rows, b.max, b.sum_exp, &dloss, 0.0f, block);
   EXPECT_EQ(block.to_vector(), b.dlogits.to_vector());
+}
+
+// Each thread sums the same groups of 8 columns whatever the dtype and the
+// row's alignment: bf16 logits in rows that start on 16 bytes, in rows that
+// do not (a column offset of 1 or 3 and an odd row length), and the same
+// values in fp32 give the same partials bit for bit.
+TEST(CudaCrossEntropyTest, PartialsDoNotDependOnDtypeOrAlignment) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{9, 5003, 5003, 1, 0.1f, true};
+  const Problem p = make_problem(c, 79);
+  const CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  const Tensor narrow = p.logits.to(DType::kBF16), wide = narrow.to(DType::kF32);
+  auto partials_of = [&](const Tensor& host, int64_t offset, int64_t row_length) {
+    Tensor padded = Tensor::zeros({c.tokens, row_length}, Device::cpu(), host.dtype());
+    padded.slice(1, offset, c.vocab_size).copy_from(host);
+    const Tensor on_gpu = padded.to(dev);
+    Tensor out = Tensor::full(partials_shape(c.tokens), 7.0f, dev);
+    gpu::cross_entropy_partials(on_gpu.slice(1, offset, c.vocab_size), rows, out);
+    return out;
+  };
+  const Tensor aligned = partials_of(narrow, 0, 5008);  // 10016-byte rows
+  for (const int64_t offset : {1, 3}) {
+    expect_same_bits("bf16, offset " + std::to_string(offset), partials_of(narrow, offset, 5011),
+                     aligned);
+  }
+  expect_same_bits("fp32, aligned", partials_of(wide, 0, 5008), aligned);
+  expect_same_bits("fp32, offset 1", partials_of(wide, 1, 5007), aligned);
 }
 
 // One rank, row 2 holds a NaN logit: its loss is NaN on both backends, the
