@@ -13,10 +13,16 @@
 #                                2048; both sides pinned to the same cores (default R: 1 2 4 8 16)
 #   bench/cpu16.sh comm    OUT   colrow bench comm, 1-16 MiB, all three collectives, 4/8/16 ranks
 #   bench/cpu16.sh profile OUT   colrow bench tp-profile on every core: JSON and SVG
+#   bench/cpu16.sh train   OUT   a whole training step with backward's tp collectives
+#                                overlapped against waited for where they start
+#                                (--no-overlap-tp-comm), without and with sequence
+#                                parallelism: gpt2-124m, batch 8 x 256, tp 4 x cores/4
+#                                threads, 2 alternating rounds (bench/compare_flags.sh;
+#                                TRAIN_NP, MODEL, DATA override)
 # colrow runs with the packed OpenMP build unless BLAS=system. COLROW= picks
 # another binary (default build-gpu/colrow).
 set -uo pipefail
-phase=${1:?usage: bench/cpu16.sh pools|scaling|comm|profile OUT [R...]}
+phase=${1:?usage: bench/cpu16.sh pools|scaling|comm|profile|train OUT [R...]}
 out=${2:?an output folder}
 shift 2
 mkdir -p "$out"
@@ -87,8 +93,17 @@ case $phase in
       "$colrow" bench tp-profile --out-json "$out/tp_profile.json" --out-svg "$out/tp_profile.svg" \
       | tee "$out/tp_profile.txt"
     ;;
+  train)
+    np=${TRAIN_NP:-4}
+    for sp in "" "--sequence-parallel"; do
+      env "${openmp_env[@]}" BUILD="$(dirname "$colrow")" NP="$np" MODEL="${MODEL:-gpt2-124m}" \
+        BATCH=8 SEQ=256 STEPS=6 ROUNDS=2 A_NAME=overlapped A="" B_NAME=blocking \
+        B="--no-overlap-tp-comm" EXTRA="--tp $np --data ${DATA:-build-gpu/jargon.txt.gz} $sp" \
+        timeout 280 bench/compare_flags.sh 2>&1 | sed "s/^/tp $np ${sp:-(no SP)}: /" | tee -a "$out/train_overlap.txt"
+    done
+    ;;
   *)
-    echo "cpu16.sh: unknown phase '$phase' (pools, scaling, comm, profile)" >&2
+    echo "cpu16.sh: unknown phase '$phase' (pools, scaling, comm, profile, train)" >&2
     exit 2
     ;;
 esac

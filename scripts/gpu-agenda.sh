@@ -29,7 +29,7 @@
 #   scripts/gpu-agenda.sh ab       --epilogues and --cuda-graph, each A/B
 #   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch (not run yet)
 #   scripts/gpu-agenda.sh cpu16 PHASE   issue 10 on the machine's CPU cores
-#                                  (bench/cpu16.sh pools|scaling|comm|profile;
+#                                  (bench/cpu16.sh pools|scaling|comm|profile|train;
 #                                  not run yet)
 # Each part writes its log (and ctest's or the bench's files) under $OUT,
 # which the device tool brings back; docs/performance.md says what each
@@ -93,7 +93,7 @@ case "$part" in
     exit "${PIPESTATUS[0]}"
     ;;
   cpu16)
-    bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile}" "$out/cpu16-$2"
+    bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile|train}" "$out/cpu16-$2"
     ;;
   *)
     echo "gpu-agenda.sh: unknown part '$part' (first, tests, cli, bench, ab, sweep or cpu16)" >&2
