@@ -89,12 +89,6 @@ inline void check_smoothing_vocab(const char* what, const CrossEntropyRows& rows
   }
 }
 
-// Rank r's real classes among its vocab_size_local columns.
-inline int64_t cross_entropy_real_on(const CrossEntropyRows& rows, int64_t r) {
-  const int64_t left = rows.vocab_size - r * rows.vocab_size_local;
-  return left < 0 ? 0 : (left < rows.vocab_size_local ? left : rows.vocab_size_local);
-}
-
 inline int64_t check_cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
                                            const Tensor& max, const Tensor& sum_exp,
                                            const Tensor& losses) {

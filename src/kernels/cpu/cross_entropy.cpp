@@ -25,6 +25,7 @@
 #include "colrow/core/error.h"
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cross_entropy_combine.h"
 #include "kernels/elements.h"
 
 namespace colrow::kernels::cpu {
@@ -62,10 +63,11 @@ inline float exp_nonpositive(float z) {
 }
 
 // One chunk of a row: its max, and sum exp(x - max) and sum (x - max) over its
-// columns (kVocabChunk of them: in L1 for the second loop).
+// columns (up to kVocabChunk of them: in L1 for the second loop).
 struct ChunkPartial {
-  float max = 0.0f;
+  float max = -kInf;
   double sum_exp = 0.0, sum_shifted = 0.0;
+  int64_t columns = 0;
 };
 
 template <typename E>
@@ -80,6 +82,7 @@ ChunkPartial chunk_partial(const E* chunk, int64_t n, bool smoothing) {
   }
   ChunkPartial p;
   p.max = m;
+  p.columns = n;
   if (m == -kInf) {
     // Every logit -inf (no mass; sum (x - m) is -inf, not the NaN of -inf - -inf)
     // or NaN, which must still reach the loss.
@@ -100,22 +103,6 @@ ChunkPartial chunk_partial(const E* chunk, int64_t n, bool smoothing) {
   }
   return p;
 }
-
-// Partials of n columns taken to a max m >= each part's own max: sums rescaled
-// in double (exact exponent differences), parts with no mass added as they are.
-struct RowPartial {
-  double sum_exp = 0.0, sum_shifted = 0.0;
-  void add(float part_max, double part_sum_exp, double part_sum_shifted, int64_t n, float m) {
-    if (part_max == -kInf) {
-      sum_exp += part_sum_exp;  // 0, or NaN
-      sum_shifted += part_sum_shifted;
-      return;
-    }
-    const double shift = static_cast<double>(part_max) - m;
-    sum_exp += part_sum_exp * std::exp(shift);
-    sum_shifted += part_sum_shifted + static_cast<double>(n) * shift;
-  }
-};
 
 template <typename E>
 void partials_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRows& rows,
@@ -141,10 +128,9 @@ void partials_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRow
     const ChunkPartial* part = partial.data() + t * chunks;
     float m = -kInf;
     for (int64_t c = 0; c < chunks; ++c) m = part[c].max > m ? part[c].max : m;
-    RowPartial row;
+    SoftmaxSums row;
     for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t n = std::min(real - c * kVocabChunk, kVocabChunk);
-      row.add(part[c].max, part[c].sum_exp, part[c].sum_shifted, std::max<int64_t>(n, 0), m);
+      row.add(part[c].max, part[c].sum_exp, part[c].sum_shifted, part[c].columns, m);
     }
     const int64_t mine = targets[t] - rows.vocab_start;
     out[0] = m;
@@ -208,32 +194,13 @@ void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
   const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   if (tokens == 0) return;
   const int64_t ranks = gathered.size(0) / tokens;
-  const bool smoothing = rows.label_smoothing > 0.0f;
-  const double a = rows.label_smoothing;
-  const double a_over_v = smoothing ? a / static_cast<double>(rows.vocab_size) : 0.0;
-  const std::vector<int32_t>& targets = *rows.targets;
-  const float* all = gathered.data();
   for (int64_t t = 0; t < tokens; ++t) {
-    if (targets[t] == rows.ignore_index) {
-      max.data()[t] = sum_exp.data()[t] = losses.data()[t] = 0.0f;
-      continue;
-    }
-    auto part = [&](int64_t r) { return all + (r * tokens + t) * kCrossEntropyPartials; };
-    float m = -kInf;
-    for (int64_t r = 0; r < ranks; ++r) m = part(r)[0] > m ? part(r)[0] : m;
-    RowPartial row;
-    double target = 0.0;
-    for (int64_t r = 0; r < ranks; ++r) {
-      const float* p = part(r);
-      row.add(p[0], p[1], p[3], cross_entropy_real_on(rows, r), m);
-      target += p[2];  // one rank's logit, zeros elsewhere: exact
-    }
-    //   loss = log S - (1 - a) (x_target - m) - a/V sum_j (x_j - m)
-    double loss = std::log(row.sum_exp) - (1.0 - a) * (target - m);
-    if (smoothing) loss -= a_over_v * row.sum_shifted;
-    max.data()[t] = m;
-    sum_exp.data()[t] = static_cast<float>(row.sum_exp);
-    losses.data()[t] = static_cast<float>(loss);
+    const CombinedToken c =
+        combine_token(gathered.data(), tokens, t, ranks, (*rows.targets)[t] == rows.ignore_index,
+                      rows.vocab_size, rows.vocab_size_local, rows.label_smoothing);
+    max.data()[t] = c.max;
+    sum_exp.data()[t] = c.sum_exp;
+    losses.data()[t] = c.loss;
   }
 }
 

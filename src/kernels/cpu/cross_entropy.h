@@ -13,8 +13,9 @@
 //      all four 0 on ignored rows. Sums accumulate in double, rescaled in
 //      double as a row's running max grows (online softmax).
 //                                                  -> all-gather over tp
-//   2. combine (every rank, from the gathered partials alone, in rank order,
-//      so every rank gets the same bits): with m = max_r m_r,
+//   2. combine (kernels/cross_entropy_combine.h; every rank, from the gathered
+//      partials alone, in rank order, so every rank gets the same bits): with
+//      m = max_r m_r,
 //        S = sum_r p_r1 exp(m_r - m),  z = sum_r p_r2 - m,
 //        Z = sum_r (p_r3 + real_r (m_r - m)),
 //        loss[t] = log S - (1 - a) z - a / V Z     (0 on ignored rows),

@@ -27,6 +27,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
 #include "kernels/checks/cross_entropy.h"
+#include "kernels/cross_entropy_combine.h"
 #include "kernels/cuda/kept_buffers.h"
 #include "kernels/cuda/operands.h"
 #include "kernels/cuda/reductions.cuh"
@@ -148,45 +149,19 @@ __global__ void partials_rows(const E* x, int64_t ld, const int32_t* targets, in
   }
 }
 
-// One thread per token: the ranks' partials combined in rank order into the
-// row max m, S = sum_r S_r e^(m_r - m) and the loss
-//   log S - (1 - a) (x_target - m) - a/V sum_r (Z_r + real_r (m_r - m)),
-// in double as the CPU does; zeros on ignored rows.
+// One thread per token: the ranks' partials combined in rank order
+// (kernels/cross_entropy_combine.h, the CPU's rule).
 __global__ void combine_rows(const float* gathered, const int32_t* targets, int32_t ignore,
                              int64_t tokens, int64_t ranks, int64_t vocab_size,
-                             int64_t vocab_size_local, bool smoothing, double a, double a_over_v,
-                             float* max, float* sum_exp, float* losses) {
+                             int64_t vocab_size_local, float label_smoothing, float* max,
+                             float* sum_exp, float* losses) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
-  if (targets[t] == ignore) {
-    max[t] = sum_exp[t] = losses[t] = 0.0f;
-    return;
-  }
-  float m = -INFINITY;
-  for (int64_t r = 0; r < ranks; ++r) {
-    const float mr = gathered[(r * tokens + t) * kCrossEntropyPartials];
-    m = mr > m ? mr : m;
-  }
-  double s = 0.0, sx = 0.0, target = 0.0;
-  for (int64_t r = 0; r < ranks; ++r) {
-    const float* p = gathered + (r * tokens + t) * kCrossEntropyPartials;
-    target += p[2];           // one rank's logit, zeros elsewhere: exact
-    if (p[0] == -INFINITY) {  // no mass: 0 (or NaN), and a -inf (or 0) sum
-      s += p[1];
-      sx += p[3];
-      continue;
-    }
-    const double shift = static_cast<double>(p[0]) - m;
-    const int64_t left = vocab_size - r * vocab_size_local;
-    const int64_t real = left < 0 ? 0 : (left < vocab_size_local ? left : vocab_size_local);
-    s += p[1] * exp(shift);
-    sx += p[3] + static_cast<double>(real) * shift;
-  }
-  double loss = log(s) - (1.0 - a) * (target - m);
-  if (smoothing) loss -= a_over_v * sx;
-  max[t] = m;
-  sum_exp[t] = static_cast<float>(s);
-  losses[t] = static_cast<float>(loss);
+  const CombinedToken c = combine_token(gathered, tokens, t, ranks, targets[t] == ignore,
+                                        vocab_size, vocab_size_local, label_smoothing);
+  max[t] = c.max;
+  sum_exp[t] = c.sum_exp;
+  losses[t] = c.loss;
 }
 
 // One block per row t: dx_j = scale (exp(x_j - m) / S - a/V) - scale (1 - a) [j = target]
@@ -263,14 +238,11 @@ void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
   const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   const int device = cuda_device_of(what, {&gathered, &max, &sum_exp, &losses});
   if (tokens == 0) return;
-  const bool smooth = smoothing(rows);
-  const double a = rows.label_smoothing;
-  const double a_over_v = smooth ? a / static_cast<double>(rows.vocab_size) : 0.0;
   const int32_t* targets = upload_kept(device, "cross_entropy.targets", *rows.targets);
   combine_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
                  colrow::cuda::compute_stream(device)>>>(
       gathered.data(), targets, rows.ignore_index, tokens, gathered.size(0) / tokens,
-      rows.vocab_size, rows.vocab_size_local, smooth, a, a_over_v, max.data(), sum_exp.data(),
+      rows.vocab_size, rows.vocab_size_local, rows.label_smoothing, max.data(), sum_exp.data(),
       losses.data());
   COLROW_CUDA_CHECK_LAUNCH();
 }

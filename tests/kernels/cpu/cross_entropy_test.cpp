@@ -182,6 +182,9 @@ TEST(CpuCrossEntropyTest, CombineShapesAreChecked) {
   EXPECT_NO_THROW(cpu::cross_entropy_combine(partials, unset, max, sum_exp, losses));
   const Tensor ragged = Tensor::zeros({kTokens + 1, kernels::kCrossEntropyPartials});
   EXPECT_THROW(cpu::cross_entropy_combine(ragged, p.rows, max, sum_exp, losses), InternalError);
+  const Tensor none = Tensor::zeros({0, kernels::kCrossEntropyPartials});
+  EXPECT_THROW(cpu::cross_entropy_combine(none, p.rows, max, sum_exp, losses), InternalError)
+      << "no rank's partials";
   Tensor narrow = Tensor::empty({kTokens, 2});
   EXPECT_THROW(cpu::cross_entropy_partials(p.logits, p.rows, narrow), InternalError);
 }
