@@ -241,7 +241,7 @@ int run_comm_bench(const CommBenchOptions& o, const Launch& launch) {
   const std::vector<Op> ops = parse_ops(o.ops, dtype);
   auto* world = dynamic_cast<MpiCommunicator*>(&launch.world);
   COLROW_CHECK(world != nullptr, "bench comm runs over the MPI world");
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
+  const int threads = threads_per_rank(o.threads, launch.local_ranks);
   set_threads(threads);
   std::vector<Transport> list = transports(*world, o.comm);
   const int ranks = world->size();

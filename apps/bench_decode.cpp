@@ -80,7 +80,7 @@ int run_decode_bench(const DecodeBenchOptions& o, const Launch& launch) {
                       std::to_string(config.max_position_embeddings) + ").");
   }
   const Placement placement = resolve_placement(o.device, launch.local_rank);
-  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  set_threads(threads_per_rank(o.threads, launch.local_ranks));
   std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, /*pp=*/1, /*dp=*/1, placement.device, placement.comm);
   phase.emplace("model parameters");

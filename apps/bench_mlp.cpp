@@ -157,7 +157,7 @@ int run_mlp_bench(const MlpBenchOptions& o, const Launch& launch) {
   const Placement placement = resolve_placement(o.device, launch.local_rank);
   const Device device = placement.device;
   const DType dtype = placement.dtype;
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
+  const int threads = threads_per_rank(o.threads, launch.local_ranks);
   set_threads(threads);
 
   std::optional<MemoryPhase> phase(std::in_place, "communicators");

@@ -469,7 +469,7 @@ int run_tp_profile_bench(const TpProfileOptions& o, const Launch& launch) {
                       ") .. max-d (" + std::to_string(o.max_d) + ") at tokens (" +
                       std::to_string(o.tokens) + ") fits in memory. Lower --max-d or --tokens.");
   }
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
+  const int threads = threads_per_rank(o.threads, launch.local_ranks);
   set_threads(threads);
   const int world_size = world->size();
   const bool print = world->rank() == 0;

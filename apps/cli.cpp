@@ -5,6 +5,7 @@
 
 #include "colrow/core/error.h"
 #include "colrow/dist/process_mesh.h"
+#include "colrow/runtime/threads.h"
 #include "device_flags.h"
 
 namespace colrow::apps {
@@ -14,7 +15,6 @@ namespace {
 // node's memory or time, and a typo (a missing "k") is caught before it starts.
 constexpr int64_t kMaxD = 65536;
 constexpr int64_t kMaxTokens = int64_t{1} << 20;
-constexpr int kMaxThreads = 1024;
 constexpr int kMaxIterations = 1000;
 
 // --tokens of bench mlp and bench tp-profile.
@@ -90,8 +90,7 @@ void add_train(CLI::App& app, TrainOptions& o) {
   t->add_flag("--skip-nonfinite", o.skip_nonfinite,
               "Skip a step whose gradient holds a NaN or Inf on any rank (no update, counted in "
               "the log and metrics) instead of stopping the run");
-  t->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  t->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   t->add_flag("--sequence-parallel", o.sequence_parallel,
               "Megatron's sequence parallelism: norms and residual adds on batch x seq / tp "
               "token rows (all-gather and reduce-scatter instead of all-reduce)");
@@ -131,8 +130,7 @@ void add_bench_mlp(CLI::App& bench, MlpBenchOptions& o) {
   mlp->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size / dp)")
       ->capture_default_str();
   mlp->add_option("--dp", o.dp, "Data-parallel degree")->capture_default_str();
-  mlp->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  mlp->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   mlp->add_option("--min-seconds", o.min_seconds, "Minimum timed seconds per measurement")
       ->capture_default_str();
   mlp->add_option("--min-iterations", o.min_iterations, "Minimum timed iterations")
@@ -161,8 +159,7 @@ void add_bench_comm(CLI::App& bench, CommBenchOptions& o) {
       ->capture_default_str();
   comm->add_option("--iterations", o.iterations, "Timed calls per size")->capture_default_str();
   comm->add_option("--warmup", o.warmup, "Untimed calls per size first")->capture_default_str();
-  comm->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  comm->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   comm->add_flag("--json", o.json, "Print one JSON object instead of text");
 }
 
@@ -176,8 +173,7 @@ void add_bench_tp_profile(CLI::App& bench, TpProfileOptions& o) {
   profile->add_option("--max-d", o.max_d, "Largest d_model")->capture_default_str();
   profile->add_option("--tokens", o.tokens, "Tokens per forward (batch x sequence)")
       ->capture_default_str();
-  profile->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  profile->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   profile->add_option("--iterations", o.iterations, "Timed iterations per measurement (median)")
       ->capture_default_str();
   profile->add_option("--comm", o.comm, "auto (shared memory on one node), shm or mpi")
@@ -200,8 +196,7 @@ void add_bench_decode(CLI::App& bench, DecodeBenchOptions& o) {
   decode->add_option("--batch", o.batch, "Sequences decoded together")->capture_default_str();
   decode->add_option("--tp", o.tp, "Tensor-parallel degree (0 = world size)")
       ->capture_default_str();
-  decode->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  decode->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   decode->add_option("--seed", o.seed, "Seed of weights and prompts")->capture_default_str();
   decode->add_flag("--json", o.json, "Print one JSON object instead of text");
   add_device_flags(*decode, o.device);
@@ -223,8 +218,7 @@ void add_eval(CLI::App& app, EvalOptions& o) {
   eval->add_option("--pp", o.pp,
                    "Pipeline stages (layers split evenly; windows pass stage to stage)")
       ->capture_default_str();
-  eval->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  eval->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   eval->add_flag("--json", o.json, "Print one JSON object instead of text");
   add_device_flags(*eval, o.device);
 }
@@ -256,8 +250,7 @@ void add_generate(CLI::App& app, GenerateOptions& o) {
       ->capture_default_str();
   gen->add_option("--dp", o.dp, "Data-parallel degree (replicas generate the same text)")
       ->capture_default_str();
-  gen->add_option("--threads", o.threads, "Threads per rank (0 = cores / ranks on this node)")
-      ->capture_default_str();
+  gen->add_option("--threads", o.threads, kThreadsOptionHelp)->capture_default_str();
   gen->add_flag("--json", o.json, "Print one JSON object instead of text");
   add_device_flags(*gen, o.device);
 }
@@ -391,11 +384,6 @@ void validate(const TpProfileOptions& o) {
                       std::to_string(kMaxD) + ". Pass e.g. --min-d 256 --max-d 8192.");
   }
   check_bench_tokens(o.tokens);
-  if (o.threads < 0 || o.threads > kMaxThreads) {
-    throw ConfigError("[bench] threads (" + std::to_string(o.threads) +
-                      ") must be 0 (cores / ranks on the node) or a count up to " +
-                      std::to_string(kMaxThreads) + ". Pass e.g. --threads 0.");
-  }
   if (o.iterations < 1 || o.iterations > kMaxIterations) {
     throw ConfigError("[bench] iterations (" + std::to_string(o.iterations) + ") must be in [1, " +
                       std::to_string(kMaxIterations) + "]. Pass e.g. --iterations 5.");

@@ -66,7 +66,7 @@ int run_eval(const EvalOptions& o, const Launch& launch) {
                             "longer file or a smaller --seq-len.");
   }
   require_ids_in_vocab(file, config.vocab_size);
-  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  set_threads(threads_per_rank(o.threads, launch.local_ranks));
   // The whole file is the evaluation set: TokenDataset's validation windows
   // over it are exactly the windows described above.
   const TokenDataset data = TokenDataset::for_evaluation(open_token_source(o.tokens));

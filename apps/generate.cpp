@@ -96,7 +96,7 @@ int run_generate(const GenerateOptions& o, const Launch& launch) {
   for (const std::string& text : texts) prompts.push_back(tokenizer.encode(text));
   validate_generation(generation, prompts, config);
   const Placement placement = resolve_placement(o.device, launch.local_rank);
-  set_threads(o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks));
+  set_threads(threads_per_rank(o.threads, launch.local_ranks));
 
   std::optional<MemoryPhase> phase(std::in_place, "communicators");
   ProcessMesh mesh(world, tp_size, o.pp, o.dp, placement.device, placement.comm);

@@ -6,7 +6,11 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+#include "colrow/core/error.h"
 
 namespace colrow {
 
@@ -16,7 +20,40 @@ int available_cores() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-int default_threads_per_rank(int ranks_on_node) {
+namespace {
+
+// OMP_NUM_THREADS's first entry ("8" or the outer level of "8,4"), 0 when
+// the variable is unset or empty (libgomp then keeps its own default too).
+int omp_num_threads_from_environment() {
+  const char* value = std::getenv("OMP_NUM_THREADS");
+  if (value == nullptr || *value == '\0') return 0;
+  const std::string text(value);
+  const std::string first = text.substr(0, text.find(','));
+  const bool digits = !first.empty() && first.size() <= 4 &&
+                      first.find_first_not_of("0123456789") == std::string::npos;
+  const int threads = digits ? std::stoi(first) : 0;
+  if (threads < 1 || threads > kMaxThreadsPerRank) {
+    throw ConfigError("[threads] OMP_NUM_THREADS (" + text + ") must be a thread count from 1 to " +
+                      std::to_string(kMaxThreadsPerRank) +
+                      " (or a list such as 8,4, whose first entry is the count). Set it so, " +
+                      "unset it (cores / ranks on this node), or pass --threads N.");
+  }
+  return threads;
+}
+
+}  // namespace
+
+int threads_per_rank(int requested, int ranks_on_node) {
+  if (requested < 0 || requested > kMaxThreadsPerRank) {
+    throw ConfigError("[threads] threads (" + std::to_string(requested) +
+                      ") must be 0 (OMP_NUM_THREADS if set, else cores / ranks on this node) " +
+                      "or a count up to " + std::to_string(kMaxThreadsPerRank) +
+                      ". Pass e.g. --threads 0.");
+  }
+  if (requested > 0) return requested;
+  if (const int from_environment = omp_num_threads_from_environment(); from_environment > 0) {
+    return from_environment;
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, ranks_on_node));
 }

@@ -124,7 +124,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   data.require_windows(o.seq_len);
   data.require_ids_below(config.vocab_size);
   const FaultInjector faults = FaultInjector::from_environment(world.rank());
-  const int threads = o.threads > 0 ? o.threads : default_threads_per_rank(launch.local_ranks);
+  const int threads = threads_per_rank(o.threads, launch.local_ranks);
   set_threads(threads);
 
   if (o.cuda_graph) StepGraph::require_gpu(placement.device);

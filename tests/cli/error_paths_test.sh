@@ -1,7 +1,7 @@
 #!/bin/sh
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
 # ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
-# a non-positive --tokens, and bad --device / --comm / --tf32 / --attention choices (a GPU
+# a non-positive --tokens, a --threads past 1024, and bad --device / --comm / --tf32 / --attention choices (a GPU
 # asked for where there is none, through every verb that takes --device) each exit non-zero,
 # print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
@@ -142,6 +142,10 @@ expect_in_message "--no-such-flag"
 # colrow reports as a flag error (found by cli_flags_fuzz).
 run_case flag-value-range --d-model 48 --tokens 8 --no-bias=99999999999999999999
 expect_in_message "[cli] a flag's value is past the range of a 64-bit integer"
+
+# A thread count past what a rank may run.
+run_case threads-range --d-model 48 --tokens 8 --threads 2000
+expect_in_message "[threads] threads (2000) must be 0 (OMP_NUM_THREADS if set, else cores / ranks on this node) or a count up to 1024."
 
 # (d) an activation colrow does not have.
 run_case activation --d-model 48 --tokens 8 --activation relu

@@ -85,6 +85,11 @@ nodes=$(tcp "$mpiexec" -np 4 --quiet sh -c 'echo $OMPI_COMM_WORLD_RANK $(ip -4 -
 # every rank refuses alone before any collective, as its GPU-refusal half
 # does (the whole suite had reached 615 s of its 600 on a clean clone).
 alone='^cli_(tcp_namespaces|tokenize|blas_environment|train_save_dtype|bench_decode|bench_tp_profile|train_bf16|determinism|eval|error_paths_np3|error_paths_verbs_np3)$'
+# The two "nodes" share this machine's cores: a node holding one rank would
+# give it all of them (cores / ranks on the node), and 2-thread ranks beside
+# each other and the parallel test ran some runs 10-100x slower (295 s for
+# this test); the suite's OMP_NUM_THREADS=1, which colrow follows, keeps one
+# thread per rank (215 s).
 # (Its log stays beside the build's own: Testing/tcp_namespaces_suite.log.)
 tcp ctest --test-dir "$tests" -L multirank -E "$alone" -j 2 > "$dir/suite.log" 2>&1 && suite=0 || suite=$?
 cp "$dir/suite.log" "$tests/../Testing/tcp_namespaces_suite.log" 2>/dev/null || true

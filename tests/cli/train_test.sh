@@ -7,6 +7,8 @@
 #    same mesh, within tolerance on another mesh;
 #  - a run killed at random moments (while saving every step) leaves `latest`
 #    a loadable checkpoint;
+#  - threads per rank: OMP_NUM_THREADS replaces cores / ranks on the node,
+#    --threads wins over both;
 #  - --profile prints each phase's and operation's time per step and its rate;
 #  - bad configurations and data fail before training, on every rank.
 #   train_test.sh COLROW MPIEXEC
@@ -153,6 +155,17 @@ err=$(run 2 train $common --steps 20 --batch 4 --tp 2 --cuda-graph 2>&1 >/dev/nu
 [ "$(echo "$err" | grep -c 'cuda-graph captures GPU work, but --device is cpu')" = 2 ] || { echo "FAIL: $err"; exit 1; }
 
 # --profile 2: steps 2-3 timed per operation, the report once, after step 3.
+# The header's threads per rank: OMP_NUM_THREADS (passed to every node's
+# ranks with -x) replaces cores / ranks on the node; --threads wins.
+threads_in_header() {
+  OMP_NUM_THREADS=$1 timeout 300 "$mpiexec" -np 1 --oversubscribe --bind-to none --quiet \
+    -x OMP_NUM_THREADS "$colrow" train $common --steps 1 --batch 4 $2 |
+    sed -n 's/.*, \([0-9]*\) thread(s)\/rank;.*/\1/p'
+}
+[ "$(threads_in_header 3 "")" = 3 ] || { echo "FAIL: OMP_NUM_THREADS=3 not followed: $(threads_in_header 3 "")"; exit 1; }
+[ "$(threads_in_header 3 "--threads 1")" = 1 ] || { echo "FAIL: --threads 1 does not win over OMP_NUM_THREADS"; exit 1; }
+echo "threads per rank: OMP_NUM_THREADS, then --threads"
+
 out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)
 [ "$(echo "$out" | grep -c '^profile: steps 2-3, ')" = 1 ] || { echo "FAIL: profile header: $out"; exit 1; }
 for row in gemm attention 'norms and elementwise' loss optimizer communication 'untimed (host, idle)' attention_backward adamw_update all_reduce_sum; do
