@@ -22,7 +22,13 @@ namespace colrow::kernels {
 // (nn/vocab_parallel_cross_entropy.h): classes [vocab_start, vocab_start +
 // real) are real on this rank, the rest of the local columns are padding.
 struct CrossEntropyRows {
-  const std::vector<int32_t>* targets = nullptr;  // [tokens], replicated over tp
+  const std::vector<int32_t>* targets = nullptr;  // replicated over tp
+  // The logits' rows are targets' [first_row, first_row + tokens): all of
+  // them by default (tokens < 0: to the end), or one chunk of a longer batch
+  // (nn/gpt_model.h: the output head in token chunks), whose targets are then
+  // uploaded to a GPU once for every chunk.
+  int64_t first_row = 0;
+  int64_t tokens = -1;
   int32_t ignore_index = -100;
   int64_t vocab_start = 0;  // global id of local column 0
   int64_t real = 0;         // real (non-padded) local columns, 0..vocab_size_local

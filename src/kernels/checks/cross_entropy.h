@@ -22,10 +22,23 @@ namespace colrow::kernels {
   throw InternalError(std::string("[cross_entropy] ") + what + ": " + detail);
 }
 
-// The token count: the length of rows.targets, which must be set.
+// The token count: rows.tokens, or rows.targets' rows from first_row on;
+// rows.targets must be set and hold [first_row, first_row + tokens).
 inline int64_t cross_entropy_tokens(const char* what, const CrossEntropyRows& rows) {
   if (rows.targets == nullptr) cross_entropy_fail(what, "rows.targets is null");
-  return static_cast<int64_t>(rows.targets->size());
+  const int64_t held = static_cast<int64_t>(rows.targets->size());
+  const int64_t tokens = rows.tokens < 0 ? held - rows.first_row : rows.tokens;
+  if (rows.first_row < 0 || tokens < 0 || rows.first_row + tokens > held) {
+    cross_entropy_fail(what, "rows [" + std::to_string(rows.first_row) + ", +" +
+                                 std::to_string(rows.tokens) + ") of " + std::to_string(held) +
+                                 " targets");
+  }
+  return tokens;
+}
+
+// The first of the logits' targets (after cross_entropy_tokens checked them).
+inline const int32_t* cross_entropy_targets(const CrossEntropyRows& rows) {
+  return rows.targets->data() + rows.first_row;
 }
 
 inline void check_cross_entropy_logits(const char* what, const Tensor& logits,

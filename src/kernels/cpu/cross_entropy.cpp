@@ -109,7 +109,7 @@ void partials_rows(const E* x, int64_t ld, int64_t tokens, const CrossEntropyRow
                    float* partials) {
   const int64_t real = rows.real;
   const bool smoothing = rows.label_smoothing > 0.0f;
-  const std::vector<int32_t>& targets = *rows.targets;
+  const int32_t* targets = cross_entropy_targets(rows);
   const int32_t ignore = rows.ignore_index;
   const int64_t chunks = std::max<int64_t>(1, ceil_div(real, kVocabChunk));
   std::vector<ChunkPartial> partial(static_cast<size_t>(tokens * chunks));
@@ -147,7 +147,7 @@ void backward_rows(const E* x, int64_t ld, int64_t tokens, int64_t v_local,
                    const CrossEntropyRows& rows, const float* row_max, const float* sums,
                    const float* dl, float uniform_scale, E* grad) {
   const int64_t real = rows.real;
-  const std::vector<int32_t>& targets = *rows.targets;
+  const int32_t* targets = cross_entropy_targets(rows);
   const int32_t ignore = rows.ignore_index;
   const int64_t start = rows.vocab_start;
   const float a = rows.label_smoothing;
@@ -194,9 +194,10 @@ void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
   const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   if (tokens == 0) return;
   const int64_t ranks = gathered.size(0) / tokens;
+  const int32_t* targets = cross_entropy_targets(rows);
   for (int64_t t = 0; t < tokens; ++t) {
     const CombinedToken c =
-        combine_token(gathered.data(), tokens, t, ranks, (*rows.targets)[t] == rows.ignore_index,
+        combine_token(gathered.data(), tokens, t, ranks, targets[t] == rows.ignore_index,
                       rows.vocab_size, rows.vocab_size_local, rows.label_smoothing);
     max.data()[t] = c.max;
     sum_exp.data()[t] = c.sum_exp;

@@ -2,7 +2,8 @@
 // whole vocabulary and split over emulated ranks, against a double reference
 // of the label-smoothed loss and its gradient: a padded column that no real
 // class owns, an ignored row, a rank with no real class, -inf logits, a NaN
-// logit, and the refusals of label smoothing without a vocabulary size.
+// logit, the refusals of label smoothing without a vocabulary size, and
+// chunks of a batch's rows (first_row, tokens) against the whole batch.
 #include "kernels/cpu/cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -187,6 +188,54 @@ TEST(CpuCrossEntropyTest, CombineShapesAreChecked) {
       << "no rank's partials";
   Tensor narrow = Tensor::empty({kTokens, 2});
   EXPECT_THROW(cpu::cross_entropy_partials(p.logits, p.rows, narrow), InternalError);
+}
+
+// A chunk of the batch's rows (the output head in token chunks) reads its
+// own targets, [first_row, first_row + tokens) of the batch's: its loss and
+// gradient are the whole batch's rows, bit for bit, split over ranks or not.
+TEST(CpuCrossEntropyTest, RowChunksAreTheBatchsRows) {
+  const Problem p;
+  for (const int64_t ranks : {1, 2}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const Split whole = split_run(p.logits, p.rows, ranks, kPadded / ranks);
+    // Chunks of 2, 2 and 1 rows; the middle one holds the ignored row.
+    for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 2}, {2, 2}, {4, 1}}) {
+      kernels::CrossEntropyRows rows = p.rows;
+      rows.first_row = first;
+      rows.tokens = count;
+      const Split chunk = split_run(p.logits.slice(0, first, count), rows, ranks, kPadded / ranks);
+      for (int64_t t = 0; t < count; ++t) {
+        EXPECT_EQ(chunk.losses.data()[t], whole.losses.data()[first + t]) << first + t;
+        for (int64_t j = 0; j < kPadded; ++j) {
+          EXPECT_EQ(chunk.grad(t, j), whole.grad(first + t, j)) << first + t << ", " << j;
+        }
+      }
+    }
+    // The last rows by tokens < 0: from first_row to the end.
+    kernels::CrossEntropyRows tail = p.rows;
+    tail.first_row = 3;
+    const Split rest = split_run(p.logits.slice(0, 3, 2), tail, ranks, kPadded / ranks);
+    EXPECT_EQ(rest.losses.data()[1], whole.losses.data()[4]);
+  }
+}
+
+// Rows past the targets, or a negative first row, are refused by every piece.
+TEST(CpuCrossEntropyTest, RowChunksOutsideTheTargetsAreRefused) {
+  const Problem p;
+  Tensor partials = Tensor::empty({2, kernels::kCrossEntropyPartials});
+  Tensor max = Tensor::zeros({2}), sum_exp = Tensor::full({2}, 1.0f), losses = Tensor::empty({2});
+  Tensor grad = Tensor::empty({2, kPadded});
+  const Tensor logits = p.logits.slice(0, 0, 2);
+  for (const auto& [first, count] : {std::pair<int64_t, int64_t>{4, 2}, {-1, 2}, {6, -1}}) {
+    SCOPED_TRACE(std::to_string(first) + ", " + std::to_string(count));
+    kernels::CrossEntropyRows rows = p.rows;
+    rows.first_row = first;
+    rows.tokens = count;
+    EXPECT_THROW(cpu::cross_entropy_partials(logits, rows, partials), InternalError);
+    EXPECT_THROW(cpu::cross_entropy_combine(partials, rows, max, sum_exp, losses), InternalError);
+    EXPECT_THROW(cpu::cross_entropy_backward(logits, rows, max, sum_exp, nullptr, 1.0f, grad),
+                 InternalError);
+  }
 }
 
 }  // namespace

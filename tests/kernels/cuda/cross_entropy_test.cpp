@@ -6,7 +6,8 @@
 // padded columns (filled with NaN, which must never be read), a rank with no
 // real class, ignored rows, label smoothing, -inf logits; repeated runs give
 // the same bits; a NaN logit makes its row's loss NaN; shape errors; bf16
-// logits read natively give the fp32 kernels' numbers, rounded once.
+// logits read natively give the fp32 kernels' numbers, rounded once; a chunk
+// of the rows (first_row) gives the whole batch's rows.
 #include "kernels/cuda/cross_entropy.h"
 
 #include <gtest/gtest.h>
@@ -332,6 +333,37 @@ TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
   const Tensor dloss = p.dloss.to(dev);
   gpu::cross_entropy_backward(block, rows, b.max, b.sum_exp, &dloss, 0.0f, block);
   EXPECT_EQ(block.to_vector(), b.dlogits.to_vector());
+}
+
+// A chunk of the batch's rows (first_row, tokens: the output head in token
+// chunks) reads its own targets out of the batch's, uploaded once: its
+// pieces are the whole batch's rows, bit for bit.
+TEST(CudaCrossEntropyTest, RowChunksAreTheBatchsRows) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{64, 1990, 1000, 2, 0.1f, true};
+  const Problem p = make_problem(c, 80);
+  const GpuPieces whole = run_gpu_pieces(c, p, dev);
+  CrossEntropyRows rows = rows_of(c, p.targets, 0);
+  rows.vocab_size = rows.real;  // as run_gpu_pieces
+  const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
+  const Tensor dloss = p.dloss.to(dev);
+  for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 29}, {29, 34}, {63, 1}}) {
+    SCOPED_TRACE(std::to_string(first) + " + " + std::to_string(count));
+    rows.first_row = first;
+    rows.tokens = count;
+    const Tensor chunk = x.slice(0, first, count);
+    Tensor partials = Tensor::empty(partials_shape(count), dev);
+    Tensor max = Tensor::empty({count}, dev), sum_exp = Tensor::empty({count}, dev);
+    Tensor losses = Tensor::empty({count}, dev), dlogits = Tensor::empty({count, c.vocab_local}, dev);
+    gpu::cross_entropy_partials(chunk, rows, partials);
+    gpu::cross_entropy_combine(partials, rows, max, sum_exp, losses);
+    const Tensor chunk_dloss = dloss.slice(0, first, count);
+    gpu::cross_entropy_backward(chunk, rows, max, sum_exp, &chunk_dloss, 0.0f, dlogits);
+    expect_same_bits("partials", partials, whole.partials.slice(0, first, count));
+    expect_same_bits("losses", losses, whole.losses.slice(0, first, count));
+    expect_same_bits("dlogits", dlogits, whole.dlogits.slice(0, first, count));
+  }
 }
 
 // Each thread sums the same groups of 8 columns whatever the dtype and the
