@@ -103,6 +103,12 @@ void add_train(CLI::App& app, TrainOptions& o) {
               "input with --sequence-parallel) during the weight-gradient GEMMs, as Megatron's "
               "asynchronous tp all-reduce does (default); --no-overlap-tp-comm waits for each "
               "where it starts (same losses)");
+  t->add_option("--logits-chunk-mib", o.logits_chunk_mib,
+                "Most MiB of [tokens, vocab/tp] logits the output head holds at once: a larger "
+                "micro-batch runs the head and the loss in token chunks, each chunk's head "
+                "gradients taken as its loss is known (Liger's fused linear cross-entropy; 0: all "
+                "tokens at once)")
+      ->capture_default_str();
   t->add_flag("--cuda-graph", o.cuda_graph,
               "Capture each micro-batch's forward and backward as a CUDA graph once warm and "
               "replay it: one launch instead of hundreds (GPUs with NCCL or tp 1, pp 1; same "

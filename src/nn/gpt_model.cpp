@@ -1,7 +1,8 @@
 // The model's forward and backward, one straight script of layer calls.
 // Collectives per step: 1 all-reduce in the embedding, 2 per block forward and
 // 2 backward, 1 backward for the output head's input gradient, and the loss's
-// all-gather of [tokens, 4]. Sequence parallel: each block's all-reduces
+// all-gather of [tokens, 4] (one of [chunk rows, 4] per chunk when the head
+// runs in token chunks). Sequence parallel: each block's all-reduces
 // become reduce-scatter + all-gather pairs, the head's input is all-gathered
 // forward and its gradient reduce-scattered, the blocks' dx is all-gathered
 // for the embeddings, and one all-reduce sums the norm (and bias) gradients.
@@ -38,7 +39,21 @@ LinearSpec lm_head_spec(const ModelConfig& c, int64_t padded_vocab, uint64_t see
   return spec;
 }
 
+// Chunks of more rows than this are whole multiples of it (GEMM tiles).
+constexpr int64_t kChunkRowMultiple = 64;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
 }  // namespace
+
+int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes) {
+  if (tokens < 1 || budget_bytes <= 0 || tokens * row_bytes <= budget_bytes) return tokens;
+  const int64_t rows = ceil_div(tokens, ceil_div(tokens * row_bytes, budget_bytes));
+  if (rows <= kChunkRowMultiple) return rows;
+  return std::min(tokens, ceil_div(rows, kChunkRowMultiple) * kChunkRowMultiple);
+}
 
 GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed,
                    bool sequence_parallel)
@@ -102,6 +117,7 @@ std::unique_ptr<GptModel> GptModel::make_replica() {
   replica->share_parameters_of(*this);
   replica->set_recompute_activation(recompute_activation_);
   replica->set_overlap_tp_backward(overlap_tp_backward_);
+  replica->set_logits_chunk_bytes(logits_chunk_bytes_);
   return replica;
 }
 
@@ -119,6 +135,14 @@ void GptModel::set_overlap_tp_backward(bool overlap) {
   for (auto& block : blocks_) block->set_overlap_tp_backward(overlap);
   if (head_input_) head_input_->set_overlap(overlap);
   overlap_tp_backward_ = overlap;
+}
+
+void GptModel::set_logits_chunk_bytes(int64_t bytes) {
+  if (bytes < 0) {
+    throw ConfigError("[model] logits chunk (" + std::to_string(bytes) +
+                      " bytes) must be 0 (all tokens' logits at once) or a positive size.");
+  }
+  logits_chunk_bytes_ = bytes;
 }
 
 void GptModel::refresh_compute_copies() {
@@ -158,9 +182,9 @@ int64_t GptModel::boundary_rows(int64_t batch, int64_t seq) const {
 
 CrossEntropyOutput GptModel::forward(const std::vector<int32_t>& ids,
                                      const std::vector<int32_t>& targets, int64_t batch,
-                                     int64_t seq) {
+                                     int64_t seq, Pass pass) {
   require_whole_model("forward");
-  return forward_stage(ids, nullptr, targets, batch, seq).loss;
+  return forward_stage(ids, nullptr, targets, batch, seq, pass).loss;
 }
 
 void GptModel::check_batch(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
@@ -184,8 +208,13 @@ int64_t GptModel::stage_inputs(const std::vector<int32_t>& ids, const std::vecto
 
 GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
                                                const std::vector<int32_t>& targets, int64_t batch,
-                                               int64_t seq) {
+                                               int64_t seq, Pass pass) {
   check_batch(ids, targets, batch, seq);
+  if (head_grads_done_) {
+    throw InternalError(
+        "[model] a training forward computed the output head's gradients in chunks and no "
+        "backward used them: call backward() first, or forward with Pass::kEvaluate");
+  }
   batch_ = batch;
   seq_ = seq;
   const Tensor* h = input;
@@ -201,7 +230,7 @@ GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, 
   for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
   StageForward out;
   if (stage_.is_last()) {
-    out.loss = head_and_loss(*h, targets);
+    out.loss = head_and_loss(*h, targets, pass);
   } else {
     out.output = h;
   }
@@ -221,9 +250,15 @@ const Tensor& GptModel::embed(const std::vector<int32_t>& ids, int64_t batch, in
   return x_block_;
 }
 
-CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<int32_t>& targets) {
+CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<int32_t>& targets,
+                                           Pass pass) {
   // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
   const Tensor& normed = head_input_->forward(final_norm_->forward(h));
+  const int64_t chunk_rows = logits_chunk_rows(
+      normed.size(0), vocab_size_local() * dtype_bytes(normed.dtype()), logits_chunk_bytes_);
+  if (chunk_rows < normed.size(0))
+    return head_and_loss_in_chunks(normed, targets, chunk_rows, pass);
+  logits_whole_ = true;
 
   // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
   if (lm_head_) {
@@ -236,6 +271,47 @@ CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<in
               logits_local_);
   }
   return loss_->forward(logits_local_, targets);  // one all-gather of [tokens, 4]
+}
+
+CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
+                                                     const std::vector<int32_t>& targets,
+                                                     int64_t chunk_rows, Pass pass) {
+  const int64_t tokens = normed.size(0);
+  const Device device = normed.device();
+  // Every target checked before the first chunk's collective (alike on every
+  // rank), and on a GPU uploaded once for all chunks.
+  const int64_t counted = loss_->stage(targets, device);
+  ensure_shape(logits_chunk_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
+  ensure_shape(chunk_losses_, {tokens}, device);
+  const Tensor& w = head_weight().compute();  // [V_pad/tp, d_model]: my vocab rows
+  Tensor* dh = pass == Pass::kTrain ? &head_input_->partial_grad() : nullptr;
+  // The mean's gradient, as VocabParallelCrossEntropy::backward() takes it.
+  const float mean_scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
+  for (int64_t first = 0; first < tokens; first += chunk_rows) {
+    const int64_t n = std::min(chunk_rows, tokens - first);
+    const Tensor rows = normed.slice(0, first, n);
+    Tensor logits = logits_chunk_.slice(0, 0, n);
+    // rows: [n, d_model] (replicated) -> logits: [n, V_pad/tp], no communication
+    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, rows, w, 0.0f, logits);
+    const CrossEntropyOutput part =
+        loss_->forward_rows(logits, targets, first);  // all-gather [n, 4]
+    chunk_losses_.slice(0, first, n).copy_from(part.losses);
+    logits_local_ = logits;
+    if (dh == nullptr) continue;
+    // The chunk's loss gradient over its logits, in their place; then what
+    // head_backward does with it, for these rows: dh (partial over tp) =
+    // dlogits W_local, and d W_local += dlogits^T rows.
+    const Tensor& dlogits = loss_->backward(mean_scale);
+    Tensor dh_rows = dh->slice(0, first, n);
+    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits, w, 0.0f, dh_rows);
+    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits, rows, 1.0f, head_weight().grad);
+  }
+  logits_whole_ = false;
+  head_grads_done_ = dh != nullptr;
+  CrossEntropyOutput out;
+  out.losses = chunk_losses_;
+  out.counted = counted;
+  return out;
 }
 
 KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
@@ -363,6 +439,17 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
 }
 
 const Tensor& GptModel::head_backward() {
+  if (head_grads_done_) {
+    // The chunked forward took dh and the head's weight gradient already.
+    head_grads_done_ = false;
+    head_input_->reduce_partial_grad();  // [f bwd] all-reduce (or reduce-scatter) of dh
+    return final_norm_->backward(head_input_->grad());
+  }
+  if (!logits_whole_) {
+    throw InternalError(
+        "[model] backward after a forward with Pass::kEvaluate that ran the output head in "
+        "chunks (no logits kept): run the forward with Pass::kTrain");
+  }
   const Tensor& dlogits_local = loss_->backward();  // [tokens, V_pad/tp], no communication
   Tensor& dh = head_input_->partial_grad();         // [tokens, d_model], partial over tp
   if (lm_head_) {

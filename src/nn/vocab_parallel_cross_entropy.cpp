@@ -25,11 +25,14 @@ std::string format(float value) {
 }
 
 // What the cross-entropy kernels need to know of this rank's classes.
-ops::CrossEntropyRows kernel_rows(const std::vector<int32_t>& targets, int32_t ignore_index,
-                                  int64_t vocab_start, int64_t real, int64_t vocab_size,
-                                  int64_t vocab_size_local, float label_smoothing) {
+ops::CrossEntropyRows kernel_rows(const std::vector<int32_t>& targets, int64_t first_row,
+                                  int64_t tokens, int32_t ignore_index, int64_t vocab_start,
+                                  int64_t real, int64_t vocab_size, int64_t vocab_size_local,
+                                  float label_smoothing) {
   ops::CrossEntropyRows rows;
   rows.targets = &targets;
+  rows.first_row = first_row;
+  rows.tokens = tokens;
   rows.ignore_index = ignore_index;
   rows.vocab_start = vocab_start;
   rows.real = real;
@@ -85,10 +88,11 @@ VocabParallelCrossEntropy::VocabParallelCrossEntropy(Communicator& tp, int64_t v
       vocab_start_(tp.rank() * vocab_size_local_),
       real_local_(std::clamp(vocab_size - vocab_start_, int64_t{0}, vocab_size_local_)) {}
 
-int64_t VocabParallelCrossEntropy::counted_targets(const std::vector<int32_t>& targets) const {
+int64_t VocabParallelCrossEntropy::counted_targets(const std::vector<int32_t>& targets,
+                                                   int64_t first, int64_t count) const {
   int64_t counted = 0;
-  for (size_t t = 0; t < targets.size(); ++t) {
-    const int32_t target = targets[t];
+  for (int64_t t = first; t < first + count; ++t) {
+    const int32_t target = targets[static_cast<size_t>(t)];
     if (target == ignore_index_) continue;
     if (target < 0 || target >= vocab_size_) {
       throw InvalidInputError("[cross_entropy] target (" + std::to_string(target) +
@@ -103,34 +107,49 @@ int64_t VocabParallelCrossEntropy::counted_targets(const std::vector<int32_t>& t
 }
 
 int64_t VocabParallelCrossEntropy::stage(const std::vector<int32_t>& targets, Device device) const {
-  const int64_t counted = counted_targets(targets);
+  const int64_t counted = counted_targets(targets, 0, static_cast<int64_t>(targets.size()));
   ops::stage_cross_entropy_targets(device, targets);
   return counted;
 }
 
 CrossEntropyOutput VocabParallelCrossEntropy::forward(const Tensor& logits_local,
                                                       const std::vector<int32_t>& targets) {
+  const int64_t tokens = static_cast<int64_t>(targets.size());
+  if (logits_local.ndim() == 2 && logits_local.size(0) != tokens) {
+    throw InternalError("[cross_entropy] logits_local " + shape_to_string(logits_local.shape()) +
+                        " must have a row per target (" + std::to_string(tokens) + ")");
+  }
+  return forward_rows(logits_local, targets, 0);
+}
+
+CrossEntropyOutput VocabParallelCrossEntropy::forward_rows(const Tensor& logits_local,
+                                                           const std::vector<int32_t>& targets,
+                                                           int64_t first_row) {
   // Everything that can fail is checked before the first collective; targets
   // are replicated, so every rank throws alike.
-  const int64_t tokens = static_cast<int64_t>(targets.size()), v_local = vocab_size_local_;
-  if (logits_local.ndim() != 2 || logits_local.size(0) != tokens ||
-      logits_local.size(1) != v_local || (v_local > 1 && logits_local.stride(1) != 1)) {
+  const int64_t v_local = vocab_size_local_;
+  const int64_t tokens = logits_local.ndim() == 2 ? logits_local.size(0) : -1;
+  if (tokens < 0 || logits_local.size(1) != v_local ||
+      (v_local > 1 && logits_local.stride(1) != 1) || first_row < 0 ||
+      first_row + tokens > static_cast<int64_t>(targets.size())) {
     throw InternalError("[cross_entropy] logits_local " + shape_to_string(logits_local.shape()) +
-                        " must be [tokens (" + std::to_string(tokens) +
-                        "), padded_vocab_size/tp (" + std::to_string(v_local) +
-                        ")] with contiguous rows");
+                        " must be [rows, padded_vocab_size/tp (" + std::to_string(v_local) +
+                        ")] with contiguous rows, its rows from " + std::to_string(first_row) +
+                        " on within the " + std::to_string(targets.size()) + " targets");
   }
-  counted_ = counted_targets(targets);
+  counted_ = counted_targets(targets, first_row, tokens);
   logits_ = logits_local;
   logits_consumed_ = false;
-  targets_ = targets;
+  if (targets_ != targets) targets_ = targets;  // a batch's chunks: copied once
+  first_row_ = first_row;
   const Device device = logits_local.device();
   ensure_shape(partials_, {tokens, kernels::kCrossEntropyPartials}, device);
   ensure_shape(max_, {tokens}, device);
   ensure_shape(sum_exp_, {tokens}, device);
   ensure_shape(losses_, {tokens}, device);
-  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
-                                                 vocab_size_, v_local, label_smoothing_);
+  const ops::CrossEntropyRows rows =
+      kernel_rows(targets_, first_row_, tokens, ignore_index_, vocab_start_, real_local_,
+                  vocab_size_, v_local, label_smoothing_);
 
   // One pass over my logits: per row, my real classes' max, sum of exps and
   // sum of logits (both relative to that max), and the target logit if mine.
@@ -161,7 +180,7 @@ const Tensor& VocabParallelCrossEntropy::backward(float grad_scale) {
 }
 
 const Tensor& VocabParallelCrossEntropy::backward(const Tensor& dloss) {
-  const int64_t tokens = static_cast<int64_t>(targets_.size());
+  const int64_t tokens = logits_.ndim() == 2 ? logits_.size(0) : 0;
   if (dloss.ndim() != 1 || dloss.size(0) != tokens || !dloss.is_contiguous()) {
     throw InternalError("[cross_entropy] dloss " + shape_to_string(dloss.shape()) +
                         " must be [tokens (" + std::to_string(tokens) + ")]");
@@ -172,7 +191,7 @@ const Tensor& VocabParallelCrossEntropy::backward(const Tensor& dloss) {
 const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, float uniform_scale) {
   // [no communication] every rank holds the reduced max and sum, so its slice
   // of softmax - target distribution is local.
-  const int64_t tokens = static_cast<int64_t>(targets_.size());
+  const int64_t tokens = logits_.ndim() == 2 ? logits_.size(0) : 0;
   if (logits_consumed_) {
     throw InternalError(
         "[cross_entropy] backward again after a backward that wrote the gradient over the "
@@ -185,8 +204,9 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
   if (!logits_consumed_) {
     ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
   }
-  const ops::CrossEntropyRows rows = kernel_rows(targets_, ignore_index_, vocab_start_, real_local_,
-                                                 vocab_size_, vocab_size_local_, label_smoothing_);
+  const ops::CrossEntropyRows rows =
+      kernel_rows(targets_, first_row_, tokens, ignore_index_, vocab_start_, real_local_,
+                  vocab_size_, vocab_size_local_, label_smoothing_);
   ops::cross_entropy_backward(logits_, rows, max_, sum_exp_, dloss, uniform_scale, grad);
   return grad;
 }

@@ -223,8 +223,9 @@ std::pair<double, double> PipelineRunner::evaluate(const std::vector<Batch>& bat
                    model_.device(), model_.compute_dtype());
       pp_.recv(slot.input, pp_.rank() - 1, kActivations);
     }
-    const GptModel::StageForward out = slot.model->forward_stage(
-        b.ids, stage.is_first() ? nullptr : &slot.input, b.targets, b.rows, b.seq_len);
+    const GptModel::StageForward out =
+        slot.model->forward_stage(b.ids, stage.is_first() ? nullptr : &slot.input, b.targets,
+                                  b.rows, b.seq_len, GptModel::Pass::kEvaluate);
     if (stage.is_last()) {
       sum += loss_sum(out.loss.losses);  // double, in token order
       count += static_cast<double>(out.loss.counted);

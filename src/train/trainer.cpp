@@ -152,9 +152,16 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   model.set_compute_dtype(placement.dtype);  // bf16: copies of the loaded or initial values
   model.set_recompute_activation(o.recompute_activation);
   model.set_overlap_tp_backward(o.overlap_tp_backward);
+  model.set_logits_chunk_bytes(o.logits_chunk_mib << 20);
   TrainingLog log(world.rank() == 0, o.metrics, o.steps);
 
   const int64_t local_params = model.local_parameter_count();
+  // The output head's chunks of a micro-batch's tokens (GptModel::set_logits_chunk_bytes).
+  const int64_t head_tokens = o.batch * o.seq_len;
+  const int64_t head_chunk_rows =
+      logits_chunk_rows(head_tokens, model.vocab_size_local() * dtype_bytes(placement.dtype),
+                        o.logits_chunk_mib << 20);
+  const int64_t head_chunks = (head_tokens + head_chunk_rows - 1) / head_chunk_rows;
   std::ostringstream about;
   about << "colrow train: " << to_string(config.family) << " (" << o.model << "), "
         << config.parameter_count() << " parameters, " << config.n_layer << " layers, d_model "
@@ -171,6 +178,9 @@ int run_training(const TrainOptions& o, const Launch& launch) {
                 : "")
         << (o.sequence_parallel ? ", sequence parallel" : "")
         << (o.recompute_activation ? ", MLP activation recomputed" : "")
+        << (head_chunks > 1 ? ", output head in " + std::to_string(head_chunks) + " chunks of " +
+                                  std::to_string(head_chunk_rows) + " tokens"
+                            : "")
         << (!o.overlap_tp_backward && tp_size > 1 ? ", tp sums of backward not overlapped" : "")
         << (o.cuda_graph ? ", micro-batches replayed as CUDA graphs" : "") << ", "
         << placement_text(placement, threads) << "; per rank: " << local_params

@@ -18,6 +18,10 @@ void require(bool ok, const std::string& message) {
 // PyTorch DDP's bucket_cap_mb (25 MiB), in fp32 gradients.
 constexpr int64_t kDefaultOverlapBucketSize = (int64_t{25} << 20) / 4;
 
+// --logits-chunk-mib's largest value: 1 TiB, far past any device, in bytes
+// without overflow.
+constexpr int64_t kMaxLogitsChunkMib = int64_t{1} << 20;
+
 }  // namespace
 
 TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int world_size) {
@@ -47,6 +51,10 @@ TrainingPlan plan_training(const TrainOptions& o, const ModelConfig& config, int
   require(o.save_every >= 0 && o.eval_every >= 0 && o.eval_windows >= 0 && o.stop_after >= 0 &&
               o.profile >= 0,
           "save_every, eval_every, eval_windows, stop_after and profile must not be negative.");
+  require(o.logits_chunk_mib >= 0 && o.logits_chunk_mib <= kMaxLogitsChunkMib,
+          "logits_chunk_mib (" + std::to_string(o.logits_chunk_mib) + ") must be from 0 (all " +
+              "tokens' logits at once) to " + std::to_string(kMaxLogitsChunkMib) +
+              " (1 TiB). The default, 256, keeps GPT-2's bf16 logits to 2.6k tokens a chunk.");
   // --cuda-graph (train/step_graph.h): what a captured micro-batch cannot do.
   if (o.cuda_graph) StepGraph::require_one_stage(o.pp);
   require(!o.cuda_graph || o.profile == 0,

@@ -5,7 +5,9 @@
 // needs padding. Central finite differences confirm the unsharded gradients,
 // so together they confirm the sharded ones. Checkpoints saved at tp = world
 // load at tp = 1 with identical outputs and save again byte for byte.
-// Backward reports the gradients it finishes (the dp overlap's signal).
+// Backward reports the gradients it finishes (the dp overlap's signal). The
+// output head and loss in token chunks give the whole batch's losses and
+// gradients.
 #include "colrow/nn/gpt_model.h"
 
 #include <gtest/gtest.h>
@@ -511,6 +513,113 @@ TEST(GptModelTest, BackwardReportsEachFinishedGradientOnce) {
       EXPECT_EQ(first_of_each_call.size(), calls) << "reported while unset";
     }
   }
+}
+
+// The output head and loss in token chunks (set_logits_chunk_bytes) against
+// all tokens at once, at tp = world size, with and without sequence
+// parallelism, fp32 and bf16, ignored targets included: chunks of 3 rows over
+// 16 tokens (5 of 3 and one of 1). The chunks run the same kernels on fewer
+// rows, but a GEMM of 3 rows may take another kernel (OpenBLAS's small-matrix
+// paths, a GPU library's heuristics) that sums each element's d_model or
+// V_pad/tp products in another order, and the head weight's gradient sums
+// its tokens chunk by chunk (one fp32 partial sum per chunk): fp32 rounding,
+// a few ulps of each logit and of the head's input gradient, which backward
+// carries into every gradient. So the losses within 1e-6 relative and each
+// gradient within 1e-5 of the model's largest entry (measured at tp 1-4:
+// losses within 9e-8, gradients within 5e-7; printed), while a chunk left
+// out or counted twice moves the loss and the gradients by O(1/6).
+TEST(GptModelTest, LogitsInChunksGiveTheSameLossesAndGradients) {
+  Communicator& tp = world();
+  double worst_loss = 0.0, worst_grad = 0.0;
+  for (const ModelCase& c : model_cases()) {
+    if (!valid_at(c.config, tp.size())) continue;
+    for (const bool sp : {false, true}) {
+      if (sp && kBatch * kSeq % tp.size() != 0) continue;
+      for (const DType dtype : {DType::kF32, DType::kBF16}) {
+        SCOPED_TRACE(std::string(c.name) + (sp ? ", sequence parallel, " : ", ") +
+                     dtype_name(dtype));
+        GptModel whole(tp, c.config, kSeed, sp), chunked(tp, c.config, kSeed, sp);
+        whole.set_logits_chunk_bytes(0);
+        const int64_t row_bytes = chunked.vocab_size_local() * dtype_bytes(dtype);
+        chunked.set_logits_chunk_bytes(3 * row_bytes);
+        ASSERT_EQ(logits_chunk_rows(kBatch * kSeq, row_bytes, 3 * row_bytes), 3);
+        const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, c.config.vocab_size);
+        std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, c.config.vocab_size);
+        targets[4] = targets[9] = kIgnoreIndex;  // in the second and fourth chunks
+        std::vector<std::vector<float>> losses;
+        for (GptModel* model : {&whole, &chunked}) {
+          model->set_compute_dtype(dtype);
+          const CrossEntropyOutput out = model->forward(ids, targets, kBatch, kSeq);
+          EXPECT_EQ(out.counted, kBatch * kSeq - 2);
+          losses.push_back(out.losses.to(Device::cpu()).to_vector());
+          model->backward();
+        }
+        ASSERT_EQ(losses[0].size(), losses[1].size());
+        for (size_t t = 0; t < losses[0].size(); ++t) {
+          const double err = std::fabs(double{losses[0][t]} - losses[1][t]);
+          worst_loss = std::max(worst_loss, err / std::max(1.0, double{losses[0][t]}));
+          EXPECT_LE(err, 1e-6 * std::max(1.0, double{losses[0][t]})) << "token " << t;
+        }
+        const std::vector<Parameter*> a = whole.parameters(), b = chunked.parameters();
+        ASSERT_EQ(a.size(), b.size());
+        const double largest = testing::largest_gradient(a);
+        for (size_t i = 0; i < a.size(); ++i) {
+          const std::vector<float> ga = a[i]->grad.to_vector(), gb = b[i]->grad.to_vector();
+          double err = 0.0;
+          for (size_t k = 0; k < ga.size(); ++k) {
+            err = std::max(err, std::fabs(double{ga[k]} - gb[k]));
+          }
+          worst_grad = std::max(worst_grad, err / largest);
+          EXPECT_LE(err, 1e-5 * largest) << a[i]->name;
+        }
+      }
+    }
+  }
+  std::printf(
+      "chunked head at tp %d: losses within %.2g relative, gradients within %.2g of "
+      "the largest\n",
+      tp.size(), worst_loss, worst_grad);
+}
+
+// An evaluating forward in chunks computes the losses only: the same losses,
+// no gradient touched, and no backward after it. A training forward in chunks
+// has computed the head's gradients: a second forward before backward is
+// refused (they would count twice).
+TEST(GptModelTest, ChunkedForwardPassesAreKeptApart) {
+  Communicator& tp = world();
+  const ModelConfig config = small_gpt2_config();
+  GptModel model(tp, config, kSeed);
+  model.set_logits_chunk_bytes(5 * model.vocab_size_local() * 4);
+  const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, config.vocab_size);
+  const std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, config.vocab_size);
+  const std::vector<float> evaluated =
+      model.forward(ids, targets, kBatch, kSeq, GptModel::Pass::kEvaluate).losses.to_vector();
+  for (Parameter* p : model.parameters()) {
+    for (const float g : p->grad.to_vector()) ASSERT_EQ(g, 0.0f) << p->name;
+  }
+  EXPECT_THROW(model.backward(), InternalError);
+  EXPECT_EQ(model.forward(ids, targets, kBatch, kSeq).losses.to_vector(), evaluated);
+  EXPECT_THROW(model.forward(ids, targets, kBatch, kSeq), InternalError);
+  model.backward();
+  EXPECT_NO_THROW(model.forward(ids, targets, kBatch, kSeq, GptModel::Pass::kEvaluate));
+  EXPECT_THROW(model.set_logits_chunk_bytes(-1), ConfigError);
+}
+
+// Chunk rows: one chunk when the logits fit (or no bound), else as few chunks
+// as fit, balanced, in whole 64-row tiles above 64 rows.
+TEST(GptModelTest, LogitsChunkRowsFollowTheBudget) {
+  EXPECT_EQ(logits_chunk_rows(16, 10, 0), 16);
+  EXPECT_EQ(logits_chunk_rows(16, 10, 160), 16);
+  EXPECT_EQ(logits_chunk_rows(16, 10, 159), 8);
+  EXPECT_EQ(logits_chunk_rows(16, 10, 30), 3);
+  EXPECT_EQ(logits_chunk_rows(16, 10, 1), 1);
+  EXPECT_EQ(logits_chunk_rows(0, 10, 1), 0);
+  // GPT-2 in bf16 at B 16 x T 1024 under the default 256 MiB: 7 chunks of
+  // 2368 rows (37 tiles), the last of 2176; 1.65 GB of logits become 238 MB.
+  EXPECT_EQ(logits_chunk_rows(16384, 50304 * 2, kDefaultLogitsChunkBytes), 2368);
+  // Whole tiles never past the tokens.
+  EXPECT_EQ(logits_chunk_rows(130, 1, 129), 128);
+  EXPECT_EQ(logits_chunk_rows(100, 1, 99), 50);
 }
 
 TEST(GptModelTest, BadIdsAndShapesAreInvalidInput) {

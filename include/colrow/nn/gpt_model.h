@@ -4,6 +4,10 @@
 //          -> n_layer x TransformerBlock -> final norm
 //          -> output head, vocab-parallel: logits stay [tokens, V_pad/tp]
 //          -> vocab-parallel cross-entropy (one all-gather of [tokens, 4])
+// The last two in token chunks where the logits would be large (above
+// set_logits_chunk_bytes): a training forward then computes the head's
+// gradients chunk by chunk as each chunk's loss is known, and never holds
+// more than one chunk's logits (as Liger's fused linear cross-entropy).
 // gpt2 ties the output head to the embedding (wte); llama has lm_head unless
 // tie_word_embeddings. Parameter names are Hugging Face's (gpt2 without the
 // "transformer." prefix); attention's q/k/v are separate tensors here and the
@@ -34,8 +38,23 @@
 
 namespace colrow {
 
+// The default bound on the logits the output head holds at once (256 MiB:
+// GPT-2's 50304 classes in bf16 at about 2.6k tokens per chunk).
+constexpr int64_t kDefaultLogitsChunkBytes = int64_t{256} << 20;
+
+// Rows per chunk of `tokens` logit rows of `row_bytes` each, so that a chunk
+// holds about `budget_bytes` at most: tokens (one chunk) when they all fit
+// or the budget is 0; else the rows split evenly over as few chunks as fit,
+// rounded up to a multiple of 64 rows (whole GEMM tiles) above 64.
+int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes);
+
 class GptModel {
  public:
+  // What a forward is for. kTrain: backward() follows it, before the next
+  // forward (a chunked head computes its gradients in forward). kEvaluate:
+  // no backward follows (a chunked head computes the loss only).
+  enum class Pass { kTrain, kEvaluate };
+
   // Validates config against tp (ConfigError) before allocating anything.
   // Parameters are made on the CPU; to() moves them to another device.
   // sequence_parallel (Megatron's): between the tensor-parallel regions, the
@@ -75,6 +94,18 @@ class GptModel {
   // all-reduce does (on by default). Off waits for each collective where it
   // starts: the same losses and gradients, bit for bit; what overlapping gains.
   void set_overlap_tp_backward(bool overlap);
+  // The most bytes of [rows, V_pad/tp] logits the output head holds at once
+  // (kDefaultLogitsChunkBytes; 0: all tokens' at once). Above it, forward
+  // runs the head and the loss in chunks of logits_chunk_rows() tokens, one
+  // small all-gather each; a Pass::kTrain forward also takes each chunk's
+  // loss gradient, its input gradient (dh, summed over tp in backward) and
+  // its weight gradient (accumulated) before the next chunk overwrites its
+  // logits, which the gradient replaced. The same losses as one chunk bit
+  // for bit on the CPU; the head's weight gradient sums its tokens chunk by
+  // chunk (fp32 rounding). Takes effect at the next forward.
+  void set_logits_chunk_bytes(int64_t bytes);
+  int64_t logits_chunk_bytes() const { return logits_chunk_bytes_; }
+
   // Renews the bf16 copies from the values: after an optimizer step or a
   // load. A no-op in fp32.
   void refresh_compute_copies();
@@ -84,7 +115,7 @@ class GptModel {
   // their mean over the counted tokens (the same on every rank). The whole
   // model only (one pipeline stage).
   CrossEntropyOutput forward(const std::vector<int32_t>& ids, const std::vector<int32_t>& targets,
-                             int64_t batch, int64_t seq);
+                             int64_t batch, int64_t seq, Pass pass = Pass::kTrain);
   // Accumulates every parameter's gradient of the last forward's mean loss
   // (sequence parallel: the partial gradients of norm weights and biases
   // summed over tp, so every rank holds the whole gradient, as without it).
@@ -111,7 +142,8 @@ class GptModel {
     CrossEntropyOutput loss;         // the last stage
   };
   StageForward forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
-                             const std::vector<int32_t>& targets, int64_t batch, int64_t seq);
+                             const std::vector<int32_t>& targets, int64_t batch, int64_t seq,
+                             Pass pass = Pass::kTrain);
   // Checks a micro-batch as forward_stage does and stages its ids and targets
   // on the device (VocabParallelEmbedding::stage, VocabParallelCrossEntropy::
   // stage), so that forward_stage and backward_stage of it upload nothing: a
@@ -163,6 +195,7 @@ class GptModel {
 
   // [tokens, V_pad/tp]: the last forward's logits; after backward, their
   // gradient, written in their place (VocabParallelCrossEntropy::set_gradient_in_place).
+  // After a forward in chunks: the last chunk's (a training forward's: its gradient).
   const Tensor& logits_local() const { return logits_local_; }
   std::vector<Parameter*> parameters();
   // Elements of this rank's parameter shards (replicated ones counted here too).
@@ -183,7 +216,12 @@ class GptModel {
   void reduce_sequence_parallel_grads();
   // The pieces of forward_stage and backward_stage.
   const Tensor& embed(const std::vector<int32_t>& ids, int64_t batch, int64_t seq);
-  CrossEntropyOutput head_and_loss(const Tensor& h, const std::vector<int32_t>& targets);
+  CrossEntropyOutput head_and_loss(const Tensor& h, const std::vector<int32_t>& targets, Pass pass);
+  CrossEntropyOutput head_and_loss_in_chunks(const Tensor& normed,
+                                             const std::vector<int32_t>& targets,
+                                             int64_t chunk_rows, Pass pass);
+  // The output head's weight: lm_head, or the tied embedding table.
+  Parameter& head_weight() { return lm_head_ ? lm_head_->weight() : embedding_->weight(); }
   const Tensor& head_backward();
   void embedding_backward(const Tensor& dx);
   void require_whole_model(const char* what) const;
@@ -225,6 +263,14 @@ class GptModel {
   // backward (a pipeline stage may still be sending it).
   std::array<Tensor, 2> block_grads_;
   Tensor logits_local_;  // [tokens, V_pad/tp]
+  int64_t logits_chunk_bytes_ = kDefaultLogitsChunkBytes;
+  Tensor logits_chunk_;  // [chunk rows, V_pad/tp]: the chunks' logits, one at a time
+  Tensor chunk_losses_;  // [tokens]: the chunks' losses
+  // The last forward kept all its logits (backward may start from them); a
+  // chunked training forward computed the head's gradients (backward starts
+  // from its dh).
+  bool logits_whole_ = false;
+  bool head_grads_done_ = false;
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce
   Tensor sp_grad_stash_;  // their gradients before this backward, packed

@@ -64,6 +64,13 @@ class VocabParallelCrossEntropy {
   // ignore_index, else InvalidInputError naming the first bad target and its
   // position, thrown before any collective and alike on every rank.
   CrossEntropyOutput forward(const Tensor& logits_local, const std::vector<int32_t>& targets);
+  // The same for one chunk of a batch (nn/gpt_model.h runs its output head
+  // in token chunks): logits_local holds rows [first_row, first_row + rows)
+  // of the batch whose targets are `targets`; the losses and backward are
+  // those rows' (counted: the chunk's). Only the chunk's targets are
+  // checked: stage() checks the batch's before the first chunk's collective.
+  CrossEntropyOutput forward_rows(const Tensor& logits_local, const std::vector<int32_t>& targets,
+                                  int64_t first_row);
 
   // dlogits_local: [tokens, padded_vocab_size/tp] = dloss_t * d loss_t / d logits_t
   //   = dloss_t (softmax - (1 - a) onehot(target) - a / V) on real classes,
@@ -94,8 +101,9 @@ class VocabParallelCrossEntropy {
 
  private:
   const Tensor& backward_scaled(const Tensor* dloss, float uniform_scale);
-  // Targets that count; InvalidInputError at the first one out of range.
-  int64_t counted_targets(const std::vector<int32_t>& targets) const;
+  // Targets in [first, first + count) that count; InvalidInputError at the
+  // first one out of range.
+  int64_t counted_targets(const std::vector<int32_t>& targets, int64_t first, int64_t count) const;
 
   Communicator& tp_;
   int64_t vocab_size_;
@@ -109,14 +117,15 @@ class VocabParallelCrossEntropy {
   bool logits_consumed_ = false;  // backward wrote over logits_
 
   Tensor logits_;                 // [tokens, V_pad/tp]: the caller's logits, read by backward
-  std::vector<int32_t> targets_;  // [tokens]
+  std::vector<int32_t> targets_;  // the batch's, of which the logits hold
+  int64_t first_row_ = 0;         // rows [first_row_, first_row_ + tokens)
   int64_t counted_ = 0;
   Tensor partials_;  // [tokens, 4]: my classes' max, sums and target logit
   Tensor gathered_;  // [tp * tokens, 4]: every rank's partials (tp > 1)
   Tensor max_;       // [tokens]: row max over every real class
   Tensor sum_exp_;   // [tokens]: sum_j exp(x_j - max) over every real class
-  Tensor losses_;   // [tokens]
-  Tensor dlogits_;  // [tokens, V_pad/tp]
+  Tensor losses_;    // [tokens]
+  Tensor dlogits_;   // [tokens, V_pad/tp]
 };
 
 }  // namespace colrow

@@ -39,6 +39,7 @@ struct TrainOptions {
   bool recompute_activation = false;       // the MLP's activation made again in backward
   bool overlap_tp_backward = true;         // tp sums of backward during the weight GEMMs
   bool cuda_graph = false;                 // micro-batches replayed as CUDA graphs once warm
+  int64_t logits_chunk_mib = 256;  // logits the output head holds at once (0: all tokens')
   std::string out;                         // run directory for checkpoints ("" = none)
   int64_t save_every = 0;                  // 0: only at the end
   std::string save_dtype = "fp32";  // model.safetensors' dtype; bf16 keeps fp32 masters beside

@@ -355,7 +355,8 @@ TEST(CudaCrossEntropyTest, RowChunksAreTheBatchsRows) {
     const Tensor chunk = x.slice(0, first, count);
     Tensor partials = Tensor::empty(partials_shape(count), dev);
     Tensor max = Tensor::empty({count}, dev), sum_exp = Tensor::empty({count}, dev);
-    Tensor losses = Tensor::empty({count}, dev), dlogits = Tensor::empty({count, c.vocab_local}, dev);
+    Tensor losses = Tensor::empty({count}, dev),
+           dlogits = Tensor::empty({count, c.vocab_local}, dev);
     gpu::cross_entropy_partials(chunk, rows, partials);
     gpu::cross_entropy_combine(partials, rows, max, sum_exp, losses);
     const Tensor chunk_dloss = dloss.slice(0, first, count);
