@@ -14,7 +14,9 @@
 #                                  on the H200 (2026-11-28: the suite without
 #                                  the CLI took 45 s, the CLI runs 30 s, the
 #                                  bench with eager only 45 s), logs as they
-#                                  finish
+#                                  finish; then the output head in one chunk
+#                                  (--logits-chunk-mib 0) beside the bench's
+#                                  default chunks
 # Then, in later sessions (2026-11-28 on an H200 ran first, tests, cli,
 # bench and the --cuda-graph A/B at 124M; see docs/performance.md), in this
 # order:
@@ -26,7 +28,8 @@
 #                                  meshes, --cuda-graph, 300 bf16 steps)
 #   scripts/gpu-agenda.sh bench    issue 8's benchmark: bf16 beside PyTorch's
 #                                  bf16 and bf16-compile, then --profile 5
-#   scripts/gpu-agenda.sh ab       --epilogues and --cuda-graph, each A/B
+#   scripts/gpu-agenda.sh ab       --epilogues, --cuda-graph and
+#                                  --logits-chunk-mib 0, each A/B
 #   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch (not run yet)
 #   scripts/gpu-agenda.sh cpu16 PHASE   issue 10 on the machine's CPU cores
 #                                  (bench/cpu16.sh pools|scaling|comm|profile|train;
@@ -53,6 +56,10 @@ case "$part" in
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     timeout 60 build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
       --steps 8 --data "$data" --profile 5 2>&1 | tee "$out/profile-bf16.log"
+    # The output head in one chunk (all 1.65 GB of bf16 logits at once), to
+    # set beside the bench's default chunks: tokens/s and peak memory.
+    timeout 60 build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
+      --steps 12 --data "$data" --logits-chunk-mib 0 2>&1 | tee "$out/logits-one-chunk.log"
     exit "$status"
     ;;
   tests)
@@ -85,6 +92,10 @@ case "$part" in
         bench/compare_flags.sh 2>&1 | tee "$out/ab-cuda-graph-$1.log"
       [ "${PIPESTATUS[0]}" = 0 ] || status=1
     done
+    STEPS=20 BUILD=build-gpu A_NAME=chunked A="" B_NAME=one-chunk B="--logits-chunk-mib 0" DEVICE=cuda \
+      EXTRA="--dtype bf16 --data $data" MODEL=gpt2-124m BATCH=16 SEQ=1024 \
+      bench/compare_flags.sh 2>&1 | tee "$out/ab-logits-chunks.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
     exit "$status"
     ;;
   sweep)

@@ -9,6 +9,8 @@
 #    a loadable checkpoint;
 #  - threads per rank: OMP_NUM_THREADS replaces cores / ranks on the node,
 #    --threads wins over both;
+#  - the output head in token chunks (--logits-chunk-mib) gives the same
+#    losses with less memory; a negative size is refused;
 #  - --profile prints each phase's and operation's time per step and its rate;
 #  - bad configurations and data fail before training, on every rank.
 #   train_test.sh COLROW MPIEXEC
@@ -165,6 +167,32 @@ threads_in_header() {
 [ "$(threads_in_header 3 "")" = 3 ] || { echo "FAIL: OMP_NUM_THREADS=3 not followed: $(threads_in_header 3 "")"; exit 1; }
 [ "$(threads_in_header 3 "--threads 1")" = 1 ] || { echo "FAIL: --threads 1 does not win over OMP_NUM_THREADS"; exit 1; }
 echo "threads per rank: OMP_NUM_THREADS, then --threads"
+
+# The output head and loss in token chunks: a 50257-class toy whose 256
+# tokens' logits take 25 MiB per rank at tp 2, in chunks of 8 MiB or less.
+mkdir -p "$dir/bigvocab"
+echo '{"model_type": "gpt2", "n_layer": 2, "n_head": 2, "n_embd": 32, "vocab_size": 50257, "n_positions": 128}' > "$dir/bigvocab/config.json"
+chunks="--model $dir/bigvocab --data $dir/text.txt --seq-len 64 --batch 4 --steps 4 --tp 2 --eval-windows 8"
+run 2 train $chunks --logits-chunk-mib 0 --metrics "$dir/one-chunk.jsonl" > /dev/null
+run 2 train $chunks --logits-chunk-mib 8 --metrics "$dir/chunks.jsonl" > "$dir/chunks.log"
+grep -q "output head in 4 chunks of 64 tokens" "$dir/chunks.log" || { echo "FAIL: chunks not announced"; cat "$dir/chunks.log"; exit 1; }
+python3 - "$dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+one, chunked = ([json.loads(l) for l in open(f"{d}/{n}.jsonl")] for n in ("one-chunk", "chunks"))
+assert len(one) == len(chunked) == 4
+for a, b in zip(one, chunked):
+    # The same kernels on fewer rows, summed in another order at most (tests/nn/gpt_model_test.cpp).
+    assert abs(a["loss"] - b["loss"]) <= 1e-6 * a["loss"], (a["step"], a["loss"], b["loss"])
+    assert abs(a["grad_norm"] - b["grad_norm"]) <= 1e-5 * a["grad_norm"], (a["step"], a["grad_norm"], b["grad_norm"])
+assert abs(one[-1]["val_loss"] - chunked[-1]["val_loss"]) <= 1e-6 * one[-1]["val_loss"]
+# 25 MiB of logits per rank at once, then 6.3 (and the whole-batch dlogits no more).
+saved = one[-1]["peak_host_tensor_mib"] - chunked[-1]["peak_host_tensor_mib"]
+assert saved > 15, (one[-1]["peak_host_tensor_mib"], chunked[-1]["peak_host_tensor_mib"])
+print(f"output head in 4 chunks: the same losses, {saved:.1f} MiB less at the peak")
+PY
+if out=$(run 2 train $chunks --logits-chunk-mib -1 2>&1); then echo "FAIL: --logits-chunk-mib -1 accepted"; exit 1; fi
+[ "$(echo "$out" | grep -c "logits_chunk_mib (-1) must be")" -eq 2 ] || { echo "FAIL: want one line per rank: $out"; exit 1; }
 
 out=$(run 2 train $common --steps 4 --batch 4 --tp 2 --profile 2)
 [ "$(echo "$out" | grep -c '^profile: steps 2-3, ')" = 1 ] || { echo "FAIL: profile header: $out"; exit 1; }
