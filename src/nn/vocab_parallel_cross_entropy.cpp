@@ -42,6 +42,18 @@ ops::CrossEntropyRows kernel_rows(const std::vector<int32_t>& targets, int64_t f
   return rows;
 }
 
+// The first shape[0] rows of `storage`, which grows (only) to hold them:
+// the chunks of a batch (nn/gpt_model.h), the last one shorter, reuse one
+// allocation from step to step, as a CUDA graph of the step needs.
+Tensor leading_rows(Tensor& storage, const Shape& shape, Device device, DType dtype = DType::kF32) {
+  Shape held = storage.owns_storage() ? storage.shape() : Shape{};
+  const bool fits = held.size() == shape.size() && storage.device() == device &&
+                    storage.dtype() == dtype && held[0] >= shape[0] &&
+                    std::equal(held.begin() + 1, held.end(), shape.begin() + 1);
+  if (!fits) storage = Tensor::empty(shape, device, dtype);
+  return storage.slice(0, 0, shape[0]);
+}
+
 int64_t validated_local(int64_t vocab_size, int64_t padded, int tp, float label_smoothing) {
   validate_cross_entropy(vocab_size, padded, tp, label_smoothing);
   return padded / tp;
@@ -143,10 +155,10 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward_rows(const Tensor& logits_
   if (targets_ != targets) targets_ = targets;  // a batch's chunks: copied once
   first_row_ = first_row;
   const Device device = logits_local.device();
-  ensure_shape(partials_, {tokens, kernels::kCrossEntropyPartials}, device);
-  ensure_shape(max_, {tokens}, device);
-  ensure_shape(sum_exp_, {tokens}, device);
-  ensure_shape(losses_, {tokens}, device);
+  partials_ = leading_rows(storage_.partials, {tokens, kernels::kCrossEntropyPartials}, device);
+  max_ = leading_rows(storage_.max, {tokens}, device);
+  sum_exp_ = leading_rows(storage_.sum_exp, {tokens}, device);
+  losses_ = leading_rows(storage_.losses, {tokens}, device);
   const ops::CrossEntropyRows rows =
       kernel_rows(targets_, first_row_, tokens, ignore_index_, vocab_start_, real_local_,
                   vocab_size_, v_local, label_smoothing_);
@@ -156,7 +168,8 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward_rows(const Tensor& logits_
   ops::cross_entropy_partials(logits_, rows, partials_);
   const Tensor* gathered = &partials_;
   if (tp_.size() > 1) {
-    ensure_shape(gathered_, {tp_.size() * tokens, kernels::kCrossEntropyPartials}, device);
+    gathered_ = leading_rows(storage_.gathered,
+                             {tp_.size() * tokens, kernels::kCrossEntropyPartials}, device);
     tp_.all_gather(partials_, gathered_);  // all-gather over tp: [tp * tokens, 4]
     gathered = &gathered_;
   }
@@ -202,7 +215,8 @@ const Tensor& VocabParallelCrossEntropy::backward_scaled(const Tensor* dloss, fl
   logits_consumed_ = in_place_ && logits_.is_contiguous();
   Tensor& grad = logits_consumed_ ? logits_ : dlogits_;
   if (!logits_consumed_) {
-    ensure_shape(dlogits_, {tokens, vocab_size_local_}, logits_.device(), logits_.dtype());
+    dlogits_ = leading_rows(storage_.dlogits, {tokens, vocab_size_local_}, logits_.device(),
+                            logits_.dtype());
   }
   const ops::CrossEntropyRows rows =
       kernel_rows(targets_, first_row_, tokens, ignore_index_, vocab_start_, real_local_,

@@ -6,7 +6,8 @@
 // step's path. Every mesh the world allows: tp alone, with sequence
 // parallelism, dp with ZeRO-0 and ZeRO-1 and overlapped bucket reductions, pp
 // with micro-batches in flight; gpt2 and llama with replicated KV heads
-// (their gradient stash), with and without activation recomputation. fp32:
+// (their gradient stash), with and without activation recomputation, the
+// output head in chunks of uneven sizes (3, 3, 3, 3, 3 and 1 rows). fp32:
 // on the CPU a bf16 GEMM widens its operands to fp32 copies for sgemm (the
 // CPU's bf16 is the GPU's reference, not its speed path).
 #include <gtest/gtest.h>
@@ -39,6 +40,7 @@ struct MeshCase {
   int zero = 0;
   bool overlap = false;
   bool recompute = false;
+  bool chunked_head = false;
 };
 
 std::vector<MeshCase> mesh_cases(int w) {
@@ -50,10 +52,12 @@ std::vector<MeshCase> mesh_cases(int w) {
   add("tp", w, 1, 1, 1);
   add("tp, 2 micro-batches, recomputed activation", w, 1, 1, 2)->recompute = true;
   if (kRows * kSeq % w == 0) add("tp, sequence parallel", w, 1, 1, 1)->sequence_parallel = true;
+  add("tp, 2 micro-batches, the head in chunks", w, 1, 1, 2)->chunked_head = true;
   if (w > 1) {
     add("dp, ZeRO-1", 1, 1, w, 1)->zero = 1;
     add("dp, overlapped buckets", 1, 1, w, 2)->overlap = true;
     add("pp", 1, w, 1, 3);
+    add("pp, the head in chunks", 1, w, 1, 3)->chunked_head = true;
   }
   return cases;
 }
@@ -80,6 +84,8 @@ TEST(StepAllocations, AWarmTrainingStepAllocatesNothing) {
                      pipeline_stage(config.n_layer, m.pp, mesh.pp_rank(), /*layers=*/{}),
                      /*seed=*/5, m.sequence_parallel);
       model.set_recompute_activation(m.recompute);
+      // Chunks of 3 of a micro-batch's 16 tokens: the last one is shorter.
+      if (m.chunked_head) model.set_logits_chunk_bytes(3 * model.vocab_size_local() * 4);
       AdamWConfig adam;
       adam.zero = m.zero;
       adam.overlap_grad_reduce = m.overlap;

@@ -120,12 +120,17 @@ class VocabParallelCrossEntropy {
   std::vector<int32_t> targets_;  // the batch's, of which the logits hold
   int64_t first_row_ = 0;         // rows [first_row_, first_row_ + tokens)
   int64_t counted_ = 0;
+  // The last forward's (views of storage_, which grows to the most rows
+  // asked for: a batch's chunks, of uneven sizes, reuse it):
   Tensor partials_;  // [tokens, 4]: my classes' max, sums and target logit
   Tensor gathered_;  // [tp * tokens, 4]: every rank's partials (tp > 1)
   Tensor max_;       // [tokens]: row max over every real class
   Tensor sum_exp_;   // [tokens]: sum_j exp(x_j - max) over every real class
   Tensor losses_;    // [tokens]
   Tensor dlogits_;   // [tokens, V_pad/tp]
+  struct {
+    Tensor partials, gathered, max, sum_exp, losses, dlogits;
+  } storage_;
 };
 
 }  // namespace colrow
