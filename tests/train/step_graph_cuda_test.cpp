@@ -1,6 +1,7 @@
 // StepGraph on a GPU (train/step_graph.h): training through graphs gives the
 // eager run's losses and gradients bit for bit, step after step, fp32 and
-// bf16, with a micro-batch whose ignored targets need a graph of their own.
+// bf16, with a micro-batch whose ignored targets need a graph of their own,
+// and with the output head in chunks (3, 3, 3, 3, 3 and 1 rows).
 // Where a micro-batch cannot be captured (ranks sharing one GPU go through
 // the host; the plain attention kernel makes buffers per call) capturing
 // stops with a reason and the run goes on eagerly with the same bits. The CPU
@@ -61,11 +62,17 @@ struct Outcome {
 // every gradient bitwise equal at every step; AdamW updates both, so a replay
 // must read the updated weights. Step 3's second micro-batch ignores some
 // targets: another key.
-Outcome train_side_by_side(GpuGroups& groups, const ModelConfig& config, DType dtype) {
+Outcome train_side_by_side(GpuGroups& groups, const ModelConfig& config, DType dtype,
+                           bool chunked_head = false) {
   Communicator &tp = *groups.tp, &dp = *groups.dp;
   GptModel graphed(tp, config, /*seed=*/9), eager(tp, config, /*seed=*/9);
   graphed.to(testing::test_gpu());
   eager.to(testing::test_gpu());
+  if (chunked_head) {  // chunks of 3 of a micro-batch's 16 tokens
+    for (GptModel* m : {&graphed, &eager}) {
+      m->set_logits_chunk_bytes(3 * m->vocab_size_local() * dtype_bytes(dtype));
+    }
+  }
   AdamW graphed_adam(tp, dp, graphed.parameters(), AdamWConfig{});
   AdamW eager_adam(tp, dp, eager.parameters(), AdamWConfig{});
   graphed.set_compute_dtype(dtype);
@@ -98,17 +105,20 @@ TEST(StepGraph, ReplaysGiveTheEagerBits) {
   GpuGroups groups;
   for (const char* name : {"gpt2", "llama_replicated_kv"}) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      const ModelConfig config = model_case(name);
-      if (!testing::valid_at(config, groups.tp->size())) continue;
-      SCOPED_TRACE(std::string(name) + ", " + dtype_name(dtype));
-      const Outcome out = train_side_by_side(groups, config, dtype);
-      if (groups.capturable()) {
-        EXPECT_EQ(out.failure, "");
-        EXPECT_GE(out.counts.replayed, 4)
-            << "captured " << out.counts.captured << ", eager " << out.counts.eager;
-      } else {
-        EXPECT_NE(out.failure, "") << "a host-staged capture";
-        EXPECT_EQ(out.counts.replayed, 0);
+      for (const bool chunked_head : {false, true}) {
+        const ModelConfig config = model_case(name);
+        if (!testing::valid_at(config, groups.tp->size())) continue;
+        SCOPED_TRACE(std::string(name) + ", " + dtype_name(dtype) +
+                     (chunked_head ? ", head in chunks" : ""));
+        const Outcome out = train_side_by_side(groups, config, dtype, chunked_head);
+        if (groups.capturable()) {
+          EXPECT_EQ(out.failure, "");
+          EXPECT_GE(out.counts.replayed, 4)
+              << "captured " << out.counts.captured << ", eager " << out.counts.eager;
+        } else {
+          EXPECT_NE(out.failure, "") << "a host-staged capture";
+          EXPECT_EQ(out.counts.replayed, 0);
+        }
       }
     }
   }
