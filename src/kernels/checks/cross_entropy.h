@@ -29,9 +29,9 @@ inline int64_t cross_entropy_tokens(const char* what, const CrossEntropyRows& ro
   const int64_t held = static_cast<int64_t>(rows.targets->size());
   const int64_t tokens = rows.tokens < 0 ? held - rows.first_row : rows.tokens;
   if (rows.first_row < 0 || tokens < 0 || rows.first_row + tokens > held) {
-    cross_entropy_fail(what, "rows [" + std::to_string(rows.first_row) + ", +" +
-                                 std::to_string(rows.tokens) + ") of " + std::to_string(held) +
-                                 " targets");
+    cross_entropy_fail(what, std::to_string(tokens) + " rows from row " +
+                                 std::to_string(rows.first_row) + " must lie within the " +
+                                 std::to_string(held) + " targets");
   }
   return tokens;
 }
