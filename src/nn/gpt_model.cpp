@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -50,9 +51,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes) {
   if (tokens < 1 || budget_bytes <= 0 || tokens * row_bytes <= budget_bytes) return tokens;
-  const int64_t rows = ceil_div(tokens, ceil_div(tokens * row_bytes, budget_bytes));
-  if (rows <= kChunkRowMultiple) return rows;
-  return std::min(tokens, ceil_div(rows, kChunkRowMultiple) * kChunkRowMultiple);
+  const int64_t fit = std::max<int64_t>(1, budget_bytes / std::max<int64_t>(1, row_bytes));
+  const int64_t rows = ceil_div(tokens, ceil_div(tokens, fit));  // balanced, at most fit
+  if (fit < kChunkRowMultiple) return rows;
+  const int64_t tiles = ceil_div(rows, kChunkRowMultiple) * kChunkRowMultiple;
+  return tiles <= fit ? std::min(tokens, tiles) : fit / kChunkRowMultiple * kChunkRowMultiple;
 }
 
 GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed,
@@ -210,10 +213,10 @@ GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, 
                                                const std::vector<int32_t>& targets, int64_t batch,
                                                int64_t seq, Pass pass) {
   check_batch(ids, targets, batch, seq);
-  if (head_grads_done_) {
+  if (head_state_ == HeadState::kGradientsTaken) {
     throw InternalError(
-        "[model] a training forward computed the output head's gradients in chunks and no "
-        "backward used them: call backward() first, or forward with Pass::kEvaluate");
+        "[model] the last forward (Pass::kTrain) computed the output head's gradients in "
+        "chunks, and no backward has used them: call backward() before the next forward");
   }
   batch_ = batch;
   seq_ = seq;
@@ -256,9 +259,10 @@ CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<in
   const Tensor& normed = head_input_->forward(final_norm_->forward(h));
   const int64_t chunk_rows = logits_chunk_rows(
       normed.size(0), vocab_size_local() * dtype_bytes(normed.dtype()), logits_chunk_bytes_);
-  if (chunk_rows < normed.size(0))
+  if (chunk_rows < normed.size(0)) {
     return head_and_loss_in_chunks(normed, targets, chunk_rows, pass);
-  logits_whole_ = true;
+  }
+  head_state_ = HeadState::kLogits;
 
   // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
   if (lm_head_) {
@@ -281,10 +285,18 @@ CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
   // Every target checked before the first chunk's collective (alike on every
   // rank), and on a GPU uploaded once for all chunks.
   const int64_t counted = loss_->stage(targets, device);
-  ensure_shape(logits_chunk_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
-  ensure_shape(chunk_losses_, {tokens}, device);
+  logits_local_ = Tensor();  // a view of an older chunk buffer: let it go
+  logits_chunk_ =
+      leading_rows(logits_chunk_storage_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
+  chunk_losses_ = leading_rows(chunk_losses_storage_, {tokens}, device);
   const Tensor& w = head_weight().compute();  // [V_pad/tp, d_model]: my vocab rows
-  Tensor* dh = pass == Pass::kTrain ? &head_input_->partial_grad() : nullptr;
+  Tensor* dh = nullptr;
+  if (pass == Pass::kTrain && sequence_parallel_) {
+    ensure_shape(head_dh_, normed.shape(), device, normed.dtype());
+    dh = &head_dh_;
+  } else if (pass == Pass::kTrain) {
+    dh = &head_input_->partial_grad();  // the region's own buffer
+  }
   // The mean's gradient, as VocabParallelCrossEntropy::backward() takes it.
   const float mean_scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
   for (int64_t first = 0; first < tokens; first += chunk_rows) {
@@ -306,8 +318,7 @@ CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
     ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits, w, 0.0f, dh_rows);
     ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits, rows, 1.0f, head_weight().grad);
   }
-  logits_whole_ = false;
-  head_grads_done_ = dh != nullptr;
+  head_state_ = dh != nullptr ? HeadState::kGradientsTaken : HeadState::kLossesOnly;
   CrossEntropyOutput out;
   out.losses = chunk_losses_;
   out.counted = counted;
@@ -439,16 +450,21 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
 }
 
 const Tensor& GptModel::head_backward() {
-  if (head_grads_done_) {
+  const HeadState state = head_state_;
+  head_state_ = HeadState::kNone;
+  if (state == HeadState::kGradientsTaken) {
     // The chunked forward took dh and the head's weight gradient already.
-    head_grads_done_ = false;
+    if (sequence_parallel_) head_input_->partial_grad().copy_from(head_dh_);
     head_input_->reduce_partial_grad();  // [f bwd] all-reduce (or reduce-scatter) of dh
     return final_norm_->backward(head_input_->grad());
   }
-  if (!logits_whole_) {
+  if (state == HeadState::kLossesOnly) {
     throw InternalError(
         "[model] backward after a forward with Pass::kEvaluate that ran the output head in "
         "chunks (no logits kept): run the forward with Pass::kTrain");
+  }
+  if (state == HeadState::kNone) {
+    throw InternalError("[model] backward without a forward since the last backward");
   }
   const Tensor& dlogits_local = loss_->backward();  // [tokens, V_pad/tp], no communication
   Tensor& dh = head_input_->partial_grad();         // [tokens, d_model], partial over tp

@@ -1,6 +1,8 @@
 // Activation buffers shared by every layer (see shared_buffer.h).
 #include "colrow/nn/shared_buffer.h"
 
+#include <algorithm>
+
 #include <map>
 #include <tuple>
 
@@ -30,6 +32,15 @@ Tensor& layer_buffer(Tensor& t, bool shared, const std::string& role, const Shap
     t = storage.slice(0, 0, n).view(shape);  // a handle: no copy, no allocation
   }
   return t;
+}
+
+Tensor leading_rows(Tensor& storage, const Shape& shape, Device device, DType dtype) {
+  const Shape held = storage.owns_storage() ? storage.shape() : Shape{};
+  const bool fits = held.size() == shape.size() && !held.empty() && storage.device() == device &&
+                    storage.dtype() == dtype && held[0] >= shape[0] &&
+                    std::equal(held.begin() + 1, held.end(), shape.begin() + 1);
+  if (!fits) storage = Tensor::empty(shape, device, dtype);
+  return storage.slice(0, 0, shape[0]);
 }
 
 }  // namespace colrow

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/shared_buffer.h"
 #include "colrow/nn/vocab_parallel_embedding.h"
 #include "kernels/ops.h"
 
@@ -40,18 +41,6 @@ ops::CrossEntropyRows kernel_rows(const std::vector<int32_t>& targets, int64_t f
   rows.vocab_size_local = vocab_size_local;
   rows.label_smoothing = label_smoothing;
   return rows;
-}
-
-// The first shape[0] rows of `storage`, which grows (only) to hold them:
-// the chunks of a batch (nn/gpt_model.h), the last one shorter, reuse one
-// allocation from step to step, as a CUDA graph of the step needs.
-Tensor leading_rows(Tensor& storage, const Shape& shape, Device device, DType dtype = DType::kF32) {
-  Shape held = storage.owns_storage() ? storage.shape() : Shape{};
-  const bool fits = held.size() == shape.size() && storage.device() == device &&
-                    storage.dtype() == dtype && held[0] >= shape[0] &&
-                    std::equal(held.begin() + 1, held.end(), shape.begin() + 1);
-  if (!fits) storage = Tensor::empty(shape, device, dtype);
-  return storage.slice(0, 0, shape[0]);
 }
 
 int64_t validated_local(int64_t vocab_size, int64_t padded, int tp, float label_smoothing) {

@@ -601,8 +601,36 @@ TEST(GptModelTest, ChunkedForwardPassesAreKeptApart) {
   EXPECT_EQ(model.forward(ids, targets, kBatch, kSeq).losses.to_vector(), evaluated);
   EXPECT_THROW(model.forward(ids, targets, kBatch, kSeq), InternalError);
   model.backward();
+  EXPECT_THROW(model.backward(), InternalError) << "a second backward of one forward";
   EXPECT_NO_THROW(model.forward(ids, targets, kBatch, kSeq, GptModel::Pass::kEvaluate));
   EXPECT_THROW(model.set_logits_chunk_bytes(-1), ConfigError);
+}
+
+// Under sequence parallelism the head region's partial input gradient lives
+// in a buffer every SP region shares; a chunked training forward keeps its dh
+// in the model's own until backward, so another model's forward and backward
+// in between (two pipeline stages' replicas, or any caller's) leave it alone:
+// A's gradients are those of A trained alone, bit for bit.
+TEST(GptModelTest, ChunkedHeadGradientsOutliveAnotherModelsBackward) {
+  Communicator& tp = world();
+  if (kBatch * kSeq % tp.size() != 0) GTEST_SKIP() << "sequence parallelism needs tokens % tp";
+  const ModelConfig config = small_gpt2_config();
+  GptModel alone(tp, config, kSeed, /*sequence_parallel=*/true);
+  GptModel a(tp, config, kSeed, true), b(tp, config, kSeed + 1, true);
+  for (GptModel* m : {&alone, &a, &b}) m->set_logits_chunk_bytes(3 * m->vocab_size_local() * 4);
+  const std::vector<int32_t> ids = random_ids(1, kBatch * kSeq, config.vocab_size);
+  const std::vector<int32_t> targets = random_ids(2, kBatch * kSeq, config.vocab_size);
+  const std::vector<int32_t> other = random_ids(3, kBatch * kSeq, config.vocab_size);
+  alone.forward(ids, targets, kBatch, kSeq);
+  alone.backward();
+  a.forward(ids, targets, kBatch, kSeq);
+  b.forward(other, other, kBatch, kSeq);
+  b.backward();
+  a.backward();
+  const std::vector<Parameter*> want = alone.parameters(), got = a.parameters();
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[i]->grad.to_vector(), want[i]->grad.to_vector()) << got[i]->name;
+  }
 }
 
 // Chunk rows: one chunk when the logits fit (or no bound), else as few chunks
@@ -617,9 +645,17 @@ TEST(GptModelTest, LogitsChunkRowsFollowTheBudget) {
   // GPT-2 in bf16 at B 16 x T 1024 under the default 256 MiB: 7 chunks of
   // 2368 rows (37 tiles), the last of 2176; 1.65 GB of logits become 238 MB.
   EXPECT_EQ(logits_chunk_rows(16384, 50304 * 2, kDefaultLogitsChunkBytes), 2368);
-  // Whole tiles never past the tokens.
+  // Whole tiles never past the tokens, nor past the budget.
   EXPECT_EQ(logits_chunk_rows(130, 1, 129), 128);
-  EXPECT_EQ(logits_chunk_rows(100, 1, 99), 50);
+  EXPECT_EQ(logits_chunk_rows(100, 1, 99), 64);
+  EXPECT_EQ(logits_chunk_rows(130, 1, 65), 64);
+  for (int64_t tokens = 1; tokens <= 300; tokens += 7) {
+    for (const int64_t budget : {1, 3, 63, 64, 65, 100, 127, 128, 200, 299}) {
+      const int64_t rows = logits_chunk_rows(tokens, 1, budget);
+      EXPECT_GE(rows, 1) << tokens << " tokens, budget " << budget;
+      EXPECT_LE(rows, std::min(tokens, budget)) << tokens << " tokens, budget " << budget;
+    }
+  }
 }
 
 TEST(GptModelTest, BadIdsAndShapesAreInvalidInput) {

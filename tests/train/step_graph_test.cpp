@@ -79,17 +79,21 @@ std::vector<std::string> traced_region(GptModel& model, const Batch& b) {
 TEST(StepGraph, AWarmMicroBatchQueuesTheSameWorkForAnyData) {
   struct Variant {
     std::string name;
-    bool sequence_parallel = false, recompute = false;
+    bool sequence_parallel = false, recompute = false, chunked_head = false;
   };
   const int tp = world().size();
   for (const testing::ModelCase& c : testing::model_cases()) {
     if (!testing::valid_at(c.config, tp)) continue;
-    for (const Variant& v : {Variant{"plain"}, Variant{"sequence parallel", true, false},
-                             Variant{"recomputed activation", false, true}}) {
+    for (const Variant& v :
+         {Variant{"plain"}, Variant{"sequence parallel", true, false},
+          Variant{"recomputed activation", false, true},
+          Variant{"head in chunks of 3 rows", false, false, true},
+          Variant{"sequence parallel, head in chunks of 3 rows", true, false, true}}) {
       if (v.sequence_parallel && (kRows * kSeq) % tp != 0) continue;
       SCOPED_TRACE(std::string(c.name) + ", " + v.name);
       GptModel model(world(), c.config, /*seed=*/3, v.sequence_parallel);
       model.set_recompute_activation(v.recompute);
+      if (v.chunked_head) model.set_logits_chunk_bytes(3 * model.vocab_size_local() * 4);
       const int64_t vocab = c.config.vocab_size;
       traced_region(model, random_batch(1, kRows, kSeq, vocab));  // makes the buffers
       const size_t warm = allocator_for(Device::cpu()).allocation_count();

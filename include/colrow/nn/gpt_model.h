@@ -43,9 +43,10 @@ namespace colrow {
 constexpr int64_t kDefaultLogitsChunkBytes = int64_t{256} << 20;
 
 // Rows per chunk of `tokens` logit rows of `row_bytes` each, so that a chunk
-// holds about `budget_bytes` at most: tokens (one chunk) when they all fit
-// or the budget is 0; else the rows split evenly over as few chunks as fit,
-// rounded up to a multiple of 64 rows (whole GEMM tiles) above 64.
+// holds at most `budget_bytes` (at least one row): tokens (one chunk) when
+// they all fit or the budget is 0; else the rows split evenly over as few
+// chunks as fit, in whole 64-row GEMM tiles where the budget holds 64 rows
+// or more (rounded up while it still fits, else down).
 int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes);
 
 class GptModel {
@@ -100,9 +101,10 @@ class GptModel {
   // small all-gather each; a Pass::kTrain forward also takes each chunk's
   // loss gradient, its input gradient (dh, summed over tp in backward) and
   // its weight gradient (accumulated) before the next chunk overwrites its
-  // logits, which the gradient replaced. The same losses as one chunk bit
-  // for bit on the CPU; the head's weight gradient sums its tokens chunk by
-  // chunk (fp32 rounding). Takes effect at the next forward.
+  // logits, which the gradient replaced. The same losses and gradients as
+  // one chunk up to fp32 rounding: a GEMM of fewer rows may sum in another
+  // order, and the head's weight gradient sums its tokens chunk by chunk.
+  // Takes effect at the next forward.
   void set_logits_chunk_bytes(int64_t bytes);
   int64_t logits_chunk_bytes() const { return logits_chunk_bytes_; }
 
@@ -264,13 +266,24 @@ class GptModel {
   std::array<Tensor, 2> block_grads_;
   Tensor logits_local_;  // [tokens, V_pad/tp]
   int64_t logits_chunk_bytes_ = kDefaultLogitsChunkBytes;
+  // Grown and viewed (leading_rows), so chunks of uneven sizes and batches
+  // of other sizes reuse them:
   Tensor logits_chunk_;  // [chunk rows, V_pad/tp]: the chunks' logits, one at a time
   Tensor chunk_losses_;  // [tokens]: the chunks' losses
-  // The last forward kept all its logits (backward may start from them); a
-  // chunked training forward computed the head's gradients (backward starts
-  // from its dh).
-  bool logits_whole_ = false;
-  bool head_grads_done_ = false;
+  Tensor logits_chunk_storage_, chunk_losses_storage_;
+  // Sequence parallel: the chunks' dh, [tokens, d_model], until backward.
+  // The head region's partial_grad() is a buffer every SP region shares
+  // (nn/tp_region_input.h), which another model's backward may use between
+  // this forward and its backward; without SP it is the region's own.
+  Tensor head_dh_;
+  // What the last forward left for backward.
+  enum class HeadState {
+    kNone,            // no forward since the last backward
+    kLogits,          // all the logits (one chunk): backward starts from them
+    kGradientsTaken,  // a training forward in chunks: backward starts from dh
+    kLossesOnly,      // an evaluating forward in chunks: no backward
+  };
+  HeadState head_state_ = HeadState::kNone;
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce
   Tensor sp_grad_stash_;  // their gradients before this backward, packed

@@ -29,4 +29,10 @@ Tensor& shared_buffer(const std::string& role, const Shape& shape, Device device
 Tensor& layer_buffer(Tensor& t, bool shared, const std::string& role, const Shape& shape,
                      Device device, DType dtype);
 
+// The first shape[0] rows of `storage`, which grows (only) to hold them, as
+// a view: a module whose row count varies from call to call (the chunks of
+// a batch, the last one shorter) reuses one allocation from step to step, as
+// a CUDA graph of the step needs.
+Tensor leading_rows(Tensor& storage, const Shape& shape, Device device, DType dtype = DType::kF32);
+
 }  // namespace colrow
