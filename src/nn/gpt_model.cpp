@@ -148,6 +148,11 @@ void GptModel::set_logits_chunk_bytes(int64_t bytes) {
   logits_chunk_bytes_ = bytes;
 }
 
+int64_t GptModel::logits_chunk_tokens(int64_t tokens) const {
+  return logits_chunk_rows(tokens, vocab_size_local() * dtype_bytes(compute_dtype_),
+                           logits_chunk_bytes_);
+}
+
 void GptModel::refresh_compute_copies() {
   if (compute_dtype_ == DType::kF32) return;
   for (Parameter* p : parameters()) p->refresh_compute();
@@ -257,8 +262,7 @@ CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<in
                                            Pass pass) {
   // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
   const Tensor& normed = head_input_->forward(final_norm_->forward(h));
-  const int64_t chunk_rows = logits_chunk_rows(
-      normed.size(0), vocab_size_local() * dtype_bytes(normed.dtype()), logits_chunk_bytes_);
+  const int64_t chunk_rows = logits_chunk_tokens(normed.size(0));
   if (chunk_rows < normed.size(0)) {
     return head_and_loss_in_chunks(normed, targets, chunk_rows, pass);
   }
@@ -286,9 +290,9 @@ CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
   // rank), and on a GPU uploaded once for all chunks.
   const int64_t counted = loss_->stage(targets, device);
   logits_local_ = Tensor();  // a view of an older chunk buffer: let it go
-  logits_chunk_ =
-      leading_rows(logits_chunk_storage_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
-  chunk_losses_ = leading_rows(chunk_losses_storage_, {tokens}, device);
+  const Tensor logits_chunk =
+      leading_rows(logits_chunks_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
+  const Tensor losses = leading_rows(chunk_losses_, {tokens}, device);
   const Tensor& w = head_weight().compute();  // [V_pad/tp, d_model]: my vocab rows
   Tensor* dh = nullptr;
   if (pass == Pass::kTrain && sequence_parallel_) {
@@ -302,12 +306,12 @@ CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
   for (int64_t first = 0; first < tokens; first += chunk_rows) {
     const int64_t n = std::min(chunk_rows, tokens - first);
     const Tensor rows = normed.slice(0, first, n);
-    Tensor logits = logits_chunk_.slice(0, 0, n);
+    Tensor logits = logits_chunk.slice(0, 0, n);
     // rows: [n, d_model] (replicated) -> logits: [n, V_pad/tp], no communication
     ops::gemm(Trans::kNo, Trans::kYes, 1.0f, rows, w, 0.0f, logits);
     const CrossEntropyOutput part =
         loss_->forward_rows(logits, targets, first);  // all-gather [n, 4]
-    chunk_losses_.slice(0, first, n).copy_from(part.losses);
+    losses.slice(0, first, n).copy_from(part.losses);
     logits_local_ = logits;
     if (dh == nullptr) continue;
     // The chunk's loss gradient over its logits, in their place; then what
@@ -320,7 +324,7 @@ CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
   }
   head_state_ = dh != nullptr ? HeadState::kGradientsTaken : HeadState::kLossesOnly;
   CrossEntropyOutput out;
-  out.losses = chunk_losses_;
+  out.losses = losses;
   out.counted = counted;
   return out;
 }

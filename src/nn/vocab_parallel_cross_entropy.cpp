@@ -141,7 +141,7 @@ CrossEntropyOutput VocabParallelCrossEntropy::forward_rows(const Tensor& logits_
   counted_ = counted_targets(targets, first_row, tokens);
   logits_ = logits_local;
   logits_consumed_ = false;
-  if (targets_ != targets) targets_ = targets;  // a batch's chunks: copied once
+  targets_ = targets;  // the same size for a batch's chunks: no allocation
   first_row_ = first_row;
   const Device device = logits_local.device();
   partials_ = leading_rows(storage_.partials, {tokens, kernels::kCrossEntropyPartials}, device);

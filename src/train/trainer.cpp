@@ -158,9 +158,7 @@ int run_training(const TrainOptions& o, const Launch& launch) {
   const int64_t local_params = model.local_parameter_count();
   // The output head's chunks of a micro-batch's tokens (GptModel::set_logits_chunk_bytes).
   const int64_t head_tokens = o.batch * o.seq_len;
-  const int64_t head_chunk_rows =
-      logits_chunk_rows(head_tokens, model.vocab_size_local() * dtype_bytes(placement.dtype),
-                        o.logits_chunk_mib << 20);
+  const int64_t head_chunk_rows = model.logits_chunk_tokens(head_tokens);
   const int64_t head_chunks = (head_tokens + head_chunk_rows - 1) / head_chunk_rows;
   std::ostringstream about;
   about << "colrow train: " << to_string(config.family) << " (" << o.model << "), "

@@ -107,6 +107,10 @@ class GptModel {
   // Takes effect at the next forward.
   void set_logits_chunk_bytes(int64_t bytes);
   int64_t logits_chunk_bytes() const { return logits_chunk_bytes_; }
+  // Tokens per chunk of a forward over `tokens` token rows on the last stage
+  // (logits_chunk_rows for this rank's classes in the compute dtype): tokens
+  // itself when they run in one piece.
+  int64_t logits_chunk_tokens(int64_t tokens) const;
 
   // Renews the bf16 copies from the values: after an optimizer step or a
   // load. A no-op in fp32.
@@ -266,11 +270,10 @@ class GptModel {
   std::array<Tensor, 2> block_grads_;
   Tensor logits_local_;  // [tokens, V_pad/tp]
   int64_t logits_chunk_bytes_ = kDefaultLogitsChunkBytes;
-  // Grown and viewed (leading_rows), so chunks of uneven sizes and batches
-  // of other sizes reuse them:
-  Tensor logits_chunk_;  // [chunk rows, V_pad/tp]: the chunks' logits, one at a time
-  Tensor chunk_losses_;  // [tokens]: the chunks' losses
-  Tensor logits_chunk_storage_, chunk_losses_storage_;
+  // Storage grown and viewed (leading_rows), so chunks of uneven sizes and
+  // batches of other sizes reuse it:
+  Tensor logits_chunks_;  // [chunk rows, V_pad/tp]: the chunks' logits, one at a time
+  Tensor chunk_losses_;   // [tokens]: the chunks' losses
   // Sequence parallel: the chunks' dh, [tokens, d_model], until backward.
   // The head region's partial_grad() is a buffer every SP region shares
   // (nn/tp_region_input.h), which another model's backward may use between

@@ -210,6 +210,13 @@ __global__ void backward_rows(const E* x, int64_t ld, const int32_t* targets, in
   }
 }
 
+// The logits' targets on the GPU: the batch's, uploaded once for every piece
+// of one loss and every chunk of the batch (upload_kept copies nothing the
+// role already holds), from rows.first_row on.
+const int32_t* device_targets(int device, const CrossEntropyRows& rows) {
+  return upload_kept(device, "cross_entropy.targets", *rows.targets) + rows.first_row;
+}
+
 }  // namespace
 
 void stage_cross_entropy_targets(int device, const std::vector<int32_t>& targets) {
@@ -221,10 +228,7 @@ void cross_entropy_partials(const Tensor& logits_local, const CrossEntropyRows& 
   const int64_t tokens = check_cross_entropy_partials(logits_local, rows, partials);
   const int device = cuda_device_of("cross_entropy_partials", {&logits_local, &partials});
   if (tokens == 0) return;
-  // The same targets for every piece of one loss, and for every chunk of a
-  // batch's (rows.first_row): uploaded once.
-  const int32_t* targets =
-      upload_kept(device, "cross_entropy.targets", *rows.targets) + rows.first_row;
+  const int32_t* targets = device_targets(device, rows);
   with_elements(logits_local, [&](const auto* x) {
     partials_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
                     colrow::cuda::compute_stream(device)>>>(
@@ -240,8 +244,7 @@ void cross_entropy_combine(const Tensor& gathered, const CrossEntropyRows& rows,
   const int64_t tokens = check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
   const int device = cuda_device_of(what, {&gathered, &max, &sum_exp, &losses});
   if (tokens == 0) return;
-  const int32_t* targets =
-      upload_kept(device, "cross_entropy.targets", *rows.targets) + rows.first_row;
+  const int32_t* targets = device_targets(device, rows);
   combine_rows<<<colrow::cuda::blocks_for(tokens, kLossThreads), kLossThreads, 0,
                  colrow::cuda::compute_stream(device)>>>(
       gathered.data(), targets, rows.ignore_index, tokens, gathered.size(0) / tokens,
@@ -270,8 +273,7 @@ void cross_entropy_backward(const Tensor& logits_local, const CrossEntropyRows& 
   const float a_over_v =
       smooth ? static_cast<float>(static_cast<double>(a) / static_cast<double>(rows.vocab_size))
              : 0.0f;
-  const int32_t* targets =
-      upload_kept(device, "cross_entropy.targets", *rows.targets) + rows.first_row;
+  const int32_t* targets = device_targets(device, rows);
   with_elements(logits_local, [&](const auto* x) {
     using E = element_of<decltype(x)>;
     backward_rows<<<static_cast<unsigned int>(tokens), kThreads, 0,
