@@ -12,11 +12,18 @@ namespace {
 
 using ops::Trans;
 
-ShardSpec rows_of(const Shape& full, OutputBlock block) {
+const LinearSpec& validated(const LinearSpec& spec, int tp, OutputBlock block) {
+  validate_output_block(spec, tp, block);
+  return spec;
+}
+
+}  // namespace
+
+ShardSpec output_rows(const Shape& full, OutputBlock block) {
   return {full, /*dim=*/0, block.index, block.count};
 }
 
-const LinearSpec& validated(const LinearSpec& spec, int tp, OutputBlock block) {
+void validate_output_block(const LinearSpec& spec, int tp, OutputBlock block) {
   if (block.count == tp) {
     require_divisible("column_parallel_linear", spec.name + ".out_features", spec.out_features, tp);
   } else if (block.count < 1 || spec.out_features % block.count != 0) {
@@ -25,10 +32,7 @@ const LinearSpec& validated(const LinearSpec& spec, int tp, OutputBlock block) {
                       ") must be divisible by the block count (" + std::to_string(block.count) +
                       ").");
   }
-  return spec;
 }
-
-}  // namespace
 
 ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& spec,
                                            bool gather_output)
@@ -44,10 +48,10 @@ ColumnParallelLinear::ColumnParallelLinear(Communicator& tp, const LinearSpec& s
       spec_(validated(spec, tp.size(), block)),
       gather_output_(gather_output),
       out_features_local_(spec.out_features / block.count),
-      weight_(spec.name + ".weight", rows_of({spec.out_features, spec.in_features}, block),
+      weight_(spec.name + ".weight", output_rows({spec.out_features, spec.in_features}, block),
               spec.resolved_weight_init(), spec.seed) {
   if (spec.bias) {
-    bias_.emplace(spec.name + ".bias", rows_of({spec.out_features}, block),
+    bias_.emplace(spec.name + ".bias", output_rows({spec.out_features}, block),
                   spec.resolved_bias_init(), spec.seed);
   }
 }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/parameter_group.h"
 #include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
@@ -111,7 +112,7 @@ GptModel::GptModel(Communicator& tp, const ModelConfig& config, const PipelineSt
 }
 
 void GptModel::to(Device device) {
-  for (Parameter* p : parameters()) p->to(device);
+  move_parameters(parameters(), device);
   device_ = device;
 }
 
@@ -125,7 +126,7 @@ std::unique_ptr<GptModel> GptModel::make_replica() {
 }
 
 void GptModel::set_compute_dtype(DType dtype) {
-  for (Parameter* p : parameters()) p->set_compute_dtype(dtype);
+  colrow::set_compute_dtype(parameters(), dtype);
   compute_dtype_ = dtype;
 }
 
@@ -167,11 +168,7 @@ void GptModel::share_parameters_of(GptModel& owner) {
   if (!same) {
     throw InternalError("[model] a replica shares parameters only with a model of the same stage");
   }
-  for (size_t i = 0; i < mine.size(); ++i) {
-    mine[i]->value = theirs[i]->value;  // handles onto the owner's storage
-    mine[i]->grad = theirs[i]->grad;
-    mine[i]->compute_copy = theirs[i]->compute_copy;
-  }
+  share_parameters(mine, theirs);  // handles onto the owner's storage
   device_ = owner.device_;
   compute_dtype_ = owner.compute_dtype_;
 }

@@ -1,9 +1,9 @@
-// ParallelAttention: q/k/v column-parallel by heads -> RoPE -> head-local
-// causal attention -> o_proj row-parallel.
+// ParallelAttention: q/k/v column-parallel by heads (one fused projection) ->
+// RoPE -> head-local causal attention -> o_proj row-parallel.
 // Collectives: forward one all-reduce over tp (o_proj, [g fwd]); backward one
 // all-reduce of dx over tp ([f bwd]), plus, when KV heads are replicated
-// (tp > n_kv_head), one all-reduce over the replica group per k_proj/v_proj
-// weight and bias.
+// (tp > n_kv_head), one all-reduce over the replica group of the k_proj and
+// v_proj weight gradients and one of their biases'.
 #include "colrow/nn/parallel_attention.h"
 
 #include <array>
@@ -143,14 +143,14 @@ ParallelAttention::ParallelAttention(Communicator& tp, const AttentionConfig& co
       n_kv_head_local_(kv_replicated(config_, tp.size()) ? 1 : config_.n_kv_head / tp.size()),
       kv_replicas_(split_kv_replicas(tp, config_)),
       input_(tp, config_.sequence_parallel, config_.overlap_backward),
-      q_proj_(tp,
-              projection(config_, "q_proj", config_.d_model, config_.n_head * config_.head_dim)),
-      k_proj_(tp,
-              projection(config_, "k_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
-              kv_block(config_, tp.rank(), tp.size())),
-      v_proj_(tp,
-              projection(config_, "v_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
-              kv_block(config_, tp.rank(), tp.size())),
+      qkv_proj_(
+          tp,
+          {{projection(config_, "q_proj", config_.d_model, config_.n_head * config_.head_dim),
+            {tp.rank(), tp.size()}},
+           {projection(config_, "k_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
+            kv_block(config_, tp.rank(), tp.size())},
+           {projection(config_, "v_proj", config_.d_model, config_.n_kv_head * config_.head_dim),
+            kv_block(config_, tp.rank(), tp.size())}}),
       o_proj_(tp,
               projection(config_, "o_proj", config_.n_head * config_.head_dim, config_.d_model,
                          /*output=*/true),
@@ -169,11 +169,11 @@ const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, i
   batch_ = batch;
   seq_ = seq;
   const int64_t tokens = batch * seq, hd = config_.head_dim;
-  // Each projection reads the whole x.
-  // x: [tokens, d_model] -> q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
-  const Tensor& q = q_proj_.forward(x);
-  const Tensor& k = k_proj_.forward(x);
-  const Tensor& v = v_proj_.forward(x);
+  // One GEMM for the three projections, each of which reads the whole x.
+  // x: [tokens, d_model] -> qkv: [tokens, (n_head_local + 2 n_kv_head_local) * hd], whose
+  // column blocks are q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
+  const Tensor& qkv = qkv_proj_.forward(x);
+  const Tensor q = qkv_proj_.part(qkv, 0), k = qkv_proj_.part(qkv, 1), v = qkv_proj_.part(qkv, 2);
   // [kv replicas fwd] identity: replicas of a KV head hold its rows alike and compute one k, v
   if (config_.rope) {
     if (cos_.ndim() != 2 || cos_.size(0) != seq || cos_.device() != q.device()) {
@@ -183,7 +183,7 @@ const Tensor& ParallelAttention::forward(const Tensor& x_given, int64_t batch, i
     }
     ensure_shape(q_rot_, q.shape(), q.device(), q.dtype());
     ensure_shape(k_rot_, k.shape(), k.device(), k.dtype());
-    ops::rope_forward(q, cos_, sin_, q_rot_);
+    ops::rope_forward(q, cos_, sin_, q_rot_);  // from qkv's columns into contiguous rows
     ops::rope_forward(k, cos_, sin_, k_rot_);
   }
   // q, k, v -> saved (the probabilities [batch, n_head_local, seq, seq], or a
@@ -215,10 +215,10 @@ const Tensor& ParallelAttention::forward_cached(const Tensor& x, const CacheRows
                             shape_to_string(k_cache.shape()) + ".");
   }
   batch_ = 0;  // the training activations are gone: backward would be wrong
-  // x: [tokens, d_model] -> q: [tokens, n_head_local*hd], k, v: [tokens, n_kv_head_local*hd]
-  const Tensor& q = q_proj_.forward(x);
-  const Tensor& k = k_proj_.forward(x);
-  const Tensor& v = v_proj_.forward(x);
+  // x: [tokens, d_model] -> qkv, whose column blocks are q: [tokens, n_head_local*hd]
+  // and k, v: [tokens, n_kv_head_local*hd]
+  const Tensor& qkv = qkv_proj_.forward(x);
+  const Tensor q = qkv_proj_.part(qkv, 0), k = qkv_proj_.part(qkv, 1), v = qkv_proj_.part(qkv, 2);
   if (config_.rope) {
     // Each token rotates by its own position: rows of the table for the whole cache.
     if (cos_cached_.ndim() != 2 || cos_cached_.size(0) != capacity ||
@@ -258,53 +258,47 @@ const Tensor& ParallelAttention::backward(const Tensor& dy) {
   }
   // dy -> d_attn: [tokens, n_head_local*hd]; none, or an all-gather of dy's token blocks
   const Tensor& d_attn = o_proj_.backward(dy);
-  const Tensor& q = config_.rope ? q_rot_ : q_proj_.output();
-  const Tensor& k = config_.rope ? k_rot_ : k_proj_.output();
-  layer_buffer(dq_, shared_buffers_, "attention.dq", q.shape(), q.device(), d_attn.dtype());
-  layer_buffer(dk_, shared_buffers_, "attention.dk", k.shape(), k.device(), d_attn.dtype());
-  layer_buffer(dv_, shared_buffers_, "attention.dv", k.shape(), k.device(), d_attn.dtype());
+  const Tensor& qkv = qkv_proj_.output();
+  const Tensor q = config_.rope ? q_rot_ : qkv_proj_.part(qkv, 0);
+  const Tensor k = config_.rope ? k_rot_ : qkv_proj_.part(qkv, 1);
+  const Tensor v = qkv_proj_.part(qkv, 2);
+  // The gradients of q, k and v are column blocks of one [tokens, qkv] tensor,
+  // which the fused projection's backward then reads whole.
+  layer_buffer(dqkv_, shared_buffers_, "attention.dqkv", qkv.shape(), qkv.device(), d_attn.dtype());
+  Tensor dq = qkv_proj_.part(dqkv_, 0), dk = qkv_proj_.part(dqkv_, 1),
+         dv = qkv_proj_.part(dqkv_, 2);
   // Used within this call only, so every attention layer shares one, in a block
   // or not: a step allocates nothing here once warm.
   layer_buffer(scratch_, /*shared=*/true, "attention.backward_scratch",
                ops::attention_backward_scratch_shape(
                    q.device(), {batch_, n_head_local_, seq_, config_.head_dim, q.dtype()}),
                q.device(), DType::kF32);
-  ops::attention_backward(q, k, v_proj_.output(), attn_out_, saved_, d_attn, config_.window, dq_,
-                          dk_, dv_, scratch_);
+  ops::attention_backward(q, k, v, attn_out_, saved_, d_attn, config_.window, dq, dk, dv, scratch_);
   if (config_.rope) {  // back through the rotation, in place
-    ops::rope_backward(dq_, cos_, sin_, dq_);
-    ops::rope_backward(dk_, cos_, sin_, dk_);
+    ops::rope_backward(dq, cos_, sin_, dq);
+    ops::rope_backward(dk, cos_, sin_, dk);
   }
   // A replicated KV head's gradients from this step are partial (this rank's
   // query heads only) and are summed over the replicas below; set aside what
   // earlier steps accumulated so that it is not summed again.
-  const std::array<Parameter*, 4> kv = kv_parameters();
-  for (size_t i = 0; kv_replicas_ && i < kv.size(); ++i) {
-    if (kv[i] == nullptr) continue;
-    ensure_shape(kv_grad_stash_[i], kv[i]->grad.shape(), kv[i]->grad.device());
-    kv_grad_stash_[i].copy_from(kv[i]->grad);
-    kv[i]->zero_grad();
+  std::vector<Tensor> kv = kv_replicas_ ? kv_grads() : std::vector<Tensor>{};
+  for (size_t i = 0; i < kv.size(); ++i) {
+    ensure_shape(kv_grad_stash_[i], kv[i].shape(), kv[i].device());
+    kv_grad_stash_[i].copy_from(kv[i]);
+    kv[i].zero();
   }
-  // Every projection read the same x: sum their partial dx, then reduce once.
+  // Every projection read the same x: one GEMM sums their partial dx, then one reduce.
   Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
-  q_proj_.backward_input(dq_, dx, /*accumulate=*/false);
-  k_proj_.backward_input(dk_, dx, /*accumulate=*/true);
-  v_proj_.backward_input(dv_, dx, /*accumulate=*/true);
+  qkv_proj_.backward_input(dqkv_, dx, /*accumulate=*/false);
   // all-reduce (or reduce-scatter) dx over tp while the weight gradients compute
   input_.reduce_partial_grad();
-  q_proj_.backward_weights(dq_);
-  k_proj_.backward_weights(dk_);
-  v_proj_.backward_weights(dv_);
+  qkv_proj_.backward_weights(dqkv_);
   const Tensor& dx_summed = input_.grad();
-  if (kv_replicas_) {
-    // [kv replicas bwd] all-reduce this step's k_proj, v_proj gradients over the KV head's ranks
-    kv_replicas_->all_reduce_sum(k_proj_.weight().grad);
-    if (k_proj_.bias()) kv_replicas_->all_reduce_sum(k_proj_.bias()->grad);
-    kv_replicas_->all_reduce_sum(v_proj_.weight().grad);
-    if (v_proj_.bias()) kv_replicas_->all_reduce_sum(v_proj_.bias()->grad);
-    for (size_t i = 0; i < kv.size(); ++i) {
-      if (kv[i] != nullptr) ops::add_into(kv[i]->grad, kv_grad_stash_[i]);
-    }
+  for (size_t i = 0; i < kv.size(); ++i) {
+    // [kv replicas bwd] all-reduce this step's k_proj and v_proj gradients over the KV head's
+    // ranks: their weights' rows, then their biases'
+    kv_replicas_->all_reduce_sum(kv[i]);
+    ops::add_into(kv[i], kv_grad_stash_[i]);
   }
   return dx_summed;
 }
@@ -315,14 +309,15 @@ void ParallelAttention::share_buffers() {
   o_proj_.share_buffers();
 }
 
-std::array<Parameter*, 4> ParallelAttention::kv_parameters() {
-  return {&k_proj_.weight(), k_proj_.bias(), &v_proj_.weight(), v_proj_.bias()};
+std::vector<Tensor> ParallelAttention::kv_grads() {
+  std::vector<Tensor> grads{qkv_proj_.weights().grad_of_parts(1, 2)};
+  if (ParameterGroup* biases = qkv_proj_.biases()) grads.push_back(biases->grad_of_parts(1, 2));
+  return grads;
 }
 
 std::vector<Parameter*> ParallelAttention::parameters() {
-  std::vector<Parameter*> params;
-  for (Parameter* p : {&q_proj_.weight(), q_proj_.bias(), &k_proj_.weight(), k_proj_.bias(),
-                       &v_proj_.weight(), v_proj_.bias(), &o_proj_.weight(), o_proj_.bias()}) {
+  std::vector<Parameter*> params = qkv_proj_.parameters();
+  for (Parameter* p : {&o_proj_.weight(), o_proj_.bias()}) {
     if (p != nullptr) params.push_back(p);
   }
   return params;

@@ -23,13 +23,26 @@ Parameter::Parameter(std::string name_, ShardSpec shard_, const Init& init, uint
   fill_shard(value, shard, init, seed, name);
 }
 
+namespace {
+
+void require_ungrouped(const Parameter& p, const char* what) {
+  if (p.group != nullptr) {
+    throw InternalError("[parameter] " + p.name + " lives in a group's storage: " + what +
+                        " goes through its ParameterGroup (nn/parameter_group.h)");
+  }
+}
+
+}  // namespace
+
 void Parameter::to(Device device) {
+  require_ungrouped(*this, "to(device)");
   value = value.to(device);
   grad = grad.to(device);
   if (compute_copy.owns_storage()) compute_copy = compute_copy.to(device);
 }
 
 void Parameter::set_compute_dtype(DType dtype) {
+  require_ungrouped(*this, "set_compute_dtype");
   if (dtype == DType::kF32) {
     compute_copy = Tensor();
     return;

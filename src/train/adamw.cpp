@@ -12,6 +12,7 @@
 #include <string>
 
 #include "colrow/core/error.h"
+#include "colrow/nn/parameter_group.h"
 #include "colrow/train/grad_norm.h"
 #include "kernels/ops.h"
 
@@ -36,18 +37,43 @@ AdamW::AdamW(Communicator& tp, Communicator& dp, std::vector<Parameter*> params,
   exp_avg_sq_ = Tensor::zeros({slice_size_}, device);
 }
 
+size_t AdamW::unit_start(size_t last) const {
+  const ParameterGroup* group = params_[last]->group;
+  if (group == nullptr) return last;
+  const size_t parts = group->size();
+  const bool listed_in_order = last + 1 >= parts && [&] {
+    for (size_t k = 0; k < parts; ++k) {
+      if (params_[last + 1 - parts + k] != &group->part(k)) return false;
+    }
+    return true;
+  }();
+  if (!listed_in_order) {
+    throw InternalError("[adamw] " + params_[last]->name +
+                        ": the parts of a parameter group are listed together, in the group's "
+                        "order (as the layers' parameters() list them)");
+  }
+  return last + 1 - parts;
+}
+
 void AdamW::lay_out_buckets(Device device) {
   // Parameters from the end of the list (backward's first) into buckets of
   // at least bucket_size elements; then each bucket keeps the list's order.
+  // The parts of a ParameterGroup (attention's fused q, k, v) go as one unit:
+  // side by side, in the group's order, in one bucket, so that their
+  // gradients move into the buffer as the group's one tensor.
   std::vector<std::vector<size_t>> groups;
   int64_t filled = 0;
-  for (size_t i = params_.size(); i-- > 0;) {
+  for (size_t end = params_.size(); end > 0;) {
+    const size_t first = unit_start(end - 1);
     if (groups.empty() || (config_.bucket_size > 0 && filled >= config_.bucket_size)) {
       groups.emplace_back();
       filled = 0;
     }
-    groups.back().insert(groups.back().begin(), i);
-    filled += params_[i]->value.numel();
+    for (size_t i = end; i-- > first;) {
+      groups.back().insert(groups.back().begin(), i);
+      filled += params_[i]->value.numel();
+    }
+    end = first;
   }
   const int64_t dp_size = config_.zero == 1 ? dp_.size() : 1;
   offsets_.assign(params_.size(), 0);
@@ -75,6 +101,13 @@ void AdamW::lay_out_buckets(Device device) {
   // accumulates there, the fp32 dp reduction starts from there without a
   // copy, and the model holds no second set of them.
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (ParameterGroup* group = params_[i]->group) {
+      // Its first part: the whole group's rows, which the layout kept together.
+      if (&group->part(0) == params_[i]) {
+        group->move_grads_into(flat_.slice(0, offsets_[i], group->grad().numel()));
+      }
+      continue;
+    }
     Tensor& grad = params_[i]->grad;
     Tensor place = flat_.slice(0, offsets_[i], grad.numel()).view(grad.shape());
     place.copy_from(grad);

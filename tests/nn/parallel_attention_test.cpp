@@ -119,19 +119,21 @@ std::vector<Expected> expected_parameters(const AttentionConfig& c, int tp_rank,
   const int kv_index = replicated ? tp_rank / (tp_size / static_cast<int>(nkv)) : tp_rank;
   const int kv_count = replicated ? static_cast<int>(nkv) : tp_size;
   const std::string p = c.name + ".";
+  // q, k and v are one fused projection: their weights, then their biases
+  // (each fused group's parts together, as the optimizer's flat buffer
+  // needs); then o_proj's weight and bias.
   std::vector<Expected> out;
-  auto add = [&](const std::string& proj, Shape w, Shape b, int dim, int index, int count,
-                 bool bias_split, int64_t fan_in) {
-    out.push_back({p + proj + ".weight", w, dim, index, count, fan_in});
-    if (proj == "o_proj" ? c.output_bias : c.qkv_bias) {
-      out.push_back(
-          {p + proj + ".bias", b, 0, bias_split ? index : 0, bias_split ? count : 1, fan_in});
-    }
-  };
-  add("q_proj", {wq, d}, {wq}, 0, tp_rank, tp_size, true, d);
-  add("k_proj", {wk, d}, {wk}, 0, kv_index, kv_count, true, d);
-  add("v_proj", {wk, d}, {wk}, 0, kv_index, kv_count, true, d);
-  add("o_proj", {d, wq}, {d}, 1, tp_rank, tp_size, false, wq);
+  const std::vector<std::string> qkv = {"q_proj", "k_proj", "v_proj"};
+  const Shape qkv_rows[] = {{wq}, {wk}, {wk}};
+  const int index[] = {tp_rank, kv_index, kv_index}, count[] = {tp_size, kv_count, kv_count};
+  for (size_t i = 0; i < qkv.size(); ++i) {
+    out.push_back({p + qkv[i] + ".weight", {qkv_rows[i][0], d}, 0, index[i], count[i], d});
+  }
+  for (size_t i = 0; c.qkv_bias && i < qkv.size(); ++i) {
+    out.push_back({p + qkv[i] + ".bias", qkv_rows[i], 0, index[i], count[i], d});
+  }
+  out.push_back({p + "o_proj.weight", {d, wq}, 1, tp_rank, tp_size, wq});
+  if (c.output_bias) out.push_back({p + "o_proj.bias", {d}, 0, 0, 1, wq});
   return out;
 }
 
@@ -390,8 +392,9 @@ TEST(ParallelAttentionTest, BackwardMatchesFiniteDifferences) {
 }
 
 // One all-reduce of [tokens, d_model] each way over tp. With replicated KV
-// heads, backward also all-reduces k_proj's and v_proj's weight (and bias)
-// gradients over the replica group, in that order; forward uses it not at all.
+// heads, backward also all-reduces k_proj's and v_proj's weight gradients
+// over the replica group, as one tensor (their rows are adjacent in the fused
+// projection), then their biases' likewise; forward uses it not at all.
 TEST(ParallelAttentionTest, IssuesTheExpectedCollectives) {
   RecordingCommunicator tp(world());
   const int tp_size = tp.size();
@@ -410,11 +413,9 @@ TEST(ParallelAttentionTest, IssuesTheExpectedCollectives) {
     const Tensor x = random_tensor({tokens, d}, 5);
     const Tensor dy = random_tensor({tokens, d}, 6);
     const std::vector<CollectiveEvent> one_all_reduce{{"all_reduce_sum", tokens * d, 0.0}};
-    std::vector<CollectiveEvent> replica_sums;
-    for (int proj = 0; proj < 2; ++proj) {
-      replica_sums.push_back({"all_reduce_sum", hd * d, 0.0});
-      if (c.config.qkv_bias) replica_sums.push_back({"all_reduce_sum", hd, 0.0});
-    }
+    // One KV head per rank when replicated: k_proj's and v_proj's hd rows each.
+    std::vector<CollectiveEvent> replica_sums{{"all_reduce_sum", 2 * hd * d, 0.0}};
+    if (c.config.qkv_bias) replica_sums.push_back({"all_reduce_sum", 2 * hd, 0.0});
 
     tp.clear();
     attn.forward(x, c.batch, c.seq);

@@ -23,6 +23,7 @@
 #include "colrow/core/error.h"
 #include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
+#include "colrow/nn/parameter_group.h"
 #include "nn/layer_test_helpers.h"
 #include "support/adamw_reference.h"
 #include "support/test_world.h"
@@ -621,6 +622,70 @@ TEST(AdamW, BucketMomentsGatherToTheFlatLayout) {
       EXPECT_EQ(mine.to_vector(), (bucketed.*moment)().to_vector());
     }
   }
+}
+
+// A ParameterGroup (attention's fused q, k, v) moves into the flat gradient
+// buffer as one tensor, its parts side by side in one bucket, and the parts
+// stay views of it; the updates are bitwise those of the same parameters
+// ungrouped. A list that splits or reorders a group's parts is refused.
+TEST(AdamW, AParameterGroupsGradientsMoveAsOneTensor) {
+  ProcessMesh mesh(world(), /*tp=*/1, /*pp=*/1, world().size());
+  auto make = [](std::vector<std::unique_ptr<Parameter>>& owned) {
+    const Shape shapes[] = {{7}, {4, 5}, {2, 5}, {3, 5}, {6}};
+    for (size_t i = 0; i < 5; ++i) {
+      owned.push_back(std::make_unique<Parameter>(
+          "p" + std::to_string(i), ShardSpec::replicated(shapes[i]), Init::normal(1.0f), 11));
+    }
+    std::vector<Parameter*> list;
+    for (auto& p : owned) list.push_back(p.get());
+    return list;
+  };
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    std::vector<std::unique_ptr<Parameter>> grouped_owned, plain_owned;
+    const std::vector<Parameter*> grouped = make(grouped_owned), plain = make(plain_owned);
+    ParameterGroup group({grouped[1], grouped[2], grouped[3]});
+    {
+      AdamWConfig config = config_with(zero);
+      config.bucket_size = 1;  // a bucket per unit: the group is one
+      std::vector<std::unique_ptr<Parameter>> other_owned;
+      const std::vector<Parameter*> other = make(other_owned);
+      ParameterGroup other_group({other[1], other[2], other[3]});
+      const AdamW per_unit(mesh.tp(), mesh.dp(), other, config);
+      EXPECT_EQ(per_unit.bucket_count(), 3u);
+      EXPECT_EQ(per_unit.offset(2), per_unit.offset(1) + 20);
+      EXPECT_EQ(per_unit.offset(3), per_unit.offset(2) + 10);
+      EXPECT_NO_THROW(other_group.check_views("after AdamW"));
+      EXPECT_EQ(other_group.grad().raw_data(), other[1]->grad.raw_data());
+    }
+    // One bucket each: the same flat layout, so ZeRO-1 splits it alike and
+    // the norms and updates can be compared bit for bit.
+    AdamW with_group(mesh.tp(), mesh.dp(), grouped, config_with(zero));
+    AdamW without(mesh.tp(), mesh.dp(), plain, config_with(zero));
+    EXPECT_NO_THROW(group.check_views("after AdamW"));
+    for (int s = 0; s < 3; ++s) {
+      for (size_t i = 0; i < 5; ++i) {
+        const Tensor g = testing::random_tensor(plain[i]->grad.shape(), 100 * s + i);
+        grouped[i]->grad.copy_from(g);
+        plain[i]->grad.copy_from(g);
+      }
+      EXPECT_EQ(with_group.step(0.01f), without.step(0.01f));
+      with_group.zero_grad();
+      without.zero_grad();
+    }
+    for (size_t i = 0; i < 5; ++i) {
+      EXPECT_EQ(grouped[i]->value.to_vector(), plain[i]->value.to_vector()) << plain[i]->name;
+    }
+  }
+  std::vector<std::unique_ptr<Parameter>> owned;
+  const std::vector<Parameter*> list = make(owned);
+  ParameterGroup group({list[1], list[2], list[3]});
+  EXPECT_THROW(AdamW(mesh.tp(), mesh.dp(), {list[0], list[2], list[1], list[3]}, config_with(0)),
+               InternalError)
+      << "reordered";
+  EXPECT_THROW(AdamW(mesh.tp(), mesh.dp(), {list[1], list[2], list[4]}, config_with(0)),
+               InternalError)
+      << "a part missing";
 }
 
 TEST(AdamW, BadConfigurationsFailOnEveryRankBeforeAnyCollective) {

@@ -22,6 +22,13 @@ struct OutputBlock {
   int count = 1;
 };
 
+// The shard of a [out, in] weight (or [out] bias) that holds `block`'s rows.
+ShardSpec output_rows(const Shape& full, OutputBlock block);
+// ConfigError (before anything is allocated) unless `block` splits
+// spec.out_features evenly: by tp for Megatron's layout, by its own count
+// for a replicated block.
+void validate_output_block(const LinearSpec& spec, int tp, OutputBlock block);
+
 class ColumnParallelLinear {
  public:
   // Throws ConfigError (before allocating) unless out_features % tp == 0.

@@ -2,12 +2,16 @@
 // LlamaAttention): causal multi-head self-attention with GQA/MQA and optional
 // RoPE, split over tp by heads. q_proj, k_proj, v_proj are column-parallel
 // (rank r owns query heads [r NH/tp, (r+1) NH/tp) and the KV heads they use),
-// attention is head-local, o_proj is row-parallel on the local heads.
+// fused into one projection (nn/fused_column_parallel_linear.h: one GEMM
+// each way, the checkpoint keeping the three names); attention is
+// head-local, reading q, k and v as column blocks of the projection's output;
+// o_proj is row-parallel on the local heads.
 //   x: [batch*seq, d_model] (replicated, token-major) -> y: [batch*seq, d_model] (replicated)
 // Collectives: one all-reduce forward (o_proj, [g fwd]) and one backward (the
 // summed dx of q/k/v, [f bwd]). With tp > n_kv_head each KV head is replicated
-// over tp / n_kv_head ranks, and backward adds one all-reduce per k_proj and
-// v_proj parameter over that replica group.
+// over tp / n_kv_head ranks, and backward adds one all-reduce over that
+// replica group of the k_proj and v_proj weight gradients (their rows are
+// adjacent), and one of their biases'.
 #pragma once
 
 #include <array>
@@ -19,7 +23,7 @@
 
 #include "colrow/core/cache_rows.h"
 #include "colrow/dist/communicator.h"
-#include "colrow/nn/column_parallel_linear.h"
+#include "colrow/nn/fused_column_parallel_linear.h"
 #include "colrow/nn/parameter.h"
 #include "colrow/nn/rope_scaling.h"
 #include "colrow/nn/row_parallel_linear.h"
@@ -79,7 +83,7 @@ class ParallelAttention {
   // dy: the shape of y (replicated, or this rank's rows). Accumulates every
   // parameter gradient (complete, replicas summed); returns dx, the shape of x.
   const Tensor& backward(const Tensor& dy);
-  // Its transient tensors (the output, dq, dk, dv, dx) from now on live in
+  // Its transient tensors (the output, dq, dk and dv, dx) from now on live in
   // buffers every layer shares (nn/shared_buffer.h: layer_buffer): what
   // forward and backward return is then valid until the next layer's call.
   void share_buffers();
@@ -96,7 +100,8 @@ class ParallelAttention {
   const Tensor& forward_cached(const Tensor& x, const CacheRows& rows, Tensor& k_cache,
                                Tensor& v_cache);
 
-  // q_proj, k_proj, v_proj, o_proj: weight then bias (when present).
+  // q_proj, k_proj, v_proj weights, then their biases (when present), then
+  // o_proj's weight and bias.
   std::vector<Parameter*> parameters();
   // The configuration with n_kv_head and head_dim filled in.
   const AttentionConfig& config() const { return config_; }
@@ -110,21 +115,22 @@ class ParallelAttention {
   const Tensor& attention_saved() const { return saved_; }
 
  private:
-  // k_proj weight, bias, v_proj weight, bias (null where there is no bias).
-  std::array<Parameter*, 4> kv_parameters();
+  // The k_proj and v_proj rows of the fused weight's gradient, then of the
+  // bias's (when there are biases): one view each.
+  std::vector<Tensor> kv_grads();
 
   AttentionConfig config_;
   int n_head_local_;
   int n_kv_head_local_;
   std::unique_ptr<Communicator> kv_replicas_;
   TpRegionInput input_;
-  ColumnParallelLinear q_proj_;  // [n_head*hd, d_model] split by query heads
-  ColumnParallelLinear k_proj_;  // [n_kv_head*hd, d_model] split (or replicated) by KV heads
-  ColumnParallelLinear v_proj_;  // likewise
-  RowParallelLinear o_proj_;     // [d_model, n_head*hd] split by query heads
+  // Parts q_proj [n_head*hd, d_model] split by query heads, then k_proj and
+  // v_proj [n_kv_head*hd, d_model] split (or replicated) by KV heads.
+  FusedColumnParallelLinear qkv_proj_;
+  RowParallelLinear o_proj_;  // [d_model, n_head*hd] split by query heads
   // Replicated KV heads: the gradients accumulated before this backward, by
-  // kv_parameters() position.
-  std::array<Tensor, 4> kv_grad_stash_;
+  // kv_grads() position.
+  std::array<Tensor, 2> kv_grad_stash_;
   int64_t batch_ = 0, seq_ = 0;
   Tensor cos_, sin_;                // RoPE table: [seq, hd/2]
   Tensor cos_cached_, sin_cached_;  // decoding: RoPE table [capacity, hd/2], then per-token rows
@@ -133,7 +139,7 @@ class ParallelAttention {
   Tensor q_rot_, k_rot_;            // q, k after RoPE: [tokens, heads_local*hd]
   Tensor saved_;                    // attention_saved()
   Tensor attn_out_;                 // [tokens, n_head_local*hd]: o_proj's input
-  Tensor dq_, dk_, dv_;             // [tokens, heads_local*hd]
+  Tensor dqkv_;                     // [tokens, (n_head_local + 2 n_kv_head_local) * hd]
   Tensor scratch_;                  // the backward kernel's, shared by every attention layer
   bool shared_buffers_ = false;
 };

@@ -11,6 +11,8 @@
 
 namespace colrow {
 
+class ParameterGroup;
+
 // How values are drawn. Element i of the full tensor is a pure function of
 // (seed, parameter name, i), so every tp degree builds the same model.
 struct Init {
@@ -46,16 +48,21 @@ struct Parameter {
   // stage's, so both copies stay equal; the gradient norm and the checkpoint
   // count the first stage's only (Megatron's shared embedding).
   bool pipeline_copy = false;
+  // Set while value, grad and compute_copy are views of a group's storage
+  // (nn/parameter_group.h): to() and set_compute_dtype() then go through the
+  // group, and refuse here (InternalError).
+  ParameterGroup* group = nullptr;
 
   // Allocates value and grad (grad zeroed) on the CPU and fills value from `init`.
   Parameter(std::string name, ShardSpec shard, const Init& init, uint64_t seed);
   void zero_grad() { grad.zero(); }
   // Moves value, grad and the compute copy to `device` (an explicit copy;
-  // nothing when already there).
+  // nothing when already there). Not for a grouped parameter.
   void to(Device device);
   // The weights the layers compute with.
   const Tensor& compute() const { return compute_copy.owns_storage() ? compute_copy : value; }
-  // kF32: layers read value; kBF16: a bf16 copy of value, made now.
+  // kF32: layers read value; kBF16: a bf16 copy of value, made now. Not for
+  // a grouped parameter.
   void set_compute_dtype(DType dtype);
   // compute_copy = value rounded, after value changed (an optimizer step, a load).
   void refresh_compute();

@@ -32,6 +32,9 @@ class AdamW {
   // one tp, so the flat layout agrees across dp. Allocates every buffer here,
   // and moves each parameter's grad into the flat gradient buffer (its
   // values kept): copies of a Parameter made later share it, earlier ones not.
+  // A ParameterGroup's parts (listed together, in its order) move as one
+  // tensor, in one bucket, so a fused layer's one weight-gradient GEMM
+  // accumulates straight into the buffer.
   // `pp`: the pipeline group when the model is one stage of several; the
   // gradient norm then sums over the stages too, and counts the last stage's
   // copy of tied embeddings (Parameter::pipeline_copy) on the first stage only.
@@ -104,6 +107,10 @@ class AdamW {
     Tensor params_part;                  // param_slice_ (zero 1)
   };
   void lay_out_buckets(Device device);
+  // The first index of the unit that ends at params_[last]: last itself, or
+  // the first part of its ParameterGroup (InternalError unless the group's
+  // parts end there, listed together in the group's order).
+  size_t unit_start(size_t last) const;
   // The part of parameter i that this rank updates: [begin, end) of the flat
   // layout (empty when begin >= end), starting at `local` in the slice arrays.
   struct Owned {

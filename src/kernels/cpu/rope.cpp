@@ -13,10 +13,12 @@ namespace {
 
 // y = R(sign * angle) x for every head of every token. Each pair (i, i + half)
 // is read before it is written, so y may alias x. x and y are fp32 or bf16
-// (read natively, each output rounded once); the tables are fp32.
+// (read natively, each output rounded once); the tables are fp32. Rows may be
+// strided (row_stride), a block of a wider tensor's columns.
 void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, Tensor& y,
             const char* what) {
   const int64_t tokens = x.size(0), width = x.size(1);
+  const int64_t ldx = x.row_stride(), ldy = y.row_stride();
   const int64_t seq = cos.size(0), half = cos.size(1), head_dim = 2 * half;
   const int64_t heads = width / head_dim;
   const float* c = cos.data();
@@ -30,8 +32,8 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
       const float* ct = c + (t % seq) * half;
       const float* st = s + (t % seq) * half;
       for (int64_t h = 0; h < heads; ++h) {
-        const E* xh = in + t * width + h * head_dim;
-        E* yh = out + t * width + h * head_dim;
+        const E* xh = in + t * ldx + h * head_dim;
+        E* yh = out + t * ldy + h * head_dim;
 #pragma omp simd
         for (int64_t i = 0; i < half; ++i) {
           const float x1 = widen(xh[i]), x2 = widen(xh[i + half]);

@@ -3,7 +3,8 @@
 // rotate_half(x) sin, positions restarting in every sequence): the table, the
 // forward and the backward within rigorous fp32 bounds; position 0 is the
 // identity bit for bit; the backward inverts the forward and is its
-// transpose; in-place use; central differences; shape errors.
+// transpose; in-place use; strided rows (q and k as column blocks of
+// attention's fused qkv output); central differences; shape errors.
 #include "kernels/cpu/rope.h"
 
 #include <gtest/gtest.h>
@@ -174,6 +175,39 @@ TEST(RopeTest, InPlaceMatchesOutOfPlace) {
   inplace = x.clone();
   cpu::rope_backward(inplace, t.cos, t.sin, inplace);
   EXPECT_TRUE(same_bits(inplace, dx));
+}
+
+// x and y as column blocks of wider tensors (attention's fused qkv output:
+// q's columns, then k's, then v's): the same bits as contiguous rows, the
+// columns outside the block untouched, and in place on such a block too.
+TEST(RopeTest, StridedRowsGiveTheContiguousBits) {
+  const RopeCase c = kCases[0];
+  const Table t = table(c);
+  const int64_t tokens = c.batch * c.seq, width = c.heads * c.head_dim;
+  const Tensor wide = random_tensor({tokens, 3 * width + 5}, 19);
+  const Tensor x = wide.slice(1, width + 2, width);  // a block that starts off a head boundary
+  ASSERT_FALSE(x.is_contiguous());
+  const Tensor contiguous = x.clone();
+  Tensor want = Tensor::empty(x.shape()), want_back = Tensor::empty(x.shape());
+  cpu::rope_forward(contiguous, t.cos, t.sin, want);
+  cpu::rope_backward(contiguous, t.cos, t.sin, want_back);
+
+  Tensor y_wide = Tensor::full({tokens, 2 * width}, 7.0f);
+  Tensor y = y_wide.slice(1, width, width);
+  cpu::rope_forward(x, t.cos, t.sin, y);
+  EXPECT_TRUE(same_bits(y.clone(), want)) << "strided x into strided y";
+  for (float v : y_wide.slice(1, 0, width).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+
+  Tensor inplace_wide = wide.clone();
+  Tensor inplace = inplace_wide.slice(1, width + 2, width);
+  cpu::rope_backward(inplace, t.cos, t.sin, inplace);
+  EXPECT_TRUE(same_bits(inplace.clone(), want_back)) << "in place on a block of columns";
+  EXPECT_TRUE(
+      same_bits(inplace_wide.slice(1, 0, width + 2).clone(), wide.slice(1, 0, width + 2).clone()))
+      << "columns before the block";
+  EXPECT_TRUE(same_bits(inplace_wide.slice(1, 2 * width + 2, width + 3).clone(),
+                        wide.slice(1, 2 * width + 2, width + 3).clone()))
+      << "columns after the block";
 }
 
 // Central differences of L = sum(g * rope(x)) against rope_backward(g). L is

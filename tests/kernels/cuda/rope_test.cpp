@@ -2,7 +2,8 @@
 // for bit (both are the CPU's double computation), forward and backward bit
 // for bit (both devices spell out the same fused multiply-adds), over odd
 // shapes (tokens 1 .. 129, head_dim 2 .. 128, 1 .. 5 heads) and with linearly
-// scaled frequencies; in place equal to out of place; position 0 the
+// scaled frequencies; in place equal to out of place; strided rows (q and k
+// as column blocks of attention's fused qkv output); position 0 the
 // identity; InternalError on bad shapes and arguments.
 #include "kernels/cuda/rope.h"
 
@@ -106,6 +107,41 @@ TEST(CudaRopeTest, ForwardAndBackwardAreTheCpusBits) {
     inplace = x.to(gpu);
     kernels::cuda::rope_backward(inplace, t.cos_gpu, t.sin_gpu, inplace);
     EXPECT_EQ(inplace.to_vector(), dx_gpu.to_vector()) << "in-place backward";
+  }
+}
+
+// x and y as column blocks of wider tensors (attention's fused qkv output),
+// forward out of place and backward in place: the CPU's bits on contiguous
+// rows, and the columns outside the block untouched.
+TEST(CudaRopeTest, StridedRowsAreTheCpusBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (const RopeCase& c : kCases) {
+    SCOPED_TRACE(label(c));
+    const Tables t = tables(c, gpu);
+    const int64_t tokens = c.batch * c.seq, width = c.heads * c.head_dim;
+    const Tensor wide = random_exact({tokens, 3 * width}, 3);
+    const Tensor x = wide.slice(1, width, width).clone();  // k's block, on the host
+    Tensor y = Tensor::empty(x.shape()), dx = Tensor::empty(x.shape());
+    kernels::cpu::rope_forward(x, t.cos, t.sin, y);
+    kernels::cpu::rope_backward(x, t.cos, t.sin, dx);
+
+    Tensor wide_gpu = wide.to(gpu);
+    Tensor block_gpu = wide_gpu.slice(1, width, width);
+    Tensor y_wide_gpu = Tensor::zeros({tokens, 2 * width}, gpu);
+    Tensor y_gpu = y_wide_gpu.slice(1, width, width);
+    kernels::cuda::rope_forward(block_gpu, t.cos_gpu, t.sin_gpu, y_gpu);
+    testing::expect_same_bits("strided forward", y_gpu.clone(), y);
+    for (float v : y_wide_gpu.slice(1, 0, width).clone().to_vector()) ASSERT_EQ(v, 0.0f);
+    kernels::cuda::rope_backward(block_gpu, t.cos_gpu, t.sin_gpu, block_gpu);
+    testing::expect_same_bits("strided backward in place", block_gpu.clone(), dx);
+    const Tensor after = wide_gpu.to(Device::cpu());
+    EXPECT_EQ(after.slice(1, 0, width).clone().to_vector(),
+              wide.slice(1, 0, width).clone().to_vector())
+        << "q's columns";
+    EXPECT_EQ(after.slice(1, 2 * width, width).clone().to_vector(),
+              wide.slice(1, 2 * width, width).clone().to_vector())
+        << "v's columns";
   }
 }
 
