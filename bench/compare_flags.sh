@@ -4,7 +4,8 @@
 #   A_NAME=kept A="" B_NAME=recomputed B="--recompute-activation" bench/compare_flags.sh
 #   ROUNDS=2 STEPS=8 MODEL=gpt2-byte-small BATCH=8 SEQ=256 DEVICE=cpu by default;
 #   EXTRA adds flags to every run; BUILD picks the build (default build;
-#   build-gpu for a packed one on a GPU machine); NP=2 runs each under
+#   build-gpu for a packed one on a GPU machine), A_BUILD and B_BUILD one
+#   per side (two commits' builds, the flags alike); NP=2 runs each under
 #   mpiexec on 2 ranks (pass the mesh in EXTRA, e.g. EXTRA="--tp 2").
 # tokens/s = median over steps 3.. of each run (the metrics' tokens_per_s);
 # peak = the largest of the run's peak_device_mib (cuda) or
@@ -16,14 +17,16 @@ source scripts/env.sh
 ROUNDS=${ROUNDS:-2}; STEPS=${STEPS:-8}; MODEL=${MODEL:-gpt2-byte-small}
 BATCH=${BATCH:-8}; SEQ=${SEQ:-256}; DEVICE=${DEVICE:-cpu}; BUILD=${BUILD:-build}
 A_NAME=${A_NAME:-A}; B_NAME=${B_NAME:-B}; NP=${NP:-1}
+A_BUILD=${A_BUILD:-$BUILD}; B_BUILD=${B_BUILD:-$BUILD}
 launch=()
 [ "$NP" -gt 1 ] && launch=(mpiexec -np "$NP" --oversubscribe --bind-to none)
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
 for r in $(seq "$ROUNDS"); do
   for side in A B; do
     flags=${!side:-}
+    build_of=${side}_BUILD
     # shellcheck disable=SC2086  # flags are words
-    "${launch[@]}" "$BUILD/colrow" train --model "$MODEL" --batch "$BATCH" --seq-len "$SEQ" --steps "$STEPS" \
+    "${launch[@]}" "${!build_of}/colrow" train --model "$MODEL" --batch "$BATCH" --seq-len "$SEQ" --steps "$STEPS" \
       --eval-windows 1 --device "$DEVICE" --metrics "$out/$side.$r.jsonl" $flags ${EXTRA:-} > /dev/null
   done
 done
