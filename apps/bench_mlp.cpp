@@ -26,6 +26,7 @@
 #include "colrow/dist/process_mesh.h"
 #include "colrow/dist/recording_communicator.h"
 #include "colrow/nn/parallel_mlp.h"
+#include "colrow/nn/parameter_group.h"
 #include "colrow/runtime/blas_environment.h"
 #include "colrow/runtime/threads.h"
 #include "kernels/ops.h"
@@ -71,11 +72,10 @@ Timings time_rounds(Communicator& world, const MlpBenchOptions& o,
 }
 
 // The weights on `device`, computing in `dtype` (bf16: rounded copies of the fp32 values).
+// Through the parameter groups (nn/parameter_group.h): SwiGLU's gate and up are one.
 void place(ParallelMLP& mlp, Device device, DType dtype) {
-  for (Parameter* p : mlp.parameters()) {
-    p->to(device);
-    p->set_compute_dtype(dtype);
-  }
+  move_parameters(mlp.parameters(), device);
+  set_compute_dtype(mlp.parameters(), dtype);
 }
 
 // The largest relative error between the sharded MLP on `device` and the

@@ -48,15 +48,23 @@ bool gelu_tanh(const MlpConfig& c) {
 ParallelMLP::ParallelMLP(Communicator& tp, const MlpConfig& config)
     : config_(validated(config, tp.size())),
       input_(tp, config.sequence_parallel, config.overlap_backward),
-      up_(tp, projection(config, gated(config) ? "up_proj" : "c_fc", config.d_model,
-                         config.ffn_hidden_size)),
       down_(tp,
             projection(config, gated(config) ? "down_proj" : "c_proj", config.ffn_hidden_size,
                        config.d_model),
             /*input_is_parallel=*/true, config.sequence_parallel) {
   if (gated(config)) {
-    gate_.emplace(tp, projection(config, "gate_proj", config.d_model, config.ffn_hidden_size));
+    const OutputBlock mine{tp.rank(), tp.size()};
+    gate_up_.emplace(
+        tp, std::vector<ColumnPart>{
+                {projection(config, "gate_proj", config.d_model, config.ffn_hidden_size), mine},
+                {projection(config, "up_proj", config.d_model, config.ffn_hidden_size), mine}});
+  } else {
+    up_.emplace(tp, projection(config, "c_fc", config.d_model, config.ffn_hidden_size));
   }
+}
+
+Shape ParallelMLP::hidden_shape(const Tensor& up) const {
+  return {up.size(0), gate_up_ ? gate_up_->part_columns(0) : up.size(1)};
 }
 
 const Tensor& ParallelMLP::forward(const Tensor& x_given) {
@@ -65,63 +73,68 @@ const Tensor& ParallelMLP::forward(const Tensor& x_given) {
   // With recomputation, backward makes the activation again with the GELU
   // kernel: forward uses the same kernel, so both hold the same bits.
   if (gelu_tanh(config_) && !recompute_activation_) {
-    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", {x.size(0), up_.out_features_local()},
-                 up_.weight().value.device(), x.dtype());
-    up_.forward_gelu(x, hidden_);  // no communication
+    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", {x.size(0), up_->out_features_local()},
+                 up_->weight().value.device(), x.dtype());
+    up_->forward_gelu(x, hidden_);  // no communication
     return down_.forward(hidden_);
   }
-  const Tensor& up = up_.forward(x);  // no communication
-  if (gate_) gate_->forward(x);
-  layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
+  // swiglu: gate and up in one GEMM, [tokens, 2 ffn/tp]; no communication
+  const Tensor& up = gate_up_ ? gate_up_->forward(x) : up_->forward(x);
+  layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", hidden_shape(up), up.device(),
+               up.dtype());
   activate();
   return down_.forward(hidden_);  // one all-reduce (or reduce-scatter) over tp
 }
 
 void ParallelMLP::activate() {
-  if (gate_) {
-    ops::swiglu_forward(gate_->output(), up_.output(), hidden_);
+  if (gate_up_) {
+    const Tensor& gate_up = gate_up_->output();
+    ops::swiglu_forward(gate_up_->part(gate_up, 0), gate_up_->part(gate_up, 1), hidden_);
   } else {
-    ops::gelu_forward(gelu_form(config_), up_.output(), hidden_);
+    ops::gelu_forward(gelu_form(config_), up_->output(), hidden_);
   }
 }
 
 const Tensor& ParallelMLP::backward(const Tensor& dy) {
+  const Tensor& up = up_output();
   if (recompute_activation_) {
     // Its buffer served the layers after this one: the hidden units again, the same bits.
-    const Tensor& up = up_.output();
-    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", up.shape(), up.device(), up.dtype());
+    layer_buffer(hidden_, hidden_is_shared(), "mlp.hidden", hidden_shape(up), up.device(),
+                 up.dtype());
     activate();
   }
   if (gelu_tanh(config_)) {
     // dy -> d_up: [tokens, ffn/tp] through the GELU; none, or an all-gather of dy's token blocks
-    const Tensor& d_up = down_.backward_through_gelu(dy, hidden_, up_.output());
+    const Tensor& d_up = down_.backward_through_gelu(dy, hidden_, up);
     Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
-    up_.backward_input(d_up, dx, /*accumulate=*/false);
+    up_->backward_input(d_up, dx, /*accumulate=*/false);
     input_.reduce_partial_grad();  // while the weight gradients compute
-    up_.backward_weights(d_up);
+    up_->backward_weights(d_up);
     return input_.grad();
   }
   // dy -> d_hidden: [tokens, ffn/tp]; none, or an all-gather of dy's token blocks
   const Tensor& d_hidden = down_.backward(dy, hidden_);
-  layer_buffer(d_up_, shared_buffers_, "mlp.d_up", d_hidden.shape(), d_hidden.device(),
-               d_hidden.dtype());
+  // swiglu: the gradients of gate and up as column blocks of one, like the output
+  layer_buffer(d_up_, shared_buffers_, gate_up_ ? "mlp.d_gate_up" : "mlp.d_up", up.shape(),
+               d_hidden.device(), d_hidden.dtype());
   Tensor& dx = input_.partial_grad();  // sequence parallel: starts gathering x again
-  if (gate_) {
-    layer_buffer(d_gate_, shared_buffers_, "mlp.d_gate", d_hidden.shape(), d_hidden.device(),
-                 d_hidden.dtype());
-    ops::swiglu_backward(gate_->output(), up_.output(), d_hidden, d_gate_, d_up_);
-    // Both branches read the same x: sum their partial dx, then reduce once.
-    gate_->backward_input(d_gate_, dx, /*accumulate=*/false);
-    up_.backward_input(d_up_, dx, /*accumulate=*/true);
+  if (gate_up_) {
+    Tensor d_gate = gate_up_->part(d_up_, 0), d_up = gate_up_->part(d_up_, 1);
+    ops::swiglu_backward(gate_up_->part(up, 0), gate_up_->part(up, 1), d_hidden, d_gate, d_up);
+    // Both branches read the same x: one GEMM sums their partial dx.
+    gate_up_->backward_input(d_up_, dx, /*accumulate=*/false);
   } else {
     // c_fc's output is still in up_'s buffer: GELU backward reads its input.
-    ops::gelu_backward(gelu_form(config_), up_.output(), d_hidden, d_up_);
-    up_.backward_input(d_up_, dx, /*accumulate=*/false);
+    ops::gelu_backward(gelu_form(config_), up, d_hidden, d_up_);
+    up_->backward_input(d_up_, dx, /*accumulate=*/false);
   }
   // all-reduce (or reduce-scatter) dx over tp while the weight gradients compute
   input_.reduce_partial_grad();
-  if (gate_) gate_->backward_weights(d_gate_);
-  up_.backward_weights(d_up_);
+  if (gate_up_) {
+    gate_up_->backward_weights(d_up_);
+  } else {
+    up_->backward_weights(d_up_);
+  }
   return input_.grad();
 }
 
@@ -132,11 +145,13 @@ void ParallelMLP::share_buffers() {
 }
 
 std::vector<Parameter*> ParallelMLP::parameters() {
+  // swiglu: gate's and up's weights, then their biases (a group's parts together)
   std::vector<Parameter*> params;
-  for (ColumnParallelLinear* layer : {gate_ ? &*gate_ : nullptr, &up_}) {
-    if (layer == nullptr) continue;
-    params.push_back(&layer->weight());
-    if (layer->bias()) params.push_back(layer->bias());
+  if (gate_up_) {
+    params = gate_up_->parameters();
+  } else {
+    params.push_back(&up_->weight());
+    if (up_->bias()) params.push_back(up_->bias());
   }
   params.push_back(&down_.weight());
   if (down_.bias()) params.push_back(down_.bias());
@@ -144,7 +159,7 @@ std::vector<Parameter*> ParallelMLP::parameters() {
 }
 
 double ParallelMLP::forward_flops(int64_t tokens) const {
-  const int projections = gate_ ? 3 : 2;
+  const int projections = gate_up_ ? 3 : 2;
   return projections * 2.0 * tokens * config_.d_model * config_.ffn_hidden_size;
 }
 

@@ -74,13 +74,25 @@ std::vector<Projection> projections(const MlpConfig& c) {
           {p + "down_proj", false, c.d_model, c.ffn_hidden_size}};
 }
 
-// The MLP's parameters by name, checked against the expected names and order.
+// The MLP's parameters by name, checked against the expected names and order:
+// each projection's weight then bias, except that SwiGLU's gate and up are
+// one fused projection, whose parts' weights come first, then their biases.
 std::map<std::string, Parameter*> parameters_by_name(ParallelMLP& mlp) {
+  const std::vector<Projection> all = projections(mlp.config());
+  const bool bias = mlp.config().bias;
   std::vector<std::string> expected;
-  for (const Projection& p : projections(mlp.config())) {
-    expected.push_back(p.name + ".weight");
-    if (mlp.config().bias) expected.push_back(p.name + ".bias");
+  if (all.size() == 3) {  // gate_proj, up_proj, down_proj
+    for (const std::string suffix : {".weight", ".bias"}) {
+      if (suffix == ".bias" && !bias) continue;
+      expected.push_back(all[0].name + suffix);
+      expected.push_back(all[1].name + suffix);
+    }
+  } else {
+    expected.push_back(all[0].name + ".weight");
+    if (bias) expected.push_back(all[0].name + ".bias");
   }
+  expected.push_back(all.back().name + ".weight");
+  if (bias) expected.push_back(all.back().name + ".bias");
   std::vector<std::string> names;
   std::map<std::string, Parameter*> by_name;
   for (Parameter* param : mlp.parameters()) {

@@ -2,7 +2,10 @@
 // activation on the local hidden units -> row-parallel down-projection.
 //   gelu:   c_fc [ffn, d] -> GELU (tanh form, or erf) -> c_proj [d, ffn] (GPT-2)
 //   swiglu: gate_proj, up_proj [ffn, d] -> silu(gate) * up -> down_proj (LLaMA)
-// gate and up are split over the same hidden units, so the product is local.
+// gate and up are split over the same hidden units, so the product is local,
+// and run as one fused projection (nn/fused_column_parallel_linear.h,
+// Megatron's linear_fc1 of a gated MLP): one GEMM each way, gate's columns
+// then up's in its output, the checkpoint keeping both names.
 //   x: [tokens, d_model] (replicated) -> y: [tokens, d_model] (replicated)
 // Collectives: one all-reduce forward (in down/c_proj, [g fwd]) and one
 // backward (of dx, [f bwd]) whatever the activation.
@@ -10,6 +13,7 @@
 
 #include "colrow/dist/communicator.h"
 #include "colrow/nn/column_parallel_linear.h"
+#include "colrow/nn/fused_column_parallel_linear.h"
 #include "colrow/nn/mlp_config.h"
 #include "colrow/nn/row_parallel_linear.h"
 #include "colrow/nn/tp_region_input.h"
@@ -49,16 +53,19 @@ class ParallelMLP {
   // hidden_ = activation(up's output), GELU's or SwiGLU's.
   void activate();
   bool hidden_is_shared() const { return shared_buffers_ && recompute_activation_; }
+  // The up projection's output: [tokens, ffn/tp] (swiglu: [tokens, 2 ffn/tp], gate then up).
+  const Tensor& up_output() const { return gate_up_ ? gate_up_->output() : up_->output(); }
+  // [tokens, ffn/tp] for the up projection's output `up`.
+  Shape hidden_shape(const Tensor& up) const;
 
   MlpConfig config_;
   TpRegionInput input_;
-  // gelu: up_ = c_fc, down_ = c_proj. swiglu: gate_, up_ = up_proj, down_ = down_proj.
-  std::optional<ColumnParallelLinear> gate_;
-  ColumnParallelLinear up_;
-  RowParallelLinear down_;
+  // gelu: up_ = c_fc. swiglu: gate_up_ = gate_proj and up_proj, fused.
+  std::optional<ColumnParallelLinear> up_;
+  std::optional<FusedColumnParallelLinear> gate_up_;
+  RowParallelLinear down_;  // c_proj, down_proj
   Tensor hidden_;  // [tokens, ffn/tp]: activation output, input of down_ (recomputed: shared)
-  Tensor d_gate_;  // [tokens, ffn/tp]
-  Tensor d_up_;    // [tokens, ffn/tp]
+  Tensor d_up_;    // [tokens, ffn/tp] (swiglu: [tokens, 2 ffn/tp], d_gate then d_up)
   bool shared_buffers_ = false;
   bool recompute_activation_ = false;
 };

@@ -24,4 +24,23 @@ inline void check_elementwise(const char* component, const char* what, const Ten
   }
 }
 
+// The same for kernels that also take 2-d views with strided rows (SwiGLU's
+// gate and up as column blocks of one fused projection's output): every
+// operand [rows, cols] of first's shape with a contiguous last dim, or all
+// contiguous.
+inline void check_elementwise_rows(const char* component, const char* what, const Tensor& first,
+                                   std::initializer_list<const Tensor*> others) {
+  auto rows = [](const Tensor& t) {
+    return t.is_contiguous() || (t.ndim() == 2 && t.stride(1) == 1);
+  };
+  for (const Tensor* t : others) {
+    if (!rows(first) || !rows(*t) || first.shape() != t->shape()) {
+      throw InternalError(std::string("[") + component + "] " + what +
+                          ": operands must be of one shape, contiguous or [rows, cols] with a "
+                          "contiguous last dim, got " +
+                          shape_to_string(first.shape()) + " and " + shape_to_string(t->shape()));
+    }
+  }
+}
+
 }  // namespace colrow::kernels

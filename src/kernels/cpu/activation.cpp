@@ -98,7 +98,7 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  check_elementwise("activation", "swiglu_forward", gate, {&up, &h});
+  check_elementwise_rows("activation", "swiglu_forward", gate, {&up, &h});
   map_element_blocks<2, 1>("swiglu_forward", {&gate, &up}, {&h}, [](auto in, auto out, int64_t n) {
     const float *a = in[0], *b = in[1];
     float* r = out[0];
@@ -109,7 +109,7 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  check_elementwise("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
+  check_elementwise_rows("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
   map_element_blocks<3, 2>("swiglu_backward", {&gate, &up, &dh}, {&dgate, &dup},
                            [](auto in, auto out, int64_t n) {
                              const float *a = in[0], *b = in[1], *g = in[2];

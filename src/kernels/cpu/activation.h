@@ -1,5 +1,7 @@
 // Element-wise activations and their derivatives, over contiguous tensors of
-// equal shape (typically [tokens, ffn_hidden/tp]).
+// equal shape (typically [tokens, ffn_hidden/tp]); SwiGLU's operands may also
+// be [rows, cols] views with strided rows (gate and up as column blocks of
+// the fused gate_up projection's output, dgate and dup of its gradient).
 //   GELU, tanh form (GPT-2's "gelu_new"):
 //     gelu(x)  = x/2 (1 + tanh(k (x + c x^3))),  k = sqrt(2/pi), c = 0.044715
 //     gelu'(x) = (1 + t)/2 + x/2 (1 - t^2) k (1 + 3 c x^2),  t = tanh(k (x + c x^3))

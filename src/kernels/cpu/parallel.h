@@ -134,6 +134,19 @@ void for_each_element_block(int64_t n, Body&& body) {
   }
 }
 
+// body(r, i0, i1) over columns [i0, i1) of each row r < rows, in blocks of at
+// most kElementBlock columns, in parallel above kParallelElements elements.
+// One row is for_each_element_block's blocks.
+template <typename Body>
+void for_each_row_block(int64_t rows, int64_t cols, Body&& body) {
+  const int64_t per_row = ceil_div(cols, kElementBlock);
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelElements)
+  for (int64_t b = 0; b < rows * per_row; ++b) {
+    const int64_t r = b / per_row, i0 = (b % per_row) * kElementBlock;
+    body(r, i0, std::min(cols, i0 + kElementBlock));
+  }
+}
+
 // Column sums over rows in the fixed order of kRowBlock: kSums sums per column,
 // accumulated in Acc, in column blocks of kColumnBlockMin..kWidth columns (a
 // compile-time bound, so that the kernel's loops unroll).

@@ -79,24 +79,53 @@ __global__ void silu_backward_kernel(const E* x, const E* dy, E* dx, int64_t n) 
   dx[i] = narrow<E>(widen(dy[i]) * s * (1.0f + v * (1.0f - s)));
 }
 
+// SwiGLU's operands are [rows, cols], each read through its own row stride:
+// gate and up may be column blocks of one fused projection's output (and
+// dgate, dup of its gradient). Contiguous ones have ld = cols.
+struct RowStrides {
+  int64_t cols, gate, up, h_or_dh, dgate, dup;
+};
+
+__device__ __forceinline__ int64_t at(int64_t i, int64_t cols, int64_t ld) {
+  return (i / cols) * ld + i % cols;
+}
+
 template <typename E>
-__global__ void swiglu_forward_kernel(const E* gate, const E* up, E* h, int64_t n) {
+__global__ void swiglu_forward_kernel(const E* gate, const E* up, E* h, int64_t n, RowStrides ld) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float a = widen(gate[i]);
-  h[i] = narrow<E>(a * sigmoid(a) * widen(up[i]));
+  const float a = widen(gate[at(i, ld.cols, ld.gate)]);
+  h[at(i, ld.cols, ld.h_or_dh)] = narrow<E>(a * sigmoid(a) * widen(up[at(i, ld.cols, ld.up)]));
 }
 
 template <typename E>
 __global__ void swiglu_backward_kernel(const E* gate, const E* up, const E* dh, E* dgate, E* dup,
-                                       int64_t n) {
+                                       int64_t n, RowStrides ld) {
   const int64_t i = element_index();
   if (i >= n) return;
-  const float a = widen(gate[i]), g = widen(dh[i]);
+  const float a = widen(gate[at(i, ld.cols, ld.gate)]), g = widen(dh[at(i, ld.cols, ld.h_or_dh)]);
   const float s = sigmoid(a);
   const float silu = a * s;
-  dgate[i] = narrow<E>(g * widen(up[i]) * s * (1.0f + a * (1.0f - s)));
-  dup[i] = narrow<E>(g * silu);
+  dgate[at(i, ld.cols, ld.dgate)] =
+      narrow<E>(g * widen(up[at(i, ld.cols, ld.up)]) * s * (1.0f + a * (1.0f - s)));
+  dup[at(i, ld.cols, ld.dup)] = narrow<E>(g * silu);
+}
+
+// The columns and each operand's row stride: contiguous operands as one row.
+RowStrides row_strides(const Tensor& gate, const Tensor& up, const Tensor& h_or_dh,
+                       const Tensor* dgate = nullptr, const Tensor* dup = nullptr) {
+  bool contiguous = gate.is_contiguous() && up.is_contiguous() && h_or_dh.is_contiguous() &&
+                    (dgate == nullptr || (dgate->is_contiguous() && dup->is_contiguous()));
+  if (contiguous) {
+    const int64_t n = gate.numel();
+    return {n, n, n, n, n, n};
+  }
+  return {gate.size(1),
+          gate.row_stride(),
+          up.row_stride(),
+          h_or_dh.row_stride(),
+          dgate ? dgate->row_stride() : 0,
+          dup ? dup->row_stride() : 0};
 }
 
 }  // namespace
@@ -156,7 +185,7 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
 }
 
 void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
-  check_elementwise("activation", "swiglu_forward", gate, {&up, &h});
+  check_elementwise_rows("activation", "swiglu_forward", gate, {&up, &h});
   const int64_t n = gate.numel();
   if (n == 0) return;
   cudaStream_t stream =
@@ -164,14 +193,14 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
   with_element_type("swiglu_forward", {&gate, &up, &h}, [&](auto e) {
     using E = decltype(e);
     swiglu_forward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        elements<E>(gate), elements<E>(up), elements<E>(h), n);
+        elements<E>(gate), elements<E>(up), elements<E>(h), n, row_strides(gate, up, h));
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
 
 void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Tensor& dgate,
                      Tensor& dup) {
-  check_elementwise("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
+  check_elementwise_rows("activation", "swiglu_backward", gate, {&up, &dh, &dgate, &dup});
   const int64_t n = gate.numel();
   if (n == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(
@@ -180,7 +209,7 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
     using E = decltype(e);
     swiglu_backward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
         elements<E>(gate), elements<E>(up), elements<E>(dh), elements<E>(dgate), elements<E>(dup),
-        n);
+        n, row_strides(gate, up, dh, &dgate, &dup));
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }

@@ -3,7 +3,8 @@
 // central finite differences of the double formula. Shapes up to 2^15 elements
 // (the serial path) and past it (the OpenMP + simd path); inputs over [-8, 8]
 // plus saturating values out to +-1000; inputs past expf's overflow
-// (x < -88.72); shape and contiguity errors.
+// (x < -88.72); SwiGLU on column blocks of a fused gate_up tensor (rows
+// longer than one element block, fp32 and bf16); shape and contiguity errors.
 #include "kernels/cpu/activation.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +17,8 @@
 
 #include "colrow/core/error.h"
 #include "colrow/core/philox.h"
+#include "kernels/cpu/parallel.h"
+#include "nn/layer_test_helpers.h"
 #include "support/activation_error_model.h"
 
 namespace colrow {
@@ -336,6 +339,40 @@ TEST(ActivationTest, SaturatedInputsGiveZeroNotNaN) {
   }
 }
 
+// SwiGLU reads gate and up as column blocks of the fused gate_up
+// projection's output and writes dgate and dup into column blocks of its
+// gradient, a row at a time: the bits of each row's contiguous copy run
+// alone (the element blocks start at each row, and -ffast-math's vector expf
+// may round an element apart from the scalar one the block's tail uses), in
+// fp32 and bf16 (widened per block), with rows of more than one element
+// block, and nothing outside the blocks written.
+TEST(ActivationTest, SwigluTakesColumnBlocksOfFusedTensors) {
+  const int64_t rows = 5, f = kernels::cpu::kElementBlock + 9;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    const Tensor gate_up = testing::random_tensor({rows, 2 * f + 3}, 3).to(dtype);
+    const Tensor gate = gate_up.slice(1, 0, f), up = gate_up.slice(1, f, f);
+    const Tensor dh = testing::random_tensor({rows, f}, 4).to(dtype);
+    Tensor h = Tensor::empty({rows, f}, Device::cpu(), dtype);
+    cpu::swiglu_forward(gate, up, h);
+    Tensor grads = Tensor::full({rows, 2 * f + 3}, 7.0f, Device::cpu(), dtype);
+    Tensor dgate = grads.slice(1, 0, f), dup = grads.slice(1, f, f);
+    cpu::swiglu_backward(gate, up, dh, dgate, dup);
+    for (int64_t r = 0; r < rows; ++r) {
+      const Tensor gate_r = gate.slice(0, r, 1).clone(), up_r = up.slice(0, r, 1).clone();
+      Tensor h_r = Tensor::empty({1, f}, Device::cpu(), dtype);
+      Tensor dgate_r = Tensor::empty({1, f}, Device::cpu(), dtype);
+      Tensor dup_r = Tensor::empty({1, f}, Device::cpu(), dtype);
+      cpu::swiglu_forward(gate_r, up_r, h_r);
+      cpu::swiglu_backward(gate_r, up_r, dh.slice(0, r, 1), dgate_r, dup_r);
+      EXPECT_EQ(h.slice(0, r, 1).to_vector(), h_r.to_vector()) << "forward, row " << r;
+      EXPECT_EQ(dgate.slice(0, r, 1).clone().to_vector(), dgate_r.to_vector()) << "dgate " << r;
+      EXPECT_EQ(dup.slice(0, r, 1).clone().to_vector(), dup_r.to_vector()) << "dup " << r;
+    }
+    for (float v : grads.slice(1, 2 * f, 3).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+  }
+}
+
 TEST(ActivationTest, ShapeAndContiguityErrors) {
   const Tensor x = Tensor::zeros({4, 6});
   Tensor wrong = Tensor::zeros({6, 4});
@@ -350,11 +387,12 @@ TEST(ActivationTest, ShapeAndContiguityErrors) {
   Tensor ok2 = Tensor::zeros({4, 6});
   EXPECT_THROW(cpu::swiglu_backward(x, ok, ok, ok2, wrong), InternalError);
   EXPECT_THROW(cpu::swiglu_backward(x, ok, wrong, ok2, ok), InternalError);
-  // The kernels walk flat arrays: a column block (strided view) is refused.
+  // GELU and SiLU walk flat arrays: a column block (strided view) is refused.
   Tensor wide = Tensor::zeros({4, 12});
   Tensor block = wide.slice(-1, 0, 6);
   EXPECT_THROW(cpu::gelu_forward(kernels::GeluForm::kTanh, block, ok), InternalError);
   EXPECT_THROW(cpu::silu_forward(x, block), InternalError);
+  EXPECT_NO_THROW(cpu::swiglu_forward(block, x, ok)) << "SwiGLU takes column blocks";
 }
 
 }  // namespace
