@@ -19,8 +19,6 @@
 namespace colrow {
 namespace {
 
-using ops::Trans;
-
 const ModelConfig& validated(const ModelConfig& config, int tp) {
   validate(config, tp);
   return config;
@@ -30,34 +28,7 @@ bool is_gpt2(const ModelConfig& c) {
   return c.family == ModelFamily::kGpt2;
 }
 
-LinearSpec lm_head_spec(const ModelConfig& c, int64_t padded_vocab, uint64_t seed) {
-  LinearSpec spec;
-  spec.name = "lm_head";
-  spec.in_features = c.d_model;
-  spec.out_features = padded_vocab;
-  spec.bias = false;
-  spec.seed = seed;
-  spec.weight_init = Init::normal(0.02f);
-  return spec;
-}
-
-// Chunks of more rows than this are whole multiples of it (GEMM tiles).
-constexpr int64_t kChunkRowMultiple = 64;
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
 }  // namespace
-
-int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes) {
-  if (tokens < 1 || budget_bytes <= 0 || tokens * row_bytes <= budget_bytes) return tokens;
-  const int64_t fit = std::max<int64_t>(1, budget_bytes / std::max<int64_t>(1, row_bytes));
-  const int64_t rows = ceil_div(tokens, ceil_div(tokens, fit));  // balanced, at most fit
-  if (fit < kChunkRowMultiple) return rows;
-  const int64_t tiles = ceil_div(rows, kChunkRowMultiple) * kChunkRowMultiple;
-  return tiles <= fit ? std::min(tokens, tiles) : fit / kChunkRowMultiple * kChunkRowMultiple;
-}
 
 GptModel::GptModel(Communicator& tp, const ModelConfig& config, uint64_t seed,
                    bool sequence_parallel)
@@ -94,21 +65,8 @@ GptModel::GptModel(Communicator& tp, const ModelConfig& config, const PipelineSt
   if (!stage.is_last()) return;
   final_norm_.emplace(config, is_gpt2(config) ? "ln_f" : "model.norm", seed);
   for (Parameter* p : final_norm_->parameters()) p->sequence_parallel = sequence_parallel;
-  head_input_.emplace(tp, sequence_parallel);
-  loss_.emplace(tp, config.vocab_size, padded_vocab_size_);
-  // The logits are this model's (or its head's) buffer, read by nothing after
-  // the loss's backward: their gradient takes their place.
-  loss_->set_gradient_in_place(true);
-  if (!config.tie_word_embeddings) {
-    lm_head_.emplace(tp, lm_head_spec(config, padded_vocab_size_, seed));
-    // Padded vocabulary rows hold zeros, as the embedding's do: they never
-    // receive probability, are not saved, and load as zero.
-    Tensor& w = lm_head_->weight().value;
-    const int64_t first_row = lm_head_->weight().shard.offset_along_dim();
-    const int64_t real_rows =
-        std::max<int64_t>(0, std::min(w.size(0), config.vocab_size - first_row));
-    if (real_rows < w.size(0)) w.slice(0, real_rows, w.size(0) - real_rows).zero();
-  }
+  head_.emplace(tp, config, padded_vocab_size_, seed,
+                tied_head_here ? &embedding_->weight() : nullptr, sequence_parallel);
 }
 
 void GptModel::to(Device device) {
@@ -137,7 +95,7 @@ void GptModel::set_recompute_activation(bool recompute) {
 
 void GptModel::set_overlap_tp_backward(bool overlap) {
   for (auto& block : blocks_) block->set_overlap_tp_backward(overlap);
-  if (head_input_) head_input_->set_overlap(overlap);
+  if (head_) head_->set_overlap(overlap);
   overlap_tp_backward_ = overlap;
 }
 
@@ -146,6 +104,7 @@ void GptModel::set_logits_chunk_bytes(int64_t bytes) {
     throw ConfigError("[model] logits chunk (" + std::to_string(bytes) +
                       " bytes) must be 0 (all tokens' logits at once) or a positive size.");
   }
+  if (head_) head_->set_chunk_bytes(bytes);
   logits_chunk_bytes_ = bytes;
 }
 
@@ -208,14 +167,14 @@ int64_t GptModel::stage_inputs(const std::vector<int32_t>& ids, const std::vecto
                                int64_t batch, int64_t seq) {
   check_batch(ids, targets, batch, seq);
   if (stage_.is_first()) embedding_->stage(ids);
-  return stage_.is_last() ? loss_->stage(targets, device_) : 0;
+  return stage_.is_last() ? head_->stage(targets, device_) : 0;
 }
 
 GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, const Tensor* input,
                                                const std::vector<int32_t>& targets, int64_t batch,
                                                int64_t seq, Pass pass) {
   check_batch(ids, targets, batch, seq);
-  if (head_state_ == HeadState::kGradientsTaken) {
+  if (head_ && head_->gradients_pending()) {
     throw InternalError(
         "[model] the last forward (Pass::kTrain) computed the output head's gradients in "
         "chunks, and no backward has used them: call backward() before the next forward");
@@ -235,7 +194,7 @@ GptModel::StageForward GptModel::forward_stage(const std::vector<int32_t>& ids, 
   for (auto& block : blocks_) h = &block->forward(*h, batch, seq);  // 2 all-reduces each
   StageForward out;
   if (stage_.is_last()) {
-    out.loss = head_and_loss(*h, targets, pass);
+    out.loss = head_->forward(final_norm_->forward(*h), targets, pass);
   } else {
     out.output = h;
   }
@@ -253,77 +212,6 @@ const Tensor& GptModel::embed(const std::vector<int32_t>& ids, int64_t batch, in
   const int64_t rows = x_.size(0) / tp_.size();
   x_block_ = x_.slice(0, tp_.rank() * rows, rows);
   return x_block_;
-}
-
-CrossEntropyOutput GptModel::head_and_loss(const Tensor& h, const std::vector<int32_t>& targets,
-                                           Pass pass) {
-  // The final norm's output (its buffer), made whole: none, or an all-gather of the blocks
-  const Tensor& normed = head_input_->forward(final_norm_->forward(h));
-  const int64_t chunk_rows = logits_chunk_tokens(normed.size(0));
-  if (chunk_rows < normed.size(0)) {
-    return head_and_loss_in_chunks(normed, targets, chunk_rows, pass);
-  }
-  head_state_ = HeadState::kLogits;
-
-  // normed: [tokens, d_model] (replicated) -> logits_local: [tokens, V_pad/tp]
-  if (lm_head_) {
-    logits_local_ = lm_head_->forward(normed);  // column-parallel: no communication
-  } else {
-    // Tied head: my vocab rows of the embedding. [f fwd] identity: normed is replicated.
-    ensure_shape(logits_local_, {normed.size(0), embedding_->vocab_size_local()}, normed.device(),
-                 normed.dtype());
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
-              logits_local_);
-  }
-  return loss_->forward(logits_local_, targets);  // one all-gather of [tokens, 4]
-}
-
-CrossEntropyOutput GptModel::head_and_loss_in_chunks(const Tensor& normed,
-                                                     const std::vector<int32_t>& targets,
-                                                     int64_t chunk_rows, Pass pass) {
-  const int64_t tokens = normed.size(0);
-  const Device device = normed.device();
-  // Every target checked before the first chunk's collective (alike on every
-  // rank), and on a GPU uploaded once for all chunks.
-  const int64_t counted = loss_->stage(targets, device);
-  logits_local_ = Tensor();  // a view of an older chunk buffer: let it go
-  const Tensor logits_chunk =
-      leading_rows(logits_chunks_, {chunk_rows, vocab_size_local()}, device, normed.dtype());
-  const Tensor losses = leading_rows(chunk_losses_, {tokens}, device);
-  const Tensor& w = head_weight().compute();  // [V_pad/tp, d_model]: my vocab rows
-  Tensor* dh = nullptr;
-  if (pass == Pass::kTrain && sequence_parallel_) {
-    ensure_shape(head_dh_, normed.shape(), device, normed.dtype());
-    dh = &head_dh_;
-  } else if (pass == Pass::kTrain) {
-    dh = &head_input_->partial_grad();  // the region's own buffer
-  }
-  // The mean's gradient, as VocabParallelCrossEntropy::backward() takes it.
-  const float mean_scale = counted > 0 ? 1.0f / static_cast<float>(counted) : 0.0f;
-  for (int64_t first = 0; first < tokens; first += chunk_rows) {
-    const int64_t n = std::min(chunk_rows, tokens - first);
-    const Tensor rows = normed.slice(0, first, n);
-    Tensor logits = logits_chunk.slice(0, 0, n);
-    // rows: [n, d_model] (replicated) -> logits: [n, V_pad/tp], no communication
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, rows, w, 0.0f, logits);
-    const CrossEntropyOutput part =
-        loss_->forward_rows(logits, targets, first);  // all-gather [n, 4]
-    losses.slice(0, first, n).copy_from(part.losses);
-    logits_local_ = logits;
-    if (dh == nullptr) continue;
-    // The chunk's loss gradient over its logits, in their place; then what
-    // head_backward does with it, for these rows: dh (partial over tp) =
-    // dlogits W_local, and d W_local += dlogits^T rows.
-    const Tensor& dlogits = loss_->backward(mean_scale);
-    Tensor dh_rows = dh->slice(0, first, n);
-    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits, w, 0.0f, dh_rows);
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits, rows, 1.0f, head_weight().grad);
-  }
-  head_state_ = dh != nullptr ? HeadState::kGradientsTaken : HeadState::kLossesOnly;
-  CrossEntropyOutput out;
-  out.losses = losses;
-  out.counted = counted;
-  return out;
 }
 
 KvCache GptModel::make_kv_cache(int64_t slots, int64_t capacity) const {
@@ -401,17 +289,8 @@ const Tensor& GptModel::forward_cached_stage(const std::vector<int32_t>& ids, co
   if (!stage_.is_last()) return *h;
   // Only each sequence's last token is predicted from: rows n_new - 1 (prefill) or all (decode).
   const Tensor last = n_new == 1 ? *h : h->slice(0, n_new - 1, 1);
-  const Tensor& normed = final_norm_->forward(last);
   // normed: [batch, d_model] (replicated) -> logits_local: [batch, V_pad/tp], no communication
-  if (lm_head_) {
-    logits_local_ = lm_head_->forward(normed);
-  } else {
-    ensure_shape(logits_local_, {batch, embedding_->vocab_size_local()}, normed.device(),
-                 normed.dtype());
-    ops::gemm(Trans::kNo, Trans::kYes, 1.0f, normed, embedding_->weight_local(), 0.0f,
-              logits_local_);
-  }
-  return logits_local_;
+  return head_->logits(final_norm_->forward(last));
 }
 
 void GptModel::backward() {
@@ -429,10 +308,10 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
   // Reports only while someone listens: the lists cost an allocation each.
   const bool reports = static_cast<bool>(on_grads_ready_);
   if (stage_.is_last()) {
-    dx = &head_backward();
+    dx = &final_norm_->backward(head_->backward());
     if (reports) {
       std::vector<Parameter*> head = final_norm_->parameters();
-      if (lm_head_) head.push_back(&lm_head_->weight());
+      for (Parameter* p : head_->parameters()) head.push_back(p);
       report_grads_ready(head);
     }
   }
@@ -448,44 +327,6 @@ const Tensor* GptModel::backward_stage(const Tensor* grad_output) {
   }
   reduce_sequence_parallel_grads();
   return dx;
-}
-
-const Tensor& GptModel::head_backward() {
-  const HeadState state = head_state_;
-  head_state_ = HeadState::kNone;
-  if (state == HeadState::kGradientsTaken) {
-    // The chunked forward took dh and the head's weight gradient already.
-    if (sequence_parallel_) head_input_->partial_grad().copy_from(head_dh_);
-    head_input_->reduce_partial_grad();  // [f bwd] all-reduce (or reduce-scatter) of dh
-    return final_norm_->backward(head_input_->grad());
-  }
-  if (state == HeadState::kLossesOnly) {
-    throw InternalError(
-        "[model] backward after a forward with Pass::kEvaluate that ran the output head in "
-        "chunks (no logits kept): run the forward with Pass::kTrain");
-  }
-  if (state == HeadState::kNone) {
-    throw InternalError("[model] backward without a forward since the last backward");
-  }
-  const Tensor& dlogits_local = loss_->backward();  // [tokens, V_pad/tp], no communication
-  Tensor& dh = head_input_->partial_grad();         // [tokens, d_model], partial over tp
-  if (lm_head_) {
-    lm_head_->backward_input(dlogits_local, dh, /*accumulate=*/false);
-  } else {
-    // dh (partial over tp) = dlogits_local wte_local   ([tokens, V_pad/tp] x [V_pad/tp, d_model])
-    ops::gemm(Trans::kNo, Trans::kNo, 1.0f, dlogits_local, embedding_->weight_local(), 0.0f, dh);
-  }
-  // [f bwd] all-reduce (or reduce-scatter to my rows) of dh, while the head's
-  // weight gradient computes
-  head_input_->reduce_partial_grad();
-  if (lm_head_) {
-    lm_head_->backward_weights(dlogits_local);
-  } else {
-    // d wte_local += dlogits_local^T normed   ([V_pad/tp, tokens] x [tokens, d_model])
-    ops::gemm(Trans::kYes, Trans::kNo, 1.0f, dlogits_local, head_input_->input(), 1.0f,
-              embedding_->weight().grad);
-  }
-  return final_norm_->backward(head_input_->grad());
 }
 
 void GptModel::set_on_grads_ready(GradsReady on_grads_ready) {
@@ -566,7 +407,7 @@ std::vector<Parameter*> GptModel::parameters() {
   if (positions_) append(positions_->parameters());
   for (auto& block : blocks_) append(block->parameters());
   if (final_norm_) append(final_norm_->parameters());
-  if (lm_head_) params.push_back(&lm_head_->weight());
+  if (head_) append(head_->parameters());
   if (embedding_ && !stage_.is_first()) append(embedding_->parameters());  // the tied head's copy
   return params;
 }

@@ -633,31 +633,6 @@ TEST(GptModelTest, ChunkedHeadGradientsOutliveAnotherModelsBackward) {
   }
 }
 
-// Chunk rows: one chunk when the logits fit (or no bound), else as few chunks
-// as fit, balanced, in whole 64-row tiles above 64 rows.
-TEST(GptModelTest, LogitsChunkRowsFollowTheBudget) {
-  EXPECT_EQ(logits_chunk_rows(16, 10, 0), 16);
-  EXPECT_EQ(logits_chunk_rows(16, 10, 160), 16);
-  EXPECT_EQ(logits_chunk_rows(16, 10, 159), 8);
-  EXPECT_EQ(logits_chunk_rows(16, 10, 30), 3);
-  EXPECT_EQ(logits_chunk_rows(16, 10, 1), 1);
-  EXPECT_EQ(logits_chunk_rows(0, 10, 1), 0);
-  // GPT-2 in bf16 at B 16 x T 1024 under the default 256 MiB: 7 chunks of
-  // 2368 rows (37 tiles), the last of 2176; 1.65 GB of logits become 238 MB.
-  EXPECT_EQ(logits_chunk_rows(16384, 50304 * 2, kDefaultLogitsChunkBytes), 2368);
-  // Whole tiles never past the tokens, nor past the budget.
-  EXPECT_EQ(logits_chunk_rows(130, 1, 129), 128);
-  EXPECT_EQ(logits_chunk_rows(100, 1, 99), 64);
-  EXPECT_EQ(logits_chunk_rows(130, 1, 65), 64);
-  for (int64_t tokens = 1; tokens <= 300; tokens += 7) {
-    for (const int64_t budget : {1, 3, 63, 64, 65, 100, 127, 128, 200, 299}) {
-      const int64_t rows = logits_chunk_rows(tokens, 1, budget);
-      EXPECT_GE(rows, 1) << tokens << " tokens, budget " << budget;
-      EXPECT_LE(rows, std::min(tokens, budget)) << tokens << " tokens, budget " << budget;
-    }
-  }
-}
-
 TEST(GptModelTest, BadIdsAndShapesAreInvalidInput) {
   LocalCommunicator alone;
   GptModel model(alone, small_gpt2_config(), kSeed);

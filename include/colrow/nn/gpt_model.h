@@ -4,14 +4,13 @@
 //          -> n_layer x TransformerBlock -> final norm
 //          -> output head, vocab-parallel: logits stay [tokens, V_pad/tp]
 //          -> vocab-parallel cross-entropy (one all-gather of [tokens, 4])
-// The last two in token chunks where the logits would be large (above
-// set_logits_chunk_bytes): a training forward then computes the head's
-// gradients chunk by chunk as each chunk's loss is known, and never holds
-// more than one chunk's logits (as Liger's fused linear cross-entropy).
+// The last two are the OutputHead (nn/output_head.h), in token chunks where
+// the logits would be large (above set_logits_chunk_bytes).
 // gpt2 ties the output head to the embedding (wte); llama has lm_head unless
 // tie_word_embeddings. Parameter names are Hugging Face's (gpt2 without the
-// "transformer." prefix); attention's q/k/v are separate tensors here and the
-// checkpoint code maps GPT-2's fused c_attn onto them.
+// "transformer." prefix); attention's q/k/v are separate parameters here
+// (one fused projection's parts) and the checkpoint code maps GPT-2's fused
+// c_attn onto them.
 // Under pipeline parallelism a GptModel is one stage (nn/pipeline_stage.h):
 // forward_stage()/backward_stage() run its part, and the pieces above that the
 // stage does not hold are not built.
@@ -25,10 +24,10 @@
 #include <vector>
 
 #include "colrow/dist/communicator.h"
-#include "colrow/nn/column_parallel_linear.h"
 #include "colrow/nn/kv_cache.h"
 #include "colrow/nn/model_config.h"
 #include "colrow/nn/norm.h"
+#include "colrow/nn/output_head.h"
 #include "colrow/nn/pipeline_stage.h"
 #include "colrow/nn/position_embedding.h"
 #include "colrow/nn/tp_region_input.h"
@@ -38,23 +37,15 @@
 
 namespace colrow {
 
-// The default bound on the logits the output head holds at once (256 MiB:
-// GPT-2's 50304 classes in bf16 at about 2.6k tokens per chunk).
-constexpr int64_t kDefaultLogitsChunkBytes = int64_t{256} << 20;
-
-// Rows per chunk of `tokens` logit rows of `row_bytes` each, so that a chunk
-// holds at most `budget_bytes` (at least one row): tokens (one chunk) when
-// they all fit or the budget is 0; else the rows split evenly over as few
-// chunks as fit, in whole 64-row GEMM tiles where the budget holds 64 rows
-// or more (rounded up while it still fits, else down).
-int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes);
-
 class GptModel {
  public:
-  // What a forward is for. kTrain: backward() follows it, before the next
-  // forward (a chunked head computes its gradients in forward). kEvaluate:
-  // no backward follows (a chunked head computes the loss only).
-  enum class Pass { kTrain, kEvaluate };
+  // The head and the blocks keep pointers into the model: it stays where it was built.
+  GptModel(const GptModel&) = delete;
+  GptModel& operator=(const GptModel&) = delete;
+
+  // What a forward is for (nn/output_head.h): kTrain, backward() follows;
+  // kEvaluate, none does.
+  using Pass = colrow::Pass;
 
   // Validates config against tp (ConfigError) before allocating anything.
   // Parameters are made on the CPU; to() moves them to another device.
@@ -202,7 +193,7 @@ class GptModel {
   // [tokens, V_pad/tp]: the last forward's logits; after backward, their
   // gradient, written in their place (VocabParallelCrossEntropy::set_gradient_in_place).
   // After a forward in chunks: the last chunk's (a training forward's: its gradient).
-  const Tensor& logits_local() const { return logits_local_; }
+  const Tensor& logits_local() const { return head_ ? head_->logits_local() : no_logits_; }
   std::vector<Parameter*> parameters();
   // Elements of this rank's parameter shards (replicated ones counted here too).
   int64_t local_parameter_count();
@@ -222,13 +213,6 @@ class GptModel {
   void reduce_sequence_parallel_grads();
   // The pieces of forward_stage and backward_stage.
   const Tensor& embed(const std::vector<int32_t>& ids, int64_t batch, int64_t seq);
-  CrossEntropyOutput head_and_loss(const Tensor& h, const std::vector<int32_t>& targets, Pass pass);
-  CrossEntropyOutput head_and_loss_in_chunks(const Tensor& normed,
-                                             const std::vector<int32_t>& targets,
-                                             int64_t chunk_rows, Pass pass);
-  // The output head's weight: lm_head, or the tied embedding table.
-  Parameter& head_weight() { return lm_head_ ? lm_head_->weight() : embedding_->weight(); }
-  const Tensor& head_backward();
   void embedding_backward(const Tensor& dx);
   void require_whole_model(const char* what) const;
   // InvalidInputError unless ids and targets (where this stage reads them)
@@ -256,10 +240,8 @@ class GptModel {
   std::optional<PositionEmbedding> positions_;  // wpe (gpt2), first stage
   std::vector<std::unique_ptr<TransformerBlock>> blocks_;
   // The last stage's:
-  std::optional<Norm> final_norm_;               // ln_f / model.norm
-  std::optional<TpRegionInput> head_input_;      // the output head's: normed rows made whole
-  std::optional<ColumnParallelLinear> lm_head_;  // untied head (llama)
-  std::optional<VocabParallelCrossEntropy> loss_;
+  std::optional<Norm> final_norm_;  // ln_f / model.norm
+  std::optional<OutputHead> head_;  // lm_head (or the tied wte) and the loss
   int64_t batch_ = 0, seq_ = 0;
   Tensor x_;        // [tokens, d_model]: embeddings (+ positions)
   Tensor x_block_;  // sequence parallel: my [tokens/tp, d_model] rows of x_, block 0's input
@@ -268,25 +250,8 @@ class GptModel {
   // the other. The first block's stays intact until this model's next
   // backward (a pipeline stage may still be sending it).
   std::array<Tensor, 2> block_grads_;
-  Tensor logits_local_;  // [tokens, V_pad/tp]
-  int64_t logits_chunk_bytes_ = kDefaultLogitsChunkBytes;
-  // Storage grown and viewed (leading_rows), so chunks of uneven sizes and
-  // batches of other sizes reuse it:
-  Tensor logits_chunks_;  // [chunk rows, V_pad/tp]: the chunks' logits, one at a time
-  Tensor chunk_losses_;   // [tokens]: the chunks' losses
-  // Sequence parallel: the chunks' dh, [tokens, d_model], until backward.
-  // The head region's partial_grad() is a buffer every SP region shares
-  // (nn/tp_region_input.h), which another model's backward may use between
-  // this forward and its backward; without SP it is the region's own.
-  Tensor head_dh_;
-  // What the last forward left for backward.
-  enum class HeadState {
-    kNone,            // no forward since the last backward
-    kLogits,          // all the logits (one chunk): backward starts from them
-    kGradientsTaken,  // a training forward in chunks: backward starts from dh
-    kLossesOnly,      // an evaluating forward in chunks: no backward
-  };
-  HeadState head_state_ = HeadState::kNone;
+  int64_t logits_chunk_bytes_ = kDefaultLogitsChunkBytes;  // the head's, when there is one
+  Tensor no_logits_;  // logits_local() of a stage without the head
   std::vector<Parameter*> sequence_parallel_params_;
   Tensor sp_grads_;       // their gradients, packed for one all-reduce
   Tensor sp_grad_stash_;  // their gradients before this backward, packed
