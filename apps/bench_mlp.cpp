@@ -131,15 +131,16 @@ PlainGemms plain_gemms_of(const MlpConfig& config, int64_t tokens, int tp, Devic
   };
   auto activation = [&](const Shape& shape) { return Tensor::zeros(shape, device, dtype); };
   auto weight_grad = [&](const Shape& shape) { return Tensor::zeros(shape, device); };
-  const Tensor x = full({tokens, d}, 0.5f), w_up = full({h, d}, 0.01f);
+  // SwiGLU's gate and up are one fused projection of 2h outputs
+  // (nn/fused_column_parallel_linear.h): one GEMM each way, as the MLP runs them.
+  const int64_t up = config.activation == Activation::kSwiGlu ? 2 * h : h;
+  const Tensor x = full({tokens, d}, 0.5f), w_up = full({up, d}, 0.01f);
   const Tensor w_down = full({d, h}, 0.01f), hid = full({tokens, h}, 0.5f);
+  const Tensor d_up = full({tokens, up}, 0.5f);
   PlainGemms g;
-  const int up_projections = config.activation == Activation::kSwiGlu ? 2 : 1;
-  for (int i = 0; i < up_projections; ++i) {
-    g.add(Trans::kNo, Trans::kYes, x, w_up, activation({tokens, h}), 0.0f);  // y = x W^T
-    g.add(Trans::kYes, Trans::kNo, hid, x, weight_grad({h, d}), 1.0f);       // dW += dy^T x
-    g.add(Trans::kNo, Trans::kNo, hid, w_up, activation({tokens, d}), i ? 1.0f : 0.0f);  // dx
-  }
+  g.add(Trans::kNo, Trans::kYes, x, w_up, activation({tokens, up}), 0.0f);   // y = x W^T
+  g.add(Trans::kYes, Trans::kNo, d_up, x, weight_grad({up, d}), 1.0f);       // dW += dy^T x
+  g.add(Trans::kNo, Trans::kNo, d_up, w_up, activation({tokens, d}), 0.0f);  // dx = dy W
   g.add(Trans::kNo, Trans::kYes, hid, w_down, activation({tokens, d}), 0.0f);
   g.add(Trans::kYes, Trans::kNo, x, hid, weight_grad({d, h}), 1.0f);
   g.add(Trans::kNo, Trans::kNo, x, w_down, activation({tokens, h}), 0.0f);

@@ -6,6 +6,8 @@
 // loses accuracy for large |x|.
 #include "kernels/cuda/activation.h"
 
+#include <algorithm>
+
 #include "colrow/core/bfloat16.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_context.h"
@@ -81,51 +83,58 @@ __global__ void silu_backward_kernel(const E* x, const E* dy, E* dx, int64_t n) 
 
 // SwiGLU's operands are [rows, cols], each read through its own row stride:
 // gate and up may be column blocks of one fused projection's output (and
-// dgate, dup of its gradient). Contiguous ones have ld = cols.
+// dgate, dup of its gradient). Contiguous operands are one row of n. Threads
+// take columns (x) and blocks step over rows (y): no division per element.
 struct RowStrides {
-  int64_t cols, gate, up, h_or_dh, dgate, dup;
+  int64_t rows, cols, gate, up, h_or_dh, dgate, dup;
 };
 
-__device__ __forceinline__ int64_t at(int64_t i, int64_t cols, int64_t ld) {
-  return (i / cols) * ld + i % cols;
-}
-
 template <typename E>
-__global__ void swiglu_forward_kernel(const E* gate, const E* up, E* h, int64_t n, RowStrides ld) {
-  const int64_t i = element_index();
-  if (i >= n) return;
-  const float a = widen(gate[at(i, ld.cols, ld.gate)]);
-  h[at(i, ld.cols, ld.h_or_dh)] = narrow<E>(a * sigmoid(a) * widen(up[at(i, ld.cols, ld.up)]));
+__global__ void swiglu_forward_kernel(const E* gate, const E* up, E* h, RowStrides s) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= s.cols) return;
+  for (int64_t r = blockIdx.y; r < s.rows; r += gridDim.y) {
+    const float a = widen(gate[r * s.gate + j]);
+    h[r * s.h_or_dh + j] = narrow<E>(a * sigmoid(a) * widen(up[r * s.up + j]));
+  }
 }
 
 template <typename E>
 __global__ void swiglu_backward_kernel(const E* gate, const E* up, const E* dh, E* dgate, E* dup,
-                                       int64_t n, RowStrides ld) {
-  const int64_t i = element_index();
-  if (i >= n) return;
-  const float a = widen(gate[at(i, ld.cols, ld.gate)]), g = widen(dh[at(i, ld.cols, ld.h_or_dh)]);
-  const float s = sigmoid(a);
-  const float silu = a * s;
-  dgate[at(i, ld.cols, ld.dgate)] =
-      narrow<E>(g * widen(up[at(i, ld.cols, ld.up)]) * s * (1.0f + a * (1.0f - s)));
-  dup[at(i, ld.cols, ld.dup)] = narrow<E>(g * silu);
+                                       RowStrides s) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j >= s.cols) return;
+  for (int64_t r = blockIdx.y; r < s.rows; r += gridDim.y) {
+    const float a = widen(gate[r * s.gate + j]), g = widen(dh[r * s.h_or_dh + j]);
+    const float sg = sigmoid(a);
+    const float silu = a * sg;
+    dgate[r * s.dgate + j] = narrow<E>(g * widen(up[r * s.up + j]) * sg * (1.0f + a * (1.0f - sg)));
+    dup[r * s.dup + j] = narrow<E>(g * silu);
+  }
 }
 
-// The columns and each operand's row stride: contiguous operands as one row.
+// The rows, columns and each operand's row stride: contiguous operands as one row.
 RowStrides row_strides(const Tensor& gate, const Tensor& up, const Tensor& h_or_dh,
                        const Tensor* dgate = nullptr, const Tensor* dup = nullptr) {
-  bool contiguous = gate.is_contiguous() && up.is_contiguous() && h_or_dh.is_contiguous() &&
-                    (dgate == nullptr || (dgate->is_contiguous() && dup->is_contiguous()));
+  const bool contiguous = gate.is_contiguous() && up.is_contiguous() && h_or_dh.is_contiguous() &&
+                          (dgate == nullptr || (dgate->is_contiguous() && dup->is_contiguous()));
   if (contiguous) {
     const int64_t n = gate.numel();
-    return {n, n, n, n, n, n};
+    return {1, n, n, n, n, n, n};
   }
-  return {gate.size(1),
+  return {gate.size(0),
+          gate.size(1),
           gate.row_stride(),
           up.row_stride(),
           h_or_dh.row_stride(),
           dgate ? dgate->row_stride() : 0,
           dup ? dup->row_stride() : 0};
+}
+
+// Columns over x; rows over y, at most the grid's 65535 (blocks then loop).
+dim3 row_grid(const RowStrides& s) {
+  return dim3(colrow::cuda::blocks_for(s.cols, kThreads),
+              static_cast<unsigned int>(std::min<int64_t>(s.rows, 65535)));
 }
 
 }  // namespace
@@ -192,8 +201,9 @@ void swiglu_forward(const Tensor& gate, const Tensor& up, Tensor& h) {
       colrow::cuda::compute_stream(cuda_device_of("swiglu_forward", {&gate, &up, &h}));
   with_element_type("swiglu_forward", {&gate, &up, &h}, [&](auto e) {
     using E = decltype(e);
-    swiglu_forward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        elements<E>(gate), elements<E>(up), elements<E>(h), n, row_strides(gate, up, h));
+    const RowStrides s = row_strides(gate, up, h);
+    swiglu_forward_kernel<E><<<row_grid(s), kThreads, 0, stream>>>(
+        elements<E>(gate), elements<E>(up), elements<E>(h), s);
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
@@ -207,9 +217,10 @@ void swiglu_backward(const Tensor& gate, const Tensor& up, const Tensor& dh, Ten
       cuda_device_of("swiglu_backward", {&gate, &up, &dh, &dgate, &dup}));
   with_element_type("swiglu_backward", {&gate, &up, &dh, &dgate, &dup}, [&](auto e) {
     using E = decltype(e);
-    swiglu_backward_kernel<E><<<colrow::cuda::blocks_for(n, kThreads), kThreads, 0, stream>>>(
-        elements<E>(gate), elements<E>(up), elements<E>(dh), elements<E>(dgate), elements<E>(dup),
-        n, row_strides(gate, up, dh, &dgate, &dup));
+    const RowStrides s = row_strides(gate, up, dh, &dgate, &dup);
+    swiglu_backward_kernel<E>
+        <<<row_grid(s), kThreads, 0, stream>>>(elements<E>(gate), elements<E>(up), elements<E>(dh),
+                                               elements<E>(dgate), elements<E>(dup), s);
   });
   COLROW_CUDA_CHECK_LAUNCH();
 }
