@@ -8,12 +8,10 @@
 // for the embeddings, and one all-reduce sums the norm (and bias) gradients.
 #include "colrow/nn/gpt_model.h"
 
-#include <algorithm>
 #include <utility>
 
 #include "colrow/core/error.h"
 #include "colrow/nn/parameter_group.h"
-#include "colrow/nn/shared_buffer.h"
 #include "kernels/ops.h"
 
 namespace colrow {
@@ -100,10 +98,7 @@ void GptModel::set_overlap_tp_backward(bool overlap) {
 }
 
 void GptModel::set_logits_chunk_bytes(int64_t bytes) {
-  if (bytes < 0) {
-    throw ConfigError("[model] logits chunk (" + std::to_string(bytes) +
-                      " bytes) must be 0 (all tokens' logits at once) or a positive size.");
-  }
+  validate_logits_chunk_bytes(bytes);
   if (head_) head_->set_chunk_bytes(bytes);
   logits_chunk_bytes_ = bytes;
 }

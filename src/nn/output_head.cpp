@@ -57,11 +57,15 @@ OutputHead::OutputHead(Communicator& tp, const ModelConfig& config, int64_t padd
   if (real_rows < w.size(0)) w.slice(0, real_rows, w.size(0) - real_rows).zero();
 }
 
-void OutputHead::set_chunk_bytes(int64_t bytes) {
+void validate_logits_chunk_bytes(int64_t bytes) {
   if (bytes < 0) {
     throw ConfigError("[model] logits chunk (" + std::to_string(bytes) +
                       " bytes) must be 0 (all tokens' logits at once) or a positive size.");
   }
+}
+
+void OutputHead::set_chunk_bytes(int64_t bytes) {
+  validate_logits_chunk_bytes(bytes);
   chunk_bytes_ = bytes;
 }
 

@@ -13,6 +13,11 @@ Shape trailing(const Shape& shape) {
   return Shape(shape.begin() + 1, shape.end());
 }
 
+// Bytes per row (dim 0) of t.
+int64_t row_bytes(const Tensor& t) {
+  return t.size(0) == 0 ? 0 : t.bytes() / t.size(0);
+}
+
 // Parameters of `params` in order, each group once in the order of its first part.
 std::vector<ParameterGroup*> groups_of(const std::vector<Parameter*>& params) {
   std::vector<ParameterGroup*> groups;
@@ -125,10 +130,6 @@ void ParameterGroup::share_storage_of(const ParameterGroup& owner) {
   grad_ = owner.grad_;
   compute_copy_ = owner.compute_copy_;
   view_parts();
-}
-
-int64_t ParameterGroup::row_bytes(const Tensor& t) const {
-  return t.size(0) == 0 ? 0 : t.bytes() / t.size(0);
 }
 
 void ParameterGroup::check_views(const char* what) const {

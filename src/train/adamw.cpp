@@ -41,12 +41,10 @@ size_t AdamW::unit_start(size_t last) const {
   const ParameterGroup* group = params_[last]->group;
   if (group == nullptr) return last;
   const size_t parts = group->size();
-  const bool listed_in_order = last + 1 >= parts && [&] {
-    for (size_t k = 0; k < parts; ++k) {
-      if (params_[last + 1 - parts + k] != &group->part(k)) return false;
-    }
-    return true;
-  }();
+  bool listed_in_order = last + 1 >= parts;
+  for (size_t k = 0; listed_in_order && k < parts; ++k) {
+    listed_in_order = params_[last + 1 - parts + k] == &group->part(k);
+  }
   if (!listed_in_order) {
     throw InternalError("[adamw] " + params_[last]->name +
                         ": the parts of a parameter group are listed together, in the group's "

@@ -77,6 +77,14 @@ TEST(ParameterGroupTest, PartsKeepTheirValuesAndViewOneStorage) {
   EXPECT_EQ(kv.raw_data(), parts.pointers[1]->grad.raw_data());
   EXPECT_THROW(group.grad_of_parts(2, 2), InternalError);
   EXPECT_NO_THROW(group.check_views("test"));
+  // Gradients move only into a contiguous place of as many elements.
+  EXPECT_THROW(group.move_grads_into(Tensor::zeros({44})), InternalError) << "one too few";
+  EXPECT_THROW(group.move_grads_into(Tensor::zeros({9, 6}).slice(1, 0, 5)), InternalError)
+      << "strided";
+  Tensor place = Tensor::zeros({45});
+  group.move_grads_into(place);
+  EXPECT_EQ(parts.pointers[0]->grad.raw_data(), place.raw_data());
+  EXPECT_NO_THROW(group.check_views("after the move"));
 }
 
 TEST(ParameterGroupTest, ComputeCopiesAndMovesKeepTheViews) {

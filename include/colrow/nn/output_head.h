@@ -37,6 +37,8 @@ constexpr int64_t kDefaultLogitsChunkBytes = int64_t{256} << 20;
 // chunks as fit, in whole 64-row GEMM tiles where the budget holds 64 rows
 // or more (rounded up while it still fits, else down).
 int64_t logits_chunk_rows(int64_t tokens, int64_t row_bytes, int64_t budget_bytes);
+// ConfigError unless a logits budget is 0 (all tokens at once) or positive.
+void validate_logits_chunk_bytes(int64_t bytes);
 
 // What a forward is for. kTrain: backward follows it, before the next forward
 // (a chunked head computes its gradients in forward). kEvaluate: no backward

@@ -55,7 +55,6 @@ class ParameterGroup {
  private:
   // Points each part's value, grad and compute copy at its rows.
   void view_parts();
-  int64_t row_bytes(const Tensor& t) const;
 
   std::vector<Parameter*> parts_;
   std::vector<int64_t> row_offsets_;  // parts_.size() + 1 entries
