@@ -3,7 +3,8 @@
 // whole sequence (kernels::cpu::attention_forward), with and without a sliding
 // window, for MHA, GQA and MQA and
 // odd sizes, several sequences in other cache slots at once; append writes
-// exactly its rows; bad shapes and rows past the capacity are InternalErrors.
+// exactly its rows; q, k and v as column blocks of a fused qkv give the
+// contiguous bits; bad shapes and rows past the capacity are InternalErrors.
 #include "kernels/cpu/kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -95,6 +96,52 @@ TEST(KvCacheCpu, PiecewiseDecodingEqualsWholeSequenceAttention) {
       // Slot 1 was never written; positions past the sequence stay zero.
       for (float x : k_cache.slice(0, 1, 1).to_vector()) ASSERT_EQ(x, 0.0f);
       for (float x : k_cache.slice(2, c.seq, 3).to_vector()) ASSERT_EQ(x, 0.0f);
+    }
+  }
+}
+
+// Decoding hands the kernels q, k and v as column blocks of attention's one
+// fused qkv output (rows strided by its width): the same cache rows and
+// outputs, bit for bit, as contiguous operands give, in fp32 and bf16.
+TEST(KvCacheCpu, ColumnBlocksOfAFusedQkvGiveTheContiguousBits) {
+  const int64_t n_head = 6, n_kv_head = 2, head_dim = 8, capacity = 33;
+  const int64_t qw = n_head * head_dim, kvw = n_kv_head * head_dim;
+  const Shape cache_shape = {3, n_kv_head, capacity, head_dim};
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(dtype == DType::kBF16 ? "bf16" : "fp32");
+    Tensor k_want = Tensor::zeros(cache_shape, Device::cpu(), dtype);
+    Tensor v_want = Tensor::zeros(cache_shape, Device::cpu(), dtype);
+    Tensor k_got = Tensor::zeros(cache_shape, Device::cpu(), dtype);
+    Tensor v_got = Tensor::zeros(cache_shape, Device::cpu(), dtype);
+    // A prefill of slot 1, then one token for slots 1 and 2.
+    const CacheRows steps[] = {{{1}, {0}, capacity - 1}, {{2, 1}, {0, capacity - 1}, 1}};
+    uint32_t seed = 90;
+    for (const CacheRows& rows : steps) {
+      const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+      const Tensor q = random_matrix(tokens, qw, seed++).to(dtype);
+      const Tensor k = random_matrix(tokens, kvw, seed++).to(dtype);
+      const Tensor v = random_matrix(tokens, kvw, seed++).to(dtype);
+      Tensor fused = Tensor::zeros({tokens, qw + 2 * kvw}, Device::cpu(), dtype);
+      Tensor q_block = fused.slice(1, 0, qw);
+      Tensor k_block = fused.slice(1, qw, kvw);
+      Tensor v_block = fused.slice(1, qw + kvw, kvw);
+      q_block.copy_from(q);
+      k_block.copy_from(k);
+      v_block.copy_from(v);
+      kernels::cpu::kv_cache_append(k, rows, k_want);
+      kernels::cpu::kv_cache_append(v, rows, v_want);
+      kernels::cpu::kv_cache_append(k_block, rows, k_got);
+      kernels::cpu::kv_cache_append(v_block, rows, v_got);
+      EXPECT_EQ(k_got.to_vector(), k_want.to_vector());
+      EXPECT_EQ(v_got.to_vector(), v_want.to_vector());
+      Tensor scores_want = Tensor::zeros({tokens, n_head, capacity});
+      Tensor scores_got = Tensor::zeros({tokens, n_head, capacity});
+      Tensor out_want = Tensor::zeros({tokens, qw}, Device::cpu(), dtype);
+      Tensor out_got = Tensor::zeros({tokens, qw}, Device::cpu(), dtype);
+      kernels::cpu::cached_attention(q, k_want, v_want, rows, 0, scores_want, out_want);
+      kernels::cpu::cached_attention(q_block, k_got, v_got, rows, 0, scores_got, out_got);
+      EXPECT_EQ(scores_got.to_vector(), scores_want.to_vector());
+      EXPECT_EQ(out_got.to_vector(), out_want.to_vector());
     }
   }
 }

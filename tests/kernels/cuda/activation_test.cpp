@@ -12,6 +12,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colrow/core/error.h"
@@ -176,30 +177,33 @@ TEST(CudaActivationTest, SaturatedInputsGiveZeroNotNaN) {
 
 // SwiGLU on column blocks of a fused gate_up tensor (and its gradient): the
 // bits of the same kernels on contiguous copies, fp32 and bf16, nothing
-// outside the blocks written.
+// outside the blocks written. 70001 rows are more than the grid's 65535 in y,
+// so blocks step over rows.
 TEST(CudaActivationTest, SwigluTakesColumnBlocksOfFusedTensors) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
-  const int64_t rows = 37, f = 1031;
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
-    SCOPED_TRACE(dtype_name(dtype));
-    const Tensor gate_up = random_exact({rows, 2 * f + 3}, 5).to(dtype).to(gpu);
-    const Tensor gate = gate_up.slice(1, 0, f), up = gate_up.slice(1, f, f);
-    const Tensor dh = random_exact({rows, f}, 6).to(dtype).to(gpu);
-    const Tensor gate_c = gate.clone(), up_c = up.clone();
-    Tensor h_c = Tensor::empty({rows, f}, gpu, dtype), h = Tensor::empty({rows, f}, gpu, dtype);
-    Tensor dgate_c = Tensor::empty({rows, f}, gpu, dtype),
-           dup_c = Tensor::empty({rows, f}, gpu, dtype);
-    kernels::cuda::swiglu_forward(gate_c, up_c, h_c);
-    kernels::cuda::swiglu_backward(gate_c, up_c, dh, dgate_c, dup_c);
-    kernels::cuda::swiglu_forward(gate, up, h);
-    EXPECT_EQ(h.to_vector(), h_c.to_vector()) << "forward";
-    Tensor grads = Tensor::full({rows, 2 * f + 3}, 7.0f, gpu, dtype);
-    Tensor dgate = grads.slice(1, 0, f), dup = grads.slice(1, f, f);
-    kernels::cuda::swiglu_backward(gate, up, dh, dgate, dup);
-    EXPECT_EQ(dgate.clone().to_vector(), dgate_c.to_vector()) << "dgate";
-    EXPECT_EQ(dup.clone().to_vector(), dup_c.to_vector()) << "dup";
-    for (float v : grads.slice(1, 2 * f, 3).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+  const std::pair<int64_t, int64_t> shapes[] = {{37, 1031}, {70001, 3}};  // rows, f
+  for (const auto& [rows, f] : shapes) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(rows) + " rows");
+      const Tensor gate_up = random_exact({rows, 2 * f + 3}, 5).to(dtype).to(gpu);
+      const Tensor gate = gate_up.slice(1, 0, f), up = gate_up.slice(1, f, f);
+      const Tensor dh = random_exact({rows, f}, 6).to(dtype).to(gpu);
+      const Tensor gate_c = gate.clone(), up_c = up.clone();
+      Tensor h_c = Tensor::empty({rows, f}, gpu, dtype), h = Tensor::empty({rows, f}, gpu, dtype);
+      Tensor dgate_c = Tensor::empty({rows, f}, gpu, dtype),
+             dup_c = Tensor::empty({rows, f}, gpu, dtype);
+      kernels::cuda::swiglu_forward(gate_c, up_c, h_c);
+      kernels::cuda::swiglu_backward(gate_c, up_c, dh, dgate_c, dup_c);
+      kernels::cuda::swiglu_forward(gate, up, h);
+      EXPECT_EQ(h.to_vector(), h_c.to_vector()) << "forward";
+      Tensor grads = Tensor::full({rows, 2 * f + 3}, 7.0f, gpu, dtype);
+      Tensor dgate = grads.slice(1, 0, f), dup = grads.slice(1, f, f);
+      kernels::cuda::swiglu_backward(gate, up, dh, dgate, dup);
+      EXPECT_EQ(dgate.clone().to_vector(), dgate_c.to_vector()) << "dgate";
+      EXPECT_EQ(dup.clone().to_vector(), dup_c.to_vector()) << "dup";
+      for (float v : grads.slice(1, 2 * f, 3).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+    }
   }
 }
 

@@ -3,12 +3,13 @@
 // reference: T = 1, 17, 64 (one whole tile), 65, 100, 1024 and 2048; MHA, GQA
 // and MQA; head_dim 8, 20, 32, 64, 96 and 128 (whole and partial column
 // groups); sliding windows shorter and longer than a tile; strided q/k/v views
-// of a fused qkv buffer; the row log-sum-exp against double; repeated runs give
+// of a fused qkv buffer, and their gradients written into column blocks of one
+// fused dqkv buffer; the row log-sum-exp against double; repeated runs give
 // the same bits (no atomics); backend dispatch and shape errors. In bf16 on
 // tensor cores (head dims 32, 64, 96 and 128): against the double reference
 // within bounds derived from bf16's unit roundoff, against the plain fp32
 // kernels at T = 1, 17, 64, 1024 and 2048 with and without GQA, the same bits
-// run after run and from aligned or unaligned rows.
+// run after run and from aligned or unaligned rows (operands and gradients).
 #include "kernels/cuda/flash_attention.h"
 
 #include <gtest/gtest.h>
@@ -69,21 +70,51 @@ struct Outputs {
   Tensor lse, out, dq, dk, dv;
 };
 
+// Where backward writes dq, dk and dv: tensors of their own, or (as the
+// model's dqkv) column blocks of one [tokens, shift + q + 2 kv + 8] buffer
+// from column `shift` on, whose other columns must keep their 7s.
+struct GradientPlace {
+  bool fused = false;
+  int64_t shift = 0;
+};
+constexpr int64_t kFusedTail = 8;
+
 // q, k, v, dout already on `dev` (possibly strided views), all of one dtype:
 // out and the gradients get it too. Outputs and scratch start as 7s, so an
 // element left unwritten shows.
 Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                  const Tensor& dout, Device dev) {
+                  const Tensor& dout, Device dev, GradientPlace place = {}) {
   const DType dtype = q.dtype();
   Outputs o{Tensor::full({c.batch, c.n_head, c.seq}, 7.0f, dev),
             Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev, dtype),
             Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev, dtype),
             Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev, dtype),
             Tensor::full({c.tokens(), c.kv_width()}, 7.0f, dev, dtype)};
+  const int64_t fused_width = c.q_width() + 2 * c.kv_width();
+  Tensor dqkv;
+  if (place.fused) {
+    dqkv = Tensor::full({c.tokens(), place.shift + fused_width + kFusedTail}, 7.0f, dev, dtype);
+    o.dq = dqkv.slice(1, place.shift, c.q_width());
+    o.dk = dqkv.slice(1, place.shift + c.q_width(), c.kv_width());
+    o.dv = dqkv.slice(1, place.shift + c.q_width() + c.kv_width(), c.kv_width());
+  }
   Tensor scratch = Tensor::full(
       gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq), 7.0f, dev);
   gpu::flash_attention_forward(q, k, v, c.window, o.lse, o.out);
   gpu::flash_attention_backward(q, k, v, o.out, o.lse, dout, c.window, o.dq, o.dk, o.dv, scratch);
+  if (place.fused) {
+    // Backward writes its blocks' columns and no other.
+    const std::vector<float> all = dqkv.to_vector();
+    const int64_t width = dqkv.size(1);
+    int64_t touched = 0;
+    for (int64_t r = 0; r < c.tokens(); ++r) {
+      for (int64_t j = 0; j < width; ++j) {
+        const bool outside = j < place.shift || j >= place.shift + fused_width;
+        if (outside && all[r * width + j] != 7.0f) ++touched;
+      }
+    }
+    EXPECT_EQ(touched, 0) << "elements of dqkv outside dq, dk and dv were written";
+  }
   return o;
 }
 
@@ -271,6 +302,9 @@ TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
   k.copy_from(in.k);
   v.copy_from(in.v);
   expect_matches_reference(c, in, run_flash(c, q, k, v, in.dout.to(dev), dev));
+  // Their gradients as column blocks of one fused dqkv, as the model has them.
+  expect_matches_reference(c, in,
+                           run_flash(c, q, k, v, in.dout.to(dev), dev, GradientPlace{true, 0}));
 }
 
 // No atomics: dK and dV summed in registers in a fixed order, dQ's shares
@@ -494,7 +528,12 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
     q.copy_from(in.q.to(DType::kBF16).to(dev));
     k.copy_from(in.k.to(DType::kBF16).to(dev));
     v.copy_from(in.v.to(DType::kBF16).to(dev));
-    expect_same_outputs("strided", run_flash(c, q, k, v, in.dout.to(DType::kBF16).to(dev), dev), a);
+    const Tensor dout = in.dout.to(DType::kBF16).to(dev);
+    expect_same_outputs("strided", run_flash(c, q, k, v, dout, dev), a);
+    // dq, dk and dv written into column blocks of one fused buffer, as the
+    // model's dqkv: aligned (shift 0) or not (shift 1).
+    expect_same_outputs("strided, fused gradients",
+                        run_flash(c, q, k, v, dout, dev, GradientPlace{true, shift}), a);
   }
 }
 

@@ -1,7 +1,8 @@
 // kernels::cuda KV cache against kernels::cpu on the same inputs: append
 // bit for bit, cached attention (a prefill and a batched step over cache
 // slots in another order) within fp32 rounding, for MHA, GQA and MQA and odd
-// sizes; bad shapes are InternalErrors.
+// sizes; q, k and v as column blocks of a fused qkv give the contiguous bits;
+// bad shapes are InternalErrors.
 #include "kernels/cuda/kv_cache.h"
 
 #include <gtest/gtest.h>
@@ -108,6 +109,58 @@ TEST(KvCacheCuda, Bf16CacheIsTheFp32KernelsRoundedOnce) {
     kernels::cuda::cached_attention(q.to(DType::kF32), k32, v32, rows, 0, scores32, out32);
     EXPECT_EQ(scores16.to_vector(), scores32.to_vector());
     EXPECT_EQ(out16.to_vector(), out32.to(DType::kBF16).to_vector());
+  }
+}
+
+// Decoding hands the kernels q, k and v as column blocks of attention's one
+// fused qkv output (rows strided by its width; shift 1 starts every row off
+// 16 bytes): the same cache rows and outputs, bit for bit, as contiguous
+// operands give.
+TEST(KvCacheCuda, ColumnBlocksOfAFusedQkvGiveTheContiguousBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Case c{6, 2, 8, 33};
+  const int64_t qw = c.n_head * c.head_dim, kvw = c.n_kv_head * c.head_dim;
+  const Shape cache_shape = {3, c.n_kv_head, c.capacity, c.head_dim};
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const int64_t shift : {0, 1}) {
+      SCOPED_TRACE(std::string(dtype == DType::kBF16 ? "bf16" : "fp32") + ", shift " +
+                   std::to_string(shift));
+      Tensor k_want = Tensor::zeros(cache_shape, gpu, dtype);
+      Tensor v_want = Tensor::zeros(cache_shape, gpu, dtype);
+      Tensor k_got = Tensor::zeros(cache_shape, gpu, dtype);
+      Tensor v_got = Tensor::zeros(cache_shape, gpu, dtype);
+      const CacheRows steps[] = {{{1}, {0}, c.capacity - 1}, {{2, 1}, {0, c.capacity - 1}, 1}};
+      uint32_t seed = 90;
+      for (const CacheRows& rows : steps) {
+        const int64_t tokens = static_cast<int64_t>(rows.slots.size()) * rows.n_new;
+        auto values = [&](int64_t width) {
+          return random_exact({tokens, width}, seed++).to(dtype).to(gpu);
+        };
+        const Tensor q = values(qw), k = values(kvw), v = values(kvw);
+        Tensor fused = Tensor::zeros({tokens, shift + qw + 2 * kvw}, gpu, dtype);
+        Tensor q_block = fused.slice(1, shift, qw);
+        Tensor k_block = fused.slice(1, shift + qw, kvw);
+        Tensor v_block = fused.slice(1, shift + qw + kvw, kvw);
+        q_block.copy_from(q);
+        k_block.copy_from(k);
+        v_block.copy_from(v);
+        kernels::cuda::kv_cache_append(k, rows, k_want);
+        kernels::cuda::kv_cache_append(v, rows, v_want);
+        kernels::cuda::kv_cache_append(k_block, rows, k_got);
+        kernels::cuda::kv_cache_append(v_block, rows, v_got);
+        EXPECT_EQ(k_got.to_vector(), k_want.to_vector());
+        EXPECT_EQ(v_got.to_vector(), v_want.to_vector());
+        Tensor scores_want = Tensor::zeros({tokens, c.n_head, c.capacity}, gpu);
+        Tensor scores_got = Tensor::zeros({tokens, c.n_head, c.capacity}, gpu);
+        Tensor out_want = Tensor::zeros({tokens, qw}, gpu, dtype);
+        Tensor out_got = Tensor::zeros({tokens, qw}, gpu, dtype);
+        kernels::cuda::cached_attention(q, k_want, v_want, rows, 0, scores_want, out_want);
+        kernels::cuda::cached_attention(q_block, k_got, v_got, rows, 0, scores_got, out_got);
+        EXPECT_EQ(scores_got.to_vector(), scores_want.to_vector());
+        EXPECT_EQ(out_got.to_vector(), out_want.to_vector());
+      }
+    }
   }
 }
 

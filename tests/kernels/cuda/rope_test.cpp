@@ -182,9 +182,12 @@ TEST(CudaRopeTest, BadShapesAndArgumentsThrow) {
   // sin of another shape than cos.
   const Tensor sin_short = Tensor::zeros({4, 3}, gpu);
   EXPECT_THROW(cuda::rope_forward(x, t.cos_gpu, sin_short, y), InternalError);
-  // A strided x (a column block) is refused.
+  // A column block of a wider tensor is taken (StridedRowsAreTheCpusBits
+  // checks its values); x and y of another rank than 2 are refused.
   const Tensor wide = Tensor::zeros({8, 32}, gpu);
-  EXPECT_THROW(cuda::rope_forward(wide.slice(1, 0, 16), t.cos_gpu, t.sin_gpu, y), InternalError);
+  EXPECT_NO_THROW(cuda::rope_forward(wide.slice(1, 0, 16), t.cos_gpu, t.sin_gpu, y));
+  Tensor y3 = y.view({2, 4, 16});
+  EXPECT_THROW(cuda::rope_forward(x.view({2, 4, 16}), t.cos_gpu, t.sin_gpu, y3), InternalError);
   // Host tables are refused rather than read as device memory.
   EXPECT_THROW(cuda::rope_forward(x, t.cos, t.sin, y), InternalError);
   // The table's arguments: seq >= 1, finite positive frequencies, GPU outputs.
