@@ -75,7 +75,9 @@ class VocabParallelCrossEntropy {
   // dlogits_local: [tokens, padded_vocab_size/tp] = dloss_t * d loss_t / d logits_t
   //   = dloss_t (softmax - (1 - a) onehot(target) - a / V) on real classes,
   // zero on padded classes and ignored rows. Three ways to give dloss_t:
-  const Tensor& backward();                     // the mean's gradient: 1 / counted
+  // The mean's gradient, 1 / counted: after forward_rows the chunk's own
+  // count, so a chunked batch's mean needs backward(1 / the batch's count).
+  const Tensor& backward();
   const Tensor& backward(float grad_scale);     // the same scale for every token
   const Tensor& backward(const Tensor& dloss);  // dloss: [tokens], per token
 

@@ -25,6 +25,7 @@
 #include "kernels/attention_case.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_bounds.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/attention_reference.h"
 #include "support/gpu.h"
@@ -37,12 +38,11 @@ using testing::random_uniform;
 
 namespace gpu = kernels::cuda;
 using reference::BMatrix;
+using testing::bf16_relative_error;
+using testing::expect_close_to_reference;
+using testing::fused_relative_error;
 
 using Case = testing::AttentionCase;
-
-int64_t key_tiles(const Case& c) {
-  return (c.seq + 63) / 64;
-}  // the fused kernels' tiles of 64
 
 const Case kCases[] = {
     {2, 1, 2, 2, 64},          // one query, one key
@@ -133,43 +133,6 @@ void expect_same_outputs(const std::string& what, const Outputs& got, const Outp
 
 reference::CoreResult reference_of(const Case& c, const Inputs& in) {
   return testing::attention_reference(c, in.q, in.k, in.v, in.dout);
-}
-
-// The reference's bound e covers any order of the plain softmax's sums. The
-// fused kernels differ in two ways, each a relative error on every P:
-//   - forward rescales a row's running sums once per key tile: one rounding
-//     of alpha = expf(m_old - m_new) each (expf within 2 ulp, its argument a
-//     difference rounded once: u |m_old - m_new| <= 2 u L), so at most
-//     tiles x (3 + 2 L) u;
-//   - backward's P = expf(s - lse) carries lse = m + logf(l)'s rounding,
-//     u |m| + 2 u |log l| + u |lse| <= 4 u L, and expf's 2 ulp.
-// L bounds |s| + log T, here q_max scale x head_dim (q in [-q_max, q_max),
-// k in [-1, 1)) + log T.
-// dQ, dK and dV are sums of magnitude m over P times values, so each is
-// within 2 e (the reference's, as for the plain kernels) plus
-// (tiles (3 + 2 L) + 4 L + 4) u m of the exact value: doubled for margin.
-double fused_relative_error(const Case& c, double q_max = 1.0) {
-  const double L = q_max * std::sqrt(static_cast<double>(c.head_dim)) +
-                   std::log(static_cast<double>(c.seq)) + 1.0;
-  return 2.0 * (key_tiles(c) * (3.0 + 2.0 * L) + 4.0 * L + 4.0) * kU;
-}
-
-void expect_close_to_reference(const std::string& what, const Tensor& got, const BMatrix& ref,
-                               double relative) {
-  const std::vector<float> g = got.to_vector();
-  ASSERT_EQ(g.size(), ref.size()) << what;
-  int64_t violations = 0, worst = -1;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double bound = 2.0 * ref[i].e + (relative + 1e-12) * ref[i].m;
-    if (!(std::fabs(static_cast<double>(g[i]) - ref[i].v) <= bound)) {
-      ++violations;
-      if (worst < 0) worst = static_cast<int64_t>(i);
-    }
-  }
-  EXPECT_EQ(violations, 0) << what << ": " << violations << " of " << g.size()
-                           << " elements past their bound; first at " << worst << ": got "
-                           << (worst >= 0 ? g[worst] : 0.0f) << ", exact "
-                           << (worst >= 0 ? ref[worst].v : 0.0);
 }
 
 // lse of every (sequence, head, query) in double, and its bound: the scores
@@ -384,8 +347,6 @@ TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
 
 // ---- bf16 on tensor cores (kernels/cuda/tensor_core_attention.h) ----
 
-constexpr double kBf16U = 1.0 / 256;  // bf16's unit roundoff: 8 significant bits
-
 // Head dims that are multiples of 32 up to 128.
 const Case kTensorCoreCases[] = {
     {2, 1, 2, 2, 64},           // one query, one key
@@ -407,23 +368,6 @@ Inputs bf16_values(const Inputs& in) {
 Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
   auto on = [&](const Tensor& t) { return t.to(DType::kBF16).to(dev); };
   return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev);
-}
-
-// What bf16 adds to the fused kernels' fp32 bound, per output, in units of
-// bf16's unit roundoff u_b times the reference magnitude m (every product
-// and sum is still fp32's, so fused_relative_error's terms stay):
-//   out = sum_j bf16(P_j) V_j / l: P rounded as P V's operand (u_b m), the
-//     output rounded once (u_b |out| <= u_b m): 2.
-//   dV = sum_i bf16(P_i)^T dO_i: the same, 2.
-//   D = dO . O reads the bf16 output, within 2 u_b m(O) per element, so D is
-//     within 2 u_b m(D) (m(D) = sum_e |dO_e| m(O_e) = sum_j P_j m(dP_j), the
-//     reference's own magnitude of D); dS = P (dP - D) is then within
-//     2 u_b m(dS) and is rounded to bf16 as its products' operand: 3;
-//     dQ = scale dS K and dK = scale dS^T Q inherit that and round once: 4.
-// Doubled, for the second-order terms and a margin. A wrong index or a lost
-// tile is an O(1) error of m.
-double bf16_relative_error(const Case& c, int roundings, double q_max = 1.0) {
-  return fused_relative_error(c, q_max) + 2.0 * roundings * kBf16U;
 }
 
 void expect_bf16_matches_reference(const Case& c, const Inputs& exact_inputs, const Outputs& o,

@@ -1,0 +1,82 @@
+// The error bounds of the fused attention kernels against the double
+// reference (support/attention_reference.h), shared by their GPU test
+// (flash_attention_test.cpp) and the tensor-core kernels' emulated test on
+// the CPU (tensor_core_attention_emulated_test.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "colrow/core/tensor.h"
+#include "kernels/attention_case.h"
+#include "kernels/cuda/cuda_test_helpers.h"
+#include "support/attention_reference.h"
+
+namespace colrow::testing {
+
+// The fused kernels' tiles of 64.
+inline int64_t key_tiles(const AttentionCase& c) {
+  return (c.seq + 63) / 64;
+}
+
+// The reference's bound e covers any order of the plain softmax's sums. The
+// fused kernels differ in two ways, each a relative error on every P:
+//   - forward rescales a row's running sums once per key tile: one rounding
+//     of alpha = expf(m_old - m_new) each (expf within 2 ulp, its argument a
+//     difference rounded once: u |m_old - m_new| <= 2 u L), so at most
+//     tiles x (3 + 2 L) u;
+//   - backward's P = expf(s - lse) carries lse = m + logf(l)'s rounding,
+//     u |m| + 2 u |log l| + u |lse| <= 4 u L, and expf's 2 ulp.
+// L bounds |s| + log T, here q_max scale x head_dim (q in [-q_max, q_max),
+// k in [-1, 1)) + log T.
+// dQ, dK and dV are sums of magnitude m over P times values, so each is
+// within 2 e (the reference's, as for the plain kernels) plus
+// (tiles (3 + 2 L) + 4 L + 4) u m of the exact value: doubled for margin.
+inline double fused_relative_error(const AttentionCase& c, double q_max = 1.0) {
+  const double L = q_max * std::sqrt(static_cast<double>(c.head_dim)) +
+                   std::log(static_cast<double>(c.seq)) + 1.0;
+  return 2.0 * (key_tiles(c) * (3.0 + 2.0 * L) + 4.0 * L + 4.0) * kU;
+}
+
+inline void expect_close_to_reference(const std::string& what, const Tensor& got,
+                                      const reference::BMatrix& ref, double relative) {
+  const std::vector<float> g = got.to_vector();
+  ASSERT_EQ(g.size(), ref.size()) << what;
+  int64_t violations = 0, worst = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bound = 2.0 * ref[i].e + (relative + 1e-12) * ref[i].m;
+    if (!(std::fabs(static_cast<double>(g[i]) - ref[i].v) <= bound)) {
+      ++violations;
+      if (worst < 0) worst = static_cast<int64_t>(i);
+    }
+  }
+  EXPECT_EQ(violations, 0) << what << ": " << violations << " of " << g.size()
+                           << " elements past their bound; first at " << worst << ": got "
+                           << (worst >= 0 ? g[worst] : 0.0f) << ", exact "
+                           << (worst >= 0 ? ref[worst].v : 0.0);
+}
+
+constexpr double kBf16U = 1.0 / 256;  // bf16's unit roundoff: 8 significant bits
+
+// What bf16 adds to the fused kernels' fp32 bound, per output, in units of
+// bf16's unit roundoff u_b times the reference magnitude m (every product
+// and sum is still fp32's, so fused_relative_error's terms stay):
+//   out = sum_j bf16(P_j) V_j / l: P rounded as P V's operand (u_b m), the
+//     output rounded once (u_b |out| <= u_b m): 2.
+//   dV = sum_i bf16(P_i)^T dO_i: the same, 2.
+//   D = dO . O reads the bf16 output, within 2 u_b m(O) per element, so D is
+//     within 2 u_b m(D) (m(D) = sum_e |dO_e| m(O_e) = sum_j P_j m(dP_j), the
+//     reference's own magnitude of D); dS = P (dP - D) is then within
+//     2 u_b m(dS) and is rounded to bf16 as its products' operand: 3;
+//     dQ = scale dS K and dK = scale dS^T Q inherit that and round once: 4.
+// Doubled, for the second-order terms and a margin. A wrong index or a lost
+// tile is an O(1) error of m.
+inline double bf16_relative_error(const AttentionCase& c, int roundings, double q_max = 1.0) {
+  return fused_relative_error(c, q_max) + 2.0 * roundings * kBf16U;
+}
+
+}  // namespace colrow::testing

@@ -1,0 +1,85 @@
+// CUDA kernels run on the host, for tests on machines without a GPU (CI has
+// none). Every thread of a block is a fiber (ucontext) of one host thread;
+// __syncthreads, the xor shuffle and the warp instructions of
+// kernels/cuda/warp_mma.cuh (mma.sync m16n8k16 with bf16 operands, ldmatrix
+// .x4 with and without .trans, cp.async) are emulated with the semantics
+// PTX's ISA documents, each lane's share exchanged through the warp at a
+// barrier; blocks run one after another. What it checks: the kernels'
+// indexing, fragment layouts, masks, tiles and synchronization, on host
+// memory (so AddressSanitizer sees a read past a tensor). What it cannot:
+// speed, or rounding of the tensor cores' own sums (each product here is
+// summed in double and rounded once onto the accumulator).
+//
+// Use: define COLROW_WARP_EMULATION, include this header, then the kernels'
+// header (kernels/cuda/warp_mma.cuh then leaves the PTX out), and run a
+// kernel with emulation::launch.
+#pragma once
+
+#ifndef COLROW_WARP_EMULATION
+#error "define COLROW_WARP_EMULATION before including support/warp_emulation.h"
+#endif
+
+// The CUDA headers first, as a host compiler takes them (__global__,
+// __device__ and __host__ mean nothing there), before the names below.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+
+namespace colrow::testing::emulation {
+
+// The built-in indices of the running thread.
+struct ThreadIndices {
+  uint3 thread, block, block_dim, grid_dim;
+};
+const ThreadIndices& current();
+
+char* dynamic_shared();  // the running block's dynamic shared memory
+void sync_block();       // __syncthreads()
+uint64_t exchange_in_warp(uint64_t bits, int from_lane);  // every lane gives, reads `from_lane`'s
+
+// Runs kernel() as every thread (x only) of every block of `grid`, blocks in
+// order, with `shared_bytes` of dynamic shared memory each (filled with a
+// pattern, as a GPU's is never zero). A barrier that some threads never reach
+// is an InternalError naming it, not a hang.
+void launch(dim3 grid, unsigned threads, int64_t shared_bytes, const std::function<void()>& kernel);
+
+}  // namespace colrow::testing::emulation
+
+#define threadIdx (::colrow::testing::emulation::current().thread)
+#define blockIdx (::colrow::testing::emulation::current().block)
+#define blockDim (::colrow::testing::emulation::current().block_dim)
+#define gridDim (::colrow::testing::emulation::current().grid_dim)
+#define __syncthreads() ::colrow::testing::emulation::sync_block()
+#define COLROW_DYNAMIC_SHARED(name) char* name = ::colrow::testing::emulation::dynamic_shared()
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+
+// __shfl_xor_sync over all 32 lanes (the kernels pass the full mask).
+template <typename T>
+T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask) {
+  static_assert(sizeof(T) <= sizeof(uint64_t));
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof(T));
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  bits = ::colrow::testing::emulation::exchange_in_warp(bits, lane ^ lane_mask);
+  T out;
+  std::memcpy(&out, &bits, sizeof(T));
+  return out;
+}
+
+namespace colrow::kernels::cuda {
+
+// The functions of warp_mma.cuh, by the same names and layouts.
+void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row);
+void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row);
+void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill);  // at once
+void cp_async_4(float* dst, const float* src, bool fill);
+inline void cp_async_commit() {}
+inline void cp_async_wait_all() {}
+
+}  // namespace colrow::kernels::cuda
