@@ -30,6 +30,8 @@
 #                                  bf16 and bf16-compile, then --profile 5
 #   scripts/gpu-agenda.sh ab       --epilogues, --cuda-graph and
 #                                  --logits-chunk-mib 0, each A/B
+#   scripts/gpu-agenda.sh attention  Nsight Compute on the tensor-core attention
+#                                  kernels (forward, dK/dV, dQ): what stalls them
 #   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch (not run yet)
 #   scripts/gpu-agenda.sh cpu16 PHASE   issue 10 on the machine's CPU cores
 #                                  (bench/cpu16.sh pools|scaling|comm|profile|train;
@@ -39,7 +41,7 @@
 # measurement is for.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-part=${1:?usage: scripts/gpu-agenda.sh first|tests|cli|bench|ab|sweep|cpu16 [PHASE]}
+part=${1:?usage: scripts/gpu-agenda.sh first|tests|cli|bench|ab|attention|sweep|cpu16 [PHASE]}
 out=${OUT:-/tmp/gpu-agenda}
 mkdir -p "$out"
 [ -x build-gpu/colrow ] || { echo "gpu-agenda.sh: no build-gpu/colrow; run scripts/gpu-pack.sh here and carry build-gpu" >&2; exit 1; }
@@ -98,6 +100,20 @@ case "$part" in
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     exit "$status"
     ;;
+  attention)
+    # Where the tensor-core attention kernels stall, before tuning them:
+    # Nsight Compute on one forward, dK/dV and dQ launch each at GPT-2 124M's
+    # B 16 x T 1024 (head_dim 64): speed of light, occupancy, warp stalls,
+    # memory and the tensor pipe. About a minute; ncu from the toolkit.
+    ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+    timeout 300 "$ncu" --kernel-name regex:'tc_(forward|backward)' --launch-count 3 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+      --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+      --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+      build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
+      --steps 1 --eval-windows 1 --data "$data" 2>&1 | tee "$out/attention-ncu.log"
+    exit "${PIPESTATUS[0]}"
+    ;;
   sweep)
     DATA=$data DEVICE=cuda DTYPE=bf16 PEER_MODE=bf16-compile \
       bench/sweep_d_model.sh build-gpu 2>&1 | tee "$out/sweep.log"
@@ -107,7 +123,7 @@ case "$part" in
     bench/cpu16.sh "${2:?a phase: pools|scaling|comm|profile|train}" "$out/cpu16-$2"
     ;;
   *)
-    echo "gpu-agenda.sh: unknown part '$part' (first, tests, cli, bench, ab, sweep or cpu16)" >&2
+    echo "gpu-agenda.sh: unknown part '$part' (first, tests, cli, bench, ab, attention, sweep or cpu16)" >&2
     exit 2
     ;;
 esac
