@@ -63,6 +63,23 @@ function(colrow_add_gpu_test name source)
   endforeach()
 endfunction()
 
+# colrow_add_emulated_test(name source [more sources ...])
+# A test whose CUDA kernels run on the CPU through tests/support/warp_emulation
+# (COLROW_WARP_EMULATION): built with the CUDA backend, whose headers it
+# compiles for the host, and run everywhere, GPU or not (no `gpu` label).
+# The kernels' `#pragma unroll` is nvcc's, which a host compiler ignores, and
+# they read vectors through casts, as nvcc allows (-fno-strict-aliasing).
+function(colrow_add_emulated_test name source)
+  if(NOT COLROW_WITH_CUDA)
+    return()
+  endif()
+  colrow_add_test(${name} ${source})
+  target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/warp_emulation.cpp ${ARGN})
+  target_compile_definitions(${name} PRIVATE COLROW_WARP_EMULATION)
+  target_compile_options(${name} PRIVATE -Wno-unknown-pragmas -fno-strict-aliasing)
+  target_link_libraries(${name} PRIVATE CUDA::cudart)
+endfunction()
+
 # colrow_add_cli_test(name script timeout [arg ...])
 # An end-to-end test of the colrow binary: tests/cli/<script> run with the
 # binary, mpiexec and the extra args, under the MPI test environment, killed

@@ -11,6 +11,16 @@
 
 namespace colrow::testing {
 
+#ifdef COLROW_WARP_EMULATION
+// A GPU test compiled a second time against the warp emulation
+// (support/warp_emulation.h): its "GPU" is the host, always there.
+inline std::string gpu_unavailable() {
+  return "";
+}
+inline Device test_gpu(int /*local_rank*/ = 0) {
+  return Device::cpu();
+}
+#else
 // "" when a GPU can be used, else the reason none can.
 inline std::string gpu_unavailable() {
   if (!cuda_built()) return "colrow was built without CUDA (-DCOLROW_CUDA=OFF)";
@@ -22,6 +32,7 @@ inline std::string gpu_unavailable() {
 inline Device test_gpu(int local_rank = 0) {
   return Device::cuda(local_rank % cuda_device_count());
 }
+#endif
 
 }  // namespace colrow::testing
 

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "colrow/core/error.h"
@@ -55,6 +57,8 @@ struct Block {
   Barrier barrier;
   std::vector<char> shared;  // 128 bytes of slack for the alignment
   char* shared_base = nullptr;
+  // Static shared arrays by their declaration's place, made afresh per block.
+  std::map<std::pair<std::string, int>, std::vector<double>> statics;
   int running = -1;
   uint64_t progress = 0;  // arrivals and ends
   ucontext_t scheduler{};
@@ -175,6 +179,15 @@ char* dynamic_shared() {
   return g_block->shared_base;
 }
 
+void* static_shared(const char* file, int line, size_t bytes) {
+  std::vector<double>& array = g_block->statics[{file, line}];  // doubles: aligned for any
+  if (array.empty()) {
+    array.resize((bytes + sizeof(double) - 1) / sizeof(double) + 1);
+    std::memset(array.data(), 0x5a, array.size() * sizeof(double));  // not zeros, as a GPU's
+  }
+  return array.data();
+}
+
 void sync_block() {
   wait_at(g_block->barrier, static_cast<int>(g_block->fibers[0].indices.block_dim.x));
 }
@@ -213,6 +226,7 @@ void launch(dim3 grid, unsigned threads, int64_t shared_bytes,
           block.fibers[t].indices = {uint3{t, 0, 0}, uint3{x, y, z}, uint3{threads, 1, 1},
                                      uint3{grid.x, grid.y, grid.z}};
         }
+        block.statics.clear();
         run_block(block, threads);
       }
     }

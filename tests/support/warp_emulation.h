@@ -11,8 +11,9 @@
 // summed in double and rounded once onto the accumulator).
 //
 // Use: define COLROW_WARP_EMULATION, include this header, then the kernels'
-// header (kernels/cuda/warp_mma.cuh then leaves the PTX out), and run a
-// kernel with emulation::launch.
+// header (kernels/cuda/warp_mma.cuh then leaves the PTX out, and
+// shared_memory.cuh its declarations), and run a kernel with
+// emulation::launch.
 #pragma once
 
 #ifndef COLROW_WARP_EMULATION
@@ -24,6 +25,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -37,7 +39,10 @@ struct ThreadIndices {
 const ThreadIndices& current();
 
 char* dynamic_shared();  // the running block's dynamic shared memory
-void sync_block();       // __syncthreads()
+// The running block's static shared array declared at file:line, `bytes`
+// long (the first thread to ask makes it; every thread gets the same).
+void* static_shared(const char* file, int line, size_t bytes);
+void sync_block();                                        // __syncthreads()
 uint64_t exchange_in_warp(uint64_t bits, int from_lane);  // every lane gives, reads `from_lane`'s
 
 // Runs kernel() as every thread (x only) of every block of `grid`, blocks in
@@ -54,6 +59,9 @@ void launch(dim3 grid, unsigned threads, int64_t shared_bytes, const std::functi
 #define gridDim (::colrow::testing::emulation::current().grid_dim)
 #define __syncthreads() ::colrow::testing::emulation::sync_block()
 #define COLROW_DYNAMIC_SHARED(name) char* name = ::colrow::testing::emulation::dynamic_shared()
+#define COLROW_BLOCK_SHARED(type, name, dims)    \
+  type(&name) dims = *static_cast<type(*) dims>( \
+      ::colrow::testing::emulation::static_shared(__FILE__, __LINE__, sizeof(type dims)))
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif

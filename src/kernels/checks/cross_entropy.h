@@ -72,6 +72,20 @@ inline void check_cross_entropy_grad_dtype(const char* what, const Tensor& logit
   }
 }
 
+// dlogits: like the logits, [tokens, vocab_size_local] with contiguous rows
+// (rows may be strided), of their dtype.
+inline void check_cross_entropy_dlogits_rows(const char* what, const Tensor& logits,
+                                             int64_t tokens, const Tensor& dlogits) {
+  const int64_t v_local = logits.size(1);
+  if (dlogits.ndim() != 2 || dlogits.size(0) != tokens || dlogits.size(1) != v_local ||
+      (v_local > 1 && dlogits.stride(1) != 1)) {
+    cross_entropy_fail(what, "dlogits_local " + shape_to_string(dlogits.shape()) +
+                                 " must be like logits " + shape_to_string(logits.shape()) +
+                                 " with contiguous rows");
+  }
+  check_cross_entropy_grad_dtype(what, logits, dlogits);
+}
+
 // t: [rows, kCrossEntropyPartials], contiguous, fp32.
 inline void check_cross_entropy_partials_shape(const char* what, const char* name, const Tensor& t,
                                                int64_t rows, const std::string& rule) {

@@ -40,6 +40,7 @@
 
 #include "colrow/core/bfloat16.h"
 #include "kernels/cuda/reductions.cuh"
+#include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/tile_geometry.cuh"
 #include "kernels/cuda/warp_mma.cuh"
 

@@ -1,8 +1,7 @@
 // The warp-level instructions of the tensor-core attention kernels
 // (tensor_core_attention_kernels.cuh), each a line of PTX: mma.sync m16n8k16
-// (bf16 in, fp32 accumulators), ldmatrix, cp.async, and the block's dynamic
-// shared memory. The fragment layouts are spelled out here once; the kernels
-// rely on them. A test that defines COLROW_WARP_EMULATION supplies these same
+// (bf16 in, fp32 accumulators), ldmatrix and cp.async. The fragment layouts are spelled out here
+// once; the kernels rely on them. A test that defines COLROW_WARP_EMULATION supplies these same
 // functions for the host instead (tests/support/warp_emulation.h), so that
 // the kernels run, and are checked, on a CPU.
 #pragma once
@@ -67,11 +66,5 @@ __device__ inline void cp_async_wait_all() {
 }
 
 }  // namespace colrow::kernels::cuda
-
-// Declares `name`, the block's dynamic shared memory (the launch's third
-// argument), 128-byte aligned. A macro, not a function returning it: spelled
-// in the kernel, ptxas allocates the kernels' registers as before the
-// emulated test existed (a function cost forward<64> 22 and others more).
-#define COLROW_DYNAMIC_SHARED(name) extern __shared__ __align__(128) char name[]
 
 #endif  // COLROW_TENSOR_CORES && !COLROW_WARP_EMULATION

@@ -8,7 +8,14 @@
 // the same bits; a NaN logit makes its row's loss NaN; shape errors; bf16
 // logits read natively give the fp32 kernels' numbers, rounded once; a chunk
 // of the rows (first_row) gives the whole batch's rows.
+// Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
+// the same kernels run on the CPU through the warp emulation
+// (emulated_cross_entropy.h), so CI checks them without a GPU.
+#ifdef COLROW_WARP_EMULATION
+#include "kernels/cuda/emulated_cross_entropy.h"
+#else
 #include "kernels/cuda/cross_entropy.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -31,7 +38,11 @@ using testing::expect_same_bits;
 using testing::kU;
 
 namespace cpu = kernels::cpu;
+#ifdef COLROW_WARP_EMULATION
+namespace gpu = testing::emulated;
+#else
 namespace gpu = kernels::cuda;
+#endif
 using kernels::CrossEntropyRows;
 
 constexpr int32_t kIgnore = -100;
