@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -212,7 +211,7 @@ void launch(dim3 grid, unsigned threads, int64_t shared_bytes,
   block.fibers.resize(threads);
   for (Fiber& f : block.fibers) f.stack = std::make_unique<char[]>(kStackBytes);
   block.warps.resize(threads / kWarp);
-  block.shared.assign(static_cast<size_t>(shared_bytes) + 128, static_cast<char>(0x5a));
+  block.shared.resize(static_cast<size_t>(shared_bytes) + 128);
   const auto base = reinterpret_cast<uintptr_t>(block.shared.data());
   block.shared_base = block.shared.data() + ((128 - base % 128) % 128);
   g_block = &block;
@@ -226,6 +225,8 @@ void launch(dim3 grid, unsigned threads, int64_t shared_bytes,
           block.fibers[t].indices = {uint3{t, 0, 0}, uint3{x, y, z}, uint3{threads, 1, 1},
                                      uint3{grid.x, grid.y, grid.z}};
         }
+        // Every block starts from the pattern, not from the last block's data.
+        std::fill(block.shared.begin(), block.shared.end(), static_cast<char>(0x5a));
         block.statics.clear();
         run_block(block, threads);
       }
