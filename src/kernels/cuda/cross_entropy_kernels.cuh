@@ -3,23 +3,22 @@
 // this header too: tests/kernels/cuda/cross_entropy_test runs these kernels
 // on the CPU through the warp emulation as well as on a GPU.
 //
-// The row passes
-// (partials, backward) run one block per token row; its threads stride over
-// the row's real columns and combine through warp shuffles and then the warps
-// in index order, so a row's result has the same bits every run. The forward
-// pass reads each logit once: every thread keeps an online softmax state of
-// its columns (running max, sum of exps rescaled in double when the max grows,
-// raw sum of logits in double), and the block combines the threads' states
-// rescaled to the row's max, in double, as the CPU combines its chunks. The
-// combine of the ranks' partials runs one thread per token, in rank order.
-// The loss sum is taken on the host over the copied losses, in token order,
-// exactly as the CPU does it. exp is CUDA's expf (within 2 ulp; the CPU's
-// vectorized exp is within 1.5 ulp and flushes e^z to 0 below z = -87), so
-// sums and gradients agree with the CPU to a few ulp, not bit for bit.
-// Logits of either dtype are read natively (E: float or bf16 bits, widened
-// as read, core/bfloat16.h); a bf16 gradient is each fp32 one rounded once.
-// A row that starts on 16 bytes is read (and its gradient written) 16 bytes
-// per thread at a time (kernels/cuda/vectors.cuh).
+// The row passes (partials, backward) run one block per token row; its threads
+// stride over the row's real columns and combine through warp shuffles and
+// then the warps in index order, so a row's result has the same bits every
+// run. The forward pass reads each logit once: every thread keeps an online
+// softmax state of its columns (running max, sum of exps rescaled in double
+// when the max grows, raw sum of logits in double), and the block combines the
+// threads' states rescaled to the row's max, in double, as the CPU combines
+// its chunks. The combine of the ranks' partials runs one thread per token, in
+// rank order. The loss sum is taken on the host over the copied losses, in
+// token order, exactly as the CPU does it. exp is CUDA's expf (within 2 ulp;
+// the CPU's vectorized exp is within 1.5 ulp and flushes e^z to 0 below z =
+// -87), so sums and gradients agree with the CPU to a few ulp, not bit for
+// bit. Logits of either dtype are read natively (E: float or bf16 bits,
+// widened as read, core/bfloat16.h); a bf16 gradient is each fp32 one rounded
+// once. A row that starts on 16 bytes is read (and its gradient written) 16
+// bytes per thread at a time (kernels/cuda/vectors.cuh).
 #pragma once
 
 #include <cuda_runtime.h>

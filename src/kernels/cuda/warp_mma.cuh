@@ -1,9 +1,10 @@
 // The warp-level instructions of the tensor-core attention kernels
 // (tensor_core_attention_kernels.cuh), each a line of PTX: mma.sync m16n8k16
-// (bf16 in, fp32 accumulators), ldmatrix and cp.async. The fragment layouts are spelled out here
-// once; the kernels rely on them. A test that defines COLROW_WARP_EMULATION supplies these same
-// functions for the host instead (tests/support/warp_emulation.h), so that
-// the kernels run, and are checked, on a CPU.
+// (bf16 in, fp32 accumulators), ldmatrix and cp.async. The fragment layouts
+// are spelled out here once; the kernels rely on them. A test that defines
+// COLROW_WARP_EMULATION supplies these same functions for the host instead
+// (tests/support/warp_emulation.h), so that the kernels run, and are
+// checked, on a CPU.
 #pragma once
 
 #include <cuda_runtime.h>
