@@ -1,7 +1,7 @@
-// The error bounds of the fused attention kernels against the double
-// reference (support/attention_reference.h), shared by their GPU test
-// (flash_attention_test.cpp) and the tensor-core kernels' emulated test on
-// the CPU (tensor_core_attention_emulated_test.cpp).
+// The inputs of the fused attention kernels' tests and their error bounds
+// against the double reference (support/attention_reference.h), shared by
+// their GPU test (flash_attention_test.cpp) and the tensor-core kernels'
+// emulated test on the CPU (tensor_core_attention_emulated_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,6 +17,35 @@
 #include "support/attention_reference.h"
 
 namespace colrow::testing {
+
+// A case's operands on the host, uniform in [-1, 1).
+struct AttentionInputs {
+  Tensor q, k, v, dout;
+};
+inline AttentionInputs attention_inputs(const AttentionCase& c, uint32_t seed) {
+  return {random_uniform({c.tokens(), c.q_width()}, seed, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 1, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.kv_width()}, seed + 2, -1.0f, 1.0f),
+          random_uniform({c.tokens(), c.q_width()}, seed + 3, -1.0f, 1.0f)};
+}
+
+// in with every value rounded to bf16: the exact inputs of the reference.
+inline AttentionInputs bf16_values(const AttentionInputs& in) {
+  auto round = [](const Tensor& t) { return t.to(DType::kBF16).to(DType::kF32); };
+  return {round(in.q), round(in.k), round(in.v), round(in.dout)};
+}
+
+// Peaked rows: q times 8 (exact in bf16) puts most of each row's mass on a
+// few keys, so a lost rescale of the running max or sum, or a key off by one
+// at a tile or window edge, moves out by much more than the bound (with flat
+// rows such errors are partly averaged away). Their bounds take q_max 8.
+inline AttentionInputs with_peaked_rows(AttentionInputs in) {
+  std::vector<float> q = in.q.to_vector();
+  for (float& x : q) x *= 8.0f;
+  in.q = Tensor::from_vector(in.q.shape(), q);
+  return in;
+}
+constexpr double kPeakedQMax = 8.0;
 
 // The fused kernels' tiles of 64.
 inline int64_t key_tiles(const AttentionCase& c) {
@@ -77,6 +106,17 @@ constexpr double kBf16U = 1.0 / 256;  // bf16's unit roundoff: 8 significant bit
 // tile is an O(1) error of m.
 inline double bf16_relative_error(const AttentionCase& c, int roundings, double q_max = 1.0) {
   return fused_relative_error(c, q_max) + 2.0 * roundings * kBf16U;
+}
+
+// out, dq, dk and dv of bf16 kernels against `ref`, the reference of their
+// (bf16-exact) inputs, each within its count of roundings.
+inline void expect_bf16_close_to_reference(const AttentionCase& c, const reference::CoreResult& ref,
+                                           const Tensor& out, const Tensor& dq, const Tensor& dk,
+                                           const Tensor& dv, double q_max = 1.0) {
+  expect_close_to_reference("out", out, ref.out, bf16_relative_error(c, 2, q_max));
+  expect_close_to_reference("dq", dq, ref.dq, bf16_relative_error(c, 4, q_max));
+  expect_close_to_reference("dk", dk, ref.dk, bf16_relative_error(c, 4, q_max));
+  expect_close_to_reference("dv", dv, ref.dv, bf16_relative_error(c, 2, q_max));
 }
 
 }  // namespace colrow::testing

@@ -34,11 +34,12 @@ namespace colrow {
 namespace {
 
 using testing::kU;
-using testing::random_uniform;
 
 namespace gpu = kernels::cuda;
 using reference::BMatrix;
+using testing::attention_inputs;
 using testing::bf16_relative_error;
+using testing::bf16_values;
 using testing::expect_close_to_reference;
 using testing::fused_relative_error;
 
@@ -56,15 +57,7 @@ const Case kCases[] = {
     {1, 2048, 1, 1, 64},       // 32 tiles
 };
 
-struct Inputs {
-  Tensor q, k, v, dout;  // on the host, uniform in [-1, 1)
-};
-Inputs inputs(const Case& c, uint32_t seed) {
-  return {random_uniform({c.tokens(), c.q_width()}, seed, -1.0f, 1.0f),
-          random_uniform({c.tokens(), c.kv_width()}, seed + 1, -1.0f, 1.0f),
-          random_uniform({c.tokens(), c.kv_width()}, seed + 2, -1.0f, 1.0f),
-          random_uniform({c.tokens(), c.q_width()}, seed + 3, -1.0f, 1.0f)};
-}
+using Inputs = testing::AttentionInputs;
 
 struct Outputs {
   Tensor lse, out, dq, dk, dv;
@@ -195,7 +188,7 @@ TEST(CudaFlashAttentionTest, MatchesReference) {
       continue;
     }
     SCOPED_TRACE(c.name());
-    const Inputs in = inputs(c, seed += 10);
+    const Inputs in = attention_inputs(c, seed += 10);
     expect_matches_reference(c, in, run_flash(c, in, dev));
   }
 }
@@ -244,7 +237,7 @@ TEST(CudaFlashAttentionTest, AgreesWithThePlainKernels) {
   const Device dev = testing::test_gpu();
   for (const Case& c : {Case{2, 1024, 4, 2, 64}, Case{1, 300, 3, 1, 128, 100}}) {
     SCOPED_TRACE(c.name());
-    const Inputs in = inputs(c, 500);
+    const Inputs in = attention_inputs(c, 500);
     const double relative = fused_relative_error(c);
     expect_within_each_others_bounds(run_flash(c, in, dev), run_plain(c, in, dev),
                                      reference_of(c, in), {relative, relative, relative, relative});
@@ -256,7 +249,7 @@ TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Case c{2, 70, 6, 2, 32};
-  const Inputs in = inputs(c, 150);
+  const Inputs in = attention_inputs(c, 150);
   Tensor fused = Tensor::empty({c.tokens(), c.q_width() + 2 * c.kv_width()}, dev);
   Tensor q = fused.slice(1, 0, c.q_width());
   Tensor k = fused.slice(1, c.q_width(), c.kv_width());
@@ -277,7 +270,7 @@ TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Case c{2, 333, 6, 2, 64, 100};
-  const Inputs in = inputs(c, 300);
+  const Inputs in = attention_inputs(c, 300);
   const Outputs a = run_flash(c, in, dev);
   expect_same_outputs("repeated", run_flash(c, in, dev), a);
   for (const Tensor* t : {&a.lse, &a.out, &a.dq, &a.dk, &a.dv}) {
@@ -314,7 +307,7 @@ TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Case c{2, 7, 6, 2, 8};
-  const Inputs host = inputs(c, 600);
+  const Inputs host = attention_inputs(c, 600);
   const Tensor q = host.q.to(dev), k = host.k.to(dev), v = host.v.to(dev), dout = host.dout.to(dev);
   Tensor lse = Tensor::empty({c.batch, c.n_head, c.seq}, dev);
   Tensor out = Tensor::empty({c.tokens(), c.q_width()}, dev);
@@ -359,12 +352,6 @@ const Case kTensorCoreCases[] = {
     {1, 1100, 2, 2, 128, 300},  // a window over several tiles, the widest head
 };
 
-// in with every value rounded to bf16: the exact inputs of the reference.
-Inputs bf16_values(const Inputs& in) {
-  auto round = [](const Tensor& t) { return t.to(DType::kBF16).to(DType::kF32); };
-  return {round(in.q), round(in.k), round(in.v), round(in.dout)};
-}
-
 Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
   auto on = [&](const Tensor& t) { return t.to(DType::kBF16).to(dev); };
   return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev);
@@ -372,11 +359,8 @@ Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
 
 void expect_bf16_matches_reference(const Case& c, const Inputs& exact_inputs, const Outputs& o,
                                    double q_max = 1.0) {
-  const reference::CoreResult ref = reference_of(c, exact_inputs);
-  expect_close_to_reference("out", o.out, ref.out, bf16_relative_error(c, 2, q_max));
-  expect_close_to_reference("dq", o.dq, ref.dq, bf16_relative_error(c, 4, q_max));
-  expect_close_to_reference("dk", o.dk, ref.dk, bf16_relative_error(c, 4, q_max));
-  expect_close_to_reference("dv", o.dv, ref.dv, bf16_relative_error(c, 2, q_max));
+  testing::expect_bf16_close_to_reference(c, reference_of(c, exact_inputs), o.out, o.dq, o.dk, o.dv,
+                                          q_max);
   expect_lse(c, exact_inputs, o.lse);  // fp32 scores and sums: fp32's bound
 }
 
@@ -399,20 +383,14 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresMatchesReference) {
   uint32_t seed = 700;
   for (const Case& c : kTensorCoreCases) {
     SCOPED_TRACE(c.name());
-    const Inputs in = bf16_values(inputs(c, seed += 10));
+    const Inputs in = bf16_values(attention_inputs(c, seed += 10));
     expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
   }
-  // Peaked rows: q times 8 (exact in bf16) puts most of each row's mass on a
-  // few keys, so a lost rescale of the running max or sum, or a key off by
-  // one at a tile or window edge, moves out by much more than the bound (with
-  // the flat rows above such errors are partly averaged away).
+  // Peaked rows (testing::with_peaked_rows).
   for (const Case& c : {Case{1, 130, 4, 2, 64}, Case{1, 700, 2, 1, 128, 150}}) {
     SCOPED_TRACE(c.name() + ", q x 8");
-    Inputs in = bf16_values(inputs(c, seed += 10));
-    std::vector<float> q = in.q.to_vector();
-    for (float& x : q) x *= 8.0f;
-    in.q = Tensor::from_vector(in.q.shape(), q);
-    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev), /*q_max=*/8.0);
+    const Inputs in = testing::with_peaked_rows(bf16_values(attention_inputs(c, seed += 10)));
+    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev), testing::kPeakedQMax);
   }
 }
 
@@ -426,7 +404,7 @@ TEST(CudaFlashAttentionTest, Bf16ThroughTheFp32KernelsMatchesReference) {
   for (const Case& c : {Case{1, 100, 4, 2, 48, 40}, Case{2, 17, 3, 3, 72}, Case{1, 65, 2, 1, 8}}) {
     SCOPED_TRACE(c.name());
     ASSERT_FALSE(gpu::flash_attention_uses_tensor_cores(DType::kBF16, c.head_dim, dev.index));
-    const Inputs in = bf16_values(inputs(c, seed += 10));
+    const Inputs in = bf16_values(attention_inputs(c, seed += 10));
     expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
   }
 }
@@ -441,7 +419,8 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
     for (int64_t n_kv_head : {2, 1}) {
       const Case c{1, seq, 2, n_kv_head, 64};
       SCOPED_TRACE(c.name());
-      const Inputs in = bf16_values(inputs(c, 800 + static_cast<uint32_t>(seq + n_kv_head)));
+      const Inputs in =
+          bf16_values(attention_inputs(c, 800 + static_cast<uint32_t>(seq + n_kv_head)));
       expect_within_each_others_bounds(run_flash_bf16(c, in, dev), run_plain(c, in, dev),
                                        reference_of(c, in),
                                        {bf16_relative_error(c, 2), bf16_relative_error(c, 4),
@@ -458,7 +437,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Case c{2, 333, 6, 2, 64, 100};
-  const Inputs in = bf16_values(inputs(c, 900));
+  const Inputs in = bf16_values(attention_inputs(c, 900));
   const Outputs a = run_flash_bf16(c, in, dev);
   expect_bf16_matches_reference(c, in, a);  // the bits every run repeats are right ones
   expect_same_outputs("repeated", run_flash_bf16(c, in, dev), a);

@@ -74,20 +74,11 @@ bool outside_untouched(const Block& b, int64_t rows, int64_t width) {
   return true;
 }
 
-struct Inputs {
-  Tensor q, k, v, dout;  // bf16 values, as fp32 host tensors
-};
-Inputs inputs(const Case& c, uint32_t seed, float q_scale = 1.0f) {
-  auto bf16 = [](const Tensor& t) { return t.to(DType::kBF16).to(DType::kF32); };
-  Tensor q = testing::random_uniform({c.tokens(), c.q_width()}, seed, -q_scale, q_scale);
-  return {bf16(q), bf16(testing::random_uniform({c.tokens(), c.kv_width()}, seed + 1, -1, 1)),
-          bf16(testing::random_uniform({c.tokens(), c.kv_width()}, seed + 2, -1, 1)),
-          bf16(testing::random_uniform({c.tokens(), c.q_width()}, seed + 3, -1, 1))};
-}
+using Inputs = testing::AttentionInputs;  // bf16 values (testing::bf16_values)
 
 struct Outputs {
   Tensor out, dq, dk, dv;
-  bool gradients_in_their_blocks = true;
+  bool written_only_in_their_blocks = true;
 };
 
 // Forward and backward as tensor_core_attention.cu launches them, operands
@@ -144,10 +135,10 @@ Outputs run(const Case& c, const Inputs& in, int64_t shift) {
                     [&] { tc::tc_backward_q<HS>(a, gr); });
   Outputs o{values_of(out, c.tokens(), c.q_width()), values_of(dq, c.tokens(), c.q_width()),
             values_of(dk, c.tokens(), c.kv_width()), values_of(dv, c.tokens(), c.kv_width())};
-  o.gradients_in_their_blocks = outside_untouched(out, c.tokens(), c.q_width()) &&
-                                outside_untouched(dq, c.tokens(), c.q_width()) &&
-                                outside_untouched(dk, c.tokens(), c.kv_width()) &&
-                                outside_untouched(dv, c.tokens(), c.kv_width());
+  o.written_only_in_their_blocks = outside_untouched(out, c.tokens(), c.q_width()) &&
+                                   outside_untouched(dq, c.tokens(), c.q_width()) &&
+                                   outside_untouched(dk, c.tokens(), c.kv_width()) &&
+                                   outside_untouched(dv, c.tokens(), c.kv_width());
   return o;
 }
 
@@ -159,20 +150,20 @@ Outputs run_any(const Case& c, const Inputs& in, int64_t shift) {
       return run<64>(c, in, shift);
     case 96:
       return run<96>(c, in, shift);
-    default:
+    case 128:
       return run<128>(c, in, shift);
+    default:
+      throw InternalError("the tensor-core kernels take head_dim 32, 64, 96 or 128, not " +
+                          std::to_string(c.head_dim));
   }
 }
 
 void expect_matches_reference(const Case& c, const Inputs& in, const Outputs& o,
                               double q_max = 1.0) {
-  const reference::CoreResult ref = testing::attention_reference(c, in.q, in.k, in.v, in.dout);
-  testing::expect_close_to_reference("out", o.out, ref.out,
-                                     testing::bf16_relative_error(c, 2, q_max));
-  testing::expect_close_to_reference("dq", o.dq, ref.dq, testing::bf16_relative_error(c, 4, q_max));
-  testing::expect_close_to_reference("dk", o.dk, ref.dk, testing::bf16_relative_error(c, 4, q_max));
-  testing::expect_close_to_reference("dv", o.dv, ref.dv, testing::bf16_relative_error(c, 2, q_max));
-  EXPECT_TRUE(o.gradients_in_their_blocks) << "a kernel wrote outside its column block";
+  testing::expect_bf16_close_to_reference(
+      c, testing::attention_reference(c, in.q, in.k, in.v, in.dout), o.out, o.dq, o.dk, o.dv,
+      q_max);
+  EXPECT_TRUE(o.written_only_in_their_blocks) << "a kernel wrote outside its column block";
 }
 
 // Smaller than the GPU test's cases (an emulated warp instruction costs
@@ -190,19 +181,18 @@ TEST(TensorCoreAttentionEmulated, MatchesReference) {
   uint32_t seed = 1000;
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name());
-    const Inputs in = inputs(c, seed += 10);
+    const Inputs in = testing::bf16_values(testing::attention_inputs(c, seed += 10));
     expect_matches_reference(c, in, run_any(c, in, 0));
   }
 }
 
-// q x 8 puts most of each row's mass on a few keys: a lost rescale of the
-// running max or sum, or a key off by one at a tile or window edge, moves
-// the output by far more than the bound.
+// Peaked rows (testing::with_peaked_rows).
 TEST(TensorCoreAttentionEmulated, PeakedRows) {
   for (const Case& c : {Case{1, 130, 2, 1, 64}, Case{1, 150, 2, 2, 128, 70}}) {
     SCOPED_TRACE(c.name());
-    const Inputs in = inputs(c, 1100, 8.0f);
-    expect_matches_reference(c, in, run_any(c, in, 0), /*q_max=*/8.0);
+    const Inputs in =
+        testing::with_peaked_rows(testing::bf16_values(testing::attention_inputs(c, 1100)));
+    expect_matches_reference(c, in, run_any(c, in, 0), testing::kPeakedQMax);
   }
 }
 
@@ -212,13 +202,13 @@ TEST(TensorCoreAttentionEmulated, PeakedRows) {
 // contiguous run's values.
 TEST(TensorCoreAttentionEmulated, ColumnBlocksAlignedOrNot) {
   const Case c{1, 70, 4, 2, 64, 0};
-  const Inputs in = inputs(c, 1200);
+  const Inputs in = testing::bf16_values(testing::attention_inputs(c, 1200));
   const Outputs want = run_any(c, in, 0);
   expect_matches_reference(c, in, want);
   for (const int64_t shift : {8, 1}) {
     SCOPED_TRACE("shift " + std::to_string(shift));
     const Outputs got = run_any(c, in, shift);
-    EXPECT_TRUE(got.gradients_in_their_blocks);
+    EXPECT_TRUE(got.written_only_in_their_blocks);
     EXPECT_EQ(got.out.to_vector(), want.out.to_vector());
     EXPECT_EQ(got.dq.to_vector(), want.dq.to_vector());
     EXPECT_EQ(got.dk.to_vector(), want.dk.to_vector());
