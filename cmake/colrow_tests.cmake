@@ -68,7 +68,9 @@ endfunction()
 # (COLROW_WARP_EMULATION): built with the CUDA backend, whose headers it
 # compiles for the host, and run everywhere, GPU or not (no `gpu` label).
 # The kernels' `#pragma unroll` is nvcc's, which a host compiler ignores, and
-# they read vectors through casts, as nvcc allows (-fno-strict-aliasing).
+# they read vectors through casts, as nvcc allows (-fno-strict-aliasing). No
+# multiply-add is fused that the kernels do not spell (-ffp-contract=off), so
+# __fmul_rn and __fadd_rn keep their one rounding.
 function(colrow_add_emulated_test name source)
   if(NOT COLROW_WITH_CUDA)
     return()
@@ -76,7 +78,7 @@ function(colrow_add_emulated_test name source)
   colrow_add_test(${name} ${source})
   target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/warp_emulation.cpp ${ARGN})
   target_compile_definitions(${name} PRIVATE COLROW_WARP_EMULATION)
-  target_compile_options(${name} PRIVATE -Wno-unknown-pragmas -fno-strict-aliasing)
+  target_compile_options(${name} PRIVATE -Wno-unknown-pragmas -fno-strict-aliasing -ffp-contract=off)
   target_link_libraries(${name} PRIVATE CUDA::cudart)
 endfunction()
 

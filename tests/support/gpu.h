@@ -8,6 +8,7 @@
 #include <string>
 
 #include "colrow/core/device.h"
+#include "colrow/core/tensor.h"
 
 namespace colrow::testing {
 
@@ -20,6 +21,9 @@ inline std::string gpu_unavailable() {
 inline Device test_gpu(int /*local_rank*/ = 0) {
   return Device::cpu();
 }
+// Host operands are what the emulated kernels take, so a test's checks that
+// the CUDA kernels refuse them do not apply.
+inline constexpr bool kGpuIsHost = true;
 #else
 // "" when a GPU can be used, else the reason none can.
 inline std::string gpu_unavailable() {
@@ -32,7 +36,18 @@ inline std::string gpu_unavailable() {
 inline Device test_gpu(int local_rank = 0) {
   return Device::cuda(local_rank % cuda_device_count());
 }
+inline constexpr bool kGpuIsHost = false;
 #endif
+
+// A copy of t on `device` in memory of its own: a GPU test's upload.
+// Tensor::to returns t itself when t is there already, as every host tensor
+// is under the warp emulation; a kernel would then write into the test's
+// inputs.
+inline Tensor copy_to(const Tensor& t, Device device) {
+  Tensor copy = Tensor::empty(t.shape(), device, t.dtype());
+  copy.copy_from(t);
+  return copy;
+}
 
 }  // namespace colrow::testing
 

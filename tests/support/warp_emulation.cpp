@@ -3,6 +3,8 @@
 // runs until it waits at a barrier (its block's, or its warp's for an
 // exchange) or ends. A barrier opens when all its threads have arrived; a
 // pass over the fibers in which none arrives anywhere or ends is a deadlock.
+// launch_independent has no fibers: each thread is a plain call, and
+// anything that would make threads meet refuses to run there.
 #include "support/warp_emulation.h"
 
 #include <ucontext.h>
@@ -46,6 +48,7 @@ struct Fiber {
   ucontext_t context{};
   std::unique_ptr<char[]> stack;
   ThreadIndices indices{};
+  int linear = 0;  // x + y bx + z bx by: warps are 32 consecutive of these
   bool done = false;
 };
 
@@ -67,6 +70,21 @@ struct Block {
 };
 
 Block* g_block = nullptr;  // the block being run (one host thread runs it)
+// The thread being run by launch_independent, or null.
+const ThreadIndices* g_independent = nullptr;
+
+// The block of the running thread, which must have been started by launch():
+// `what` makes threads meet, which launch_independent cannot do.
+Block& meeting_block(const char* what) {
+  if (g_block == nullptr) {
+    throw InternalError(std::string("[warp emulation] ") + what +
+                        (g_independent != nullptr
+                             ? " in a kernel run by launch_independent, whose threads never meet: "
+                               "launch it with launch()"
+                             : " outside a launch"));
+  }
+  return *g_block;
+}
 
 Fiber& running_fiber() {
   return g_block->fibers[g_block->running];
@@ -97,10 +115,10 @@ void wait_at(Barrier& barrier, int threads) {
 }
 
 WarpSlots& my_warp() {
-  return g_block->warps[running_fiber().indices.thread.x / kWarp];
+  return meeting_block("a warp instruction").warps[running_fiber().linear / kWarp];
 }
 int my_lane() {
-  return static_cast<int>(running_fiber().indices.thread.x % kWarp);
+  return running_fiber().linear % kWarp;
 }
 void sync_warp() {
   wait_at(my_warp().barrier, kWarp);
@@ -171,15 +189,22 @@ uint32_t pack(uint16_t lo, uint16_t hi) {
 }  // namespace
 
 const ThreadIndices& current() {
+  if (g_independent != nullptr) return *g_independent;
   return running_fiber().indices;
 }
 
+int lane_of_current() {
+  meeting_block("a warp shuffle");
+  return my_lane();
+}
+
 char* dynamic_shared() {
-  return g_block->shared_base;
+  return meeting_block("shared memory").shared_base;
 }
 
 void* static_shared(const char* file, int line, size_t bytes) {
-  std::vector<double>& array = g_block->statics[{file, line}];  // doubles: aligned for any
+  std::vector<double>& array =
+      meeting_block("shared memory").statics[{file, line}];  // doubles: aligned for any
   if (array.empty()) {
     array.resize((bytes + sizeof(double) - 1) / sizeof(double) + 1);
     std::memset(array.data(), 0x5a, array.size() * sizeof(double));  // not zeros, as a GPU's
@@ -188,7 +213,8 @@ void* static_shared(const char* file, int line, size_t bytes) {
 }
 
 void sync_block() {
-  wait_at(g_block->barrier, static_cast<int>(g_block->fibers[0].indices.block_dim.x));
+  Block& block = meeting_block("__syncthreads()");
+  wait_at(block.barrier, static_cast<int>(block.fibers.size()));
 }
 
 uint64_t exchange_in_warp(uint64_t bits, int from_lane) {
@@ -200,8 +226,30 @@ uint64_t exchange_in_warp(uint64_t bits, int from_lane) {
   return got;
 }
 
-void launch(dim3 grid, unsigned threads, int64_t shared_bytes,
-            const std::function<void()>& kernel) {
+namespace {
+
+unsigned threads_in(dim3 block) {
+  return block.x * block.y * block.z;
+}
+
+// Every (block, thread) index of the grid in launch order: blocks x-fastest,
+// and within a block threads x-fastest (so warps are consecutive x).
+template <typename Visit>
+void for_each_block(dim3 grid, Visit&& visit) {
+  for (unsigned z = 0; z < grid.z; ++z) {
+    for (unsigned y = 0; y < grid.y; ++y) {
+      for (unsigned x = 0; x < grid.x; ++x) visit(uint3{x, y, z});
+    }
+  }
+}
+uint3 thread_at(dim3 block, unsigned linear) {
+  return uint3{linear % block.x, linear / block.x % block.y, linear / (block.x * block.y)};
+}
+
+}  // namespace
+
+void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function<void()>& kernel) {
+  const unsigned threads = threads_in(block_dim);
   if (threads == 0 || threads % kWarp != 0) {
     throw InternalError("[warp emulation] blocks of whole warps only; got " +
                         std::to_string(threads) + " threads");
@@ -218,20 +266,31 @@ void launch(dim3 grid, unsigned threads, int64_t shared_bytes,
   struct Clear {
     ~Clear() { g_block = nullptr; }
   } clear;
-  for (unsigned z = 0; z < grid.z; ++z) {
-    for (unsigned y = 0; y < grid.y; ++y) {
-      for (unsigned x = 0; x < grid.x; ++x) {
-        for (unsigned t = 0; t < threads; ++t) {
-          block.fibers[t].indices = {uint3{t, 0, 0}, uint3{x, y, z}, uint3{threads, 1, 1},
-                                     uint3{grid.x, grid.y, grid.z}};
-        }
-        // Every block starts from the pattern, not from the last block's data.
-        std::fill(block.shared.begin(), block.shared.end(), static_cast<char>(0x5a));
-        block.statics.clear();
-        run_block(block, threads);
-      }
+  for_each_block(grid, [&](uint3 at) {
+    for (unsigned t = 0; t < threads; ++t) {
+      block.fibers[t].indices = {thread_at(block_dim, t), at, block_dim, grid};
+      block.fibers[t].linear = static_cast<int>(t);
     }
-  }
+    // Every block starts from the pattern, not from the last block's data.
+    std::fill(block.shared.begin(), block.shared.end(), static_cast<char>(0x5a));
+    block.statics.clear();
+    run_block(block, threads);
+  });
+}
+
+void launch_independent(dim3 grid, dim3 block_dim, const std::function<void()>& kernel) {
+  const unsigned threads = threads_in(block_dim);
+  ThreadIndices indices{};
+  g_independent = &indices;
+  struct Clear {
+    ~Clear() { g_independent = nullptr; }
+  } clear;
+  for_each_block(grid, [&](uint3 at) {
+    for (unsigned t = 0; t < threads; ++t) {
+      indices = {thread_at(block_dim, t), at, block_dim, grid};
+      kernel();
+    }
+  });
 }
 
 }  // namespace colrow::testing::emulation

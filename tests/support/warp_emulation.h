@@ -13,7 +13,8 @@
 // Use: define COLROW_WARP_EMULATION, include this header, then the kernels'
 // header (kernels/cuda/warp_mma.cuh then leaves the PTX out, and
 // shared_memory.cuh its declarations), and run a kernel with
-// emulation::launch.
+// emulation::launch, or emulation::launch_independent when its threads never
+// meet (element-wise kernels: no fibers, so millions of threads stay cheap).
 #pragma once
 
 #ifndef COLROW_WARP_EMULATION
@@ -37,6 +38,9 @@ struct ThreadIndices {
   uint3 thread, block, block_dim, grid_dim;
 };
 const ThreadIndices& current();
+// The running thread's lane in its warp: warps are 32 consecutive threads in
+// x-fastest order, as on a GPU, whatever the block's shape.
+int lane_of_current();
 
 char* dynamic_shared();  // the running block's dynamic shared memory
 // The running block's static shared array declared at file:line, `bytes`
@@ -45,11 +49,17 @@ void* static_shared(const char* file, int line, size_t bytes);
 void sync_block();                                        // __syncthreads()
 uint64_t exchange_in_warp(uint64_t bits, int from_lane);  // every lane gives, reads `from_lane`'s
 
-// Runs kernel() as every thread (x only) of every block of `grid`, blocks in
-// order, with `shared_bytes` of dynamic shared memory each (filled with a
-// pattern, as a GPU's is never zero). A barrier that some threads never reach
-// is an InternalError naming it, not a hang.
-void launch(dim3 grid, unsigned threads, int64_t shared_bytes, const std::function<void()>& kernel);
+// Runs kernel() as every thread of every block of `grid`, blocks in order,
+// with `shared_bytes` of dynamic shared memory each (filled with a pattern, as
+// a GPU's is never zero). Blocks hold whole warps. A barrier that some
+// threads never reach is an InternalError naming it, not a hang.
+void launch(dim3 grid, dim3 block, int64_t shared_bytes, const std::function<void()>& kernel);
+
+// The same for a kernel whose threads never meet (no barrier, shuffle, warp
+// instruction or shared memory): each thread runs to its end in turn, on the
+// host's own stack. One that tries to meet the others is an InternalError
+// saying to launch it with launch().
+void launch_independent(dim3 grid, dim3 block, const std::function<void()>& kernel);
 
 }  // namespace colrow::testing::emulation
 
@@ -72,11 +82,21 @@ T __shfl_xor_sync(unsigned /*mask*/, T value, int lane_mask) {
   static_assert(sizeof(T) <= sizeof(uint64_t));
   uint64_t bits = 0;
   std::memcpy(&bits, &value, sizeof(T));
-  const int lane = static_cast<int>(threadIdx.x % 32);
+  const int lane = ::colrow::testing::emulation::lane_of_current();
   bits = ::colrow::testing::emulation::exchange_in_warp(bits, lane ^ lane_mask);
   T out;
   std::memcpy(&out, &bits, sizeof(T));
   return out;
+}
+
+// CUDA's single-rounding intrinsics: the host's float operations round once
+// to nearest, and the emulated tests are built with -ffp-contract=off, so no
+// compiler fuses them into a multiply-add either.
+inline float __fadd_rn(float a, float b) {
+  return a + b;
+}
+inline float __fmul_rn(float a, float b) {
+  return a * b;
 }
 
 namespace colrow::kernels::cuda {

@@ -3,7 +3,14 @@
 // values out to +-1000, inputs past expf's overflow (x < -88.72, where the
 // stable sigmoid must give 0, not NaN), shapes of 1 .. 129000 elements, and
 // shape and contiguity errors.
+// Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
+// the same kernels run on the CPU through the warp emulation
+// (emulated/activation.h), so CI checks them without a GPU.
+#ifdef COLROW_WARP_EMULATION
+#include "kernels/cuda/emulated/activation.h"
+#else
 #include "kernels/cuda/activation.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -23,6 +30,12 @@
 
 namespace colrow {
 namespace {
+
+#ifdef COLROW_WARP_EMULATION
+namespace gpu = testing::emulated;
+#else
+namespace gpu = kernels::cuda;
+#endif
 
 using testing::random_exact;
 
@@ -80,20 +93,20 @@ const Shape kShapes[] = {{1}, {7, 3}, {37, 65}, {129, 1000}};
 void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
   const Device gpu = testing::test_gpu();
   const Shape& shape = x.shape();
-  const Tensor x_gpu = x.to(gpu), dy_gpu = dy.to(gpu);
+  const Tensor x_gpu = testing::copy_to(x, gpu), dy_gpu = testing::copy_to(dy, gpu);
   const float* in = x.data();
   const float* g = dy.data();
   Tensor out_cpu = Tensor::empty(shape), out2_cpu = Tensor::empty(shape);
   Tensor out_gpu = nans(shape, gpu), out2_gpu = nans(shape, gpu);
 
   kernels::cpu::gelu_forward(kernels::GeluForm::kTanh, x, out_cpu);
-  kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, x_gpu, out_gpu);
+  gpu::gelu_forward(kernels::GeluForm::kTanh, x_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu, [&](int64_t i) { return gelu_bound(in[i]); }, x, "gelu " + where);
 
   // dx = dy f'(x): the local bound scaled by |dy|, and one more rounding.
   kernels::cpu::gelu_backward(kernels::GeluForm::kTanh, x, dy, out_cpu);
-  kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x_gpu, dy_gpu, out_gpu);
+  gpu::gelu_backward(kernels::GeluForm::kTanh, x_gpu, dy_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
@@ -102,11 +115,11 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
       x, "gelu' " + where);
 
   kernels::cpu::gelu_forward(kernels::GeluForm::kErf, x, out_cpu);
-  kernels::cuda::gelu_forward(kernels::GeluForm::kErf, x_gpu, out_gpu);
+  gpu::gelu_forward(kernels::GeluForm::kErf, x_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu, [&](int64_t i) { return gelu_erf_bound(in[i]); }, x, "gelu erf " + where);
   kernels::cpu::gelu_backward(kernels::GeluForm::kErf, x, dy, out_cpu);
-  kernels::cuda::gelu_backward(kernels::GeluForm::kErf, x_gpu, dy_gpu, out_gpu);
+  gpu::gelu_backward(kernels::GeluForm::kErf, x_gpu, dy_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
@@ -116,12 +129,12 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
       x, "gelu erf' " + where);
 
   kernels::cpu::silu_forward(x, out_cpu);
-  kernels::cuda::silu_forward(x_gpu, out_gpu);
+  gpu::silu_forward(x_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu, [&](int64_t i) { return silu_bound(in[i]); }, x, "silu " + where);
 
   kernels::cpu::silu_backward(x, dy, out_cpu);
-  kernels::cuda::silu_backward(x_gpu, dy_gpu, out_gpu);
+  gpu::silu_backward(x_gpu, dy_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
@@ -132,7 +145,7 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
   // SwiGLU with gate = x and up = dh = dy: h = silu(gate) up (one more
   // rounding); dgate = dh up silu'(gate) (two more), dup = dh silu(gate) (one more).
   kernels::cpu::swiglu_forward(x, dy, out_cpu);
-  kernels::cuda::swiglu_forward(x_gpu, dy_gpu, out_gpu);
+  gpu::swiglu_forward(x_gpu, dy_gpu, out_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
@@ -141,7 +154,7 @@ void check_all(const Tensor& x, const Tensor& dy, const std::string& where) {
       x, "swiglu " + where);
 
   kernels::cpu::swiglu_backward(x, dy, dy, out_cpu, out2_cpu);
-  kernels::cuda::swiglu_backward(x_gpu, dy_gpu, dy_gpu, out_gpu, out2_gpu);
+  gpu::swiglu_backward(x_gpu, dy_gpu, dy_gpu, out_gpu, out2_gpu);
   expect_agree(
       out_gpu, out_cpu,
       [&](int64_t i) {
@@ -177,32 +190,49 @@ TEST(CudaActivationTest, SaturatedInputsGiveZeroNotNaN) {
 
 // SwiGLU on column blocks of a fused gate_up tensor (and its gradient): the
 // bits of the same kernels on contiguous copies, fp32 and bf16, nothing
-// outside the blocks written. 70001 rows are more than the grid's 65535 in y,
-// so blocks step over rows.
+// outside the blocks written. Then every operand with a row stride of its
+// own (up, dgate and dup each a block of a tensor of another width), so an
+// operand read or written through another's stride shows. 70001 rows are
+// more than the grid's 65535 in y, so blocks step over rows.
 TEST(CudaActivationTest, SwigluTakesColumnBlocksOfFusedTensors) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();
   const std::pair<int64_t, int64_t> shapes[] = {{37, 1031}, {70001, 3}};  // rows, f
   for (const auto& [rows, f] : shapes) {
     for (DType dtype : {DType::kF32, DType::kBF16}) {
-      SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(rows) + " rows");
-      const Tensor gate_up = random_exact({rows, 2 * f + 3}, 5).to(dtype).to(gpu);
-      const Tensor gate = gate_up.slice(1, 0, f), up = gate_up.slice(1, f, f);
-      const Tensor dh = random_exact({rows, f}, 6).to(dtype).to(gpu);
-      const Tensor gate_c = gate.clone(), up_c = up.clone();
-      Tensor h_c = Tensor::empty({rows, f}, gpu, dtype), h = Tensor::empty({rows, f}, gpu, dtype);
-      Tensor dgate_c = Tensor::empty({rows, f}, gpu, dtype),
-             dup_c = Tensor::empty({rows, f}, gpu, dtype);
-      kernels::cuda::swiglu_forward(gate_c, up_c, h_c);
-      kernels::cuda::swiglu_backward(gate_c, up_c, dh, dgate_c, dup_c);
-      kernels::cuda::swiglu_forward(gate, up, h);
-      EXPECT_EQ(h.to_vector(), h_c.to_vector()) << "forward";
-      Tensor grads = Tensor::full({rows, 2 * f + 3}, 7.0f, gpu, dtype);
-      Tensor dgate = grads.slice(1, 0, f), dup = grads.slice(1, f, f);
-      kernels::cuda::swiglu_backward(gate, up, dh, dgate, dup);
-      EXPECT_EQ(dgate.clone().to_vector(), dgate_c.to_vector()) << "dgate";
-      EXPECT_EQ(dup.clone().to_vector(), dup_c.to_vector()) << "dup";
-      for (float v : grads.slice(1, 2 * f, 3).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+      for (bool own_strides : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dtype)) + ", " + std::to_string(rows) + " rows" +
+                     (own_strides ? ", every operand its own stride" : ""));
+        const Tensor gate_up = testing::copy_to(random_exact({rows, 2 * f + 3}, 5).to(dtype), gpu);
+        const Tensor up_wide = testing::copy_to(random_exact({rows, f + 5}, 8).to(dtype), gpu);
+        const Tensor gate = gate_up.slice(1, 0, f);
+        const Tensor up = own_strides ? up_wide.slice(1, 4, f) : gate_up.slice(1, f, f);
+        const Tensor dh = testing::copy_to(random_exact({rows, f}, 6).to(dtype), gpu);
+        const Tensor gate_c = gate.clone(), up_c = up.clone();
+        Tensor h_c = Tensor::empty({rows, f}, gpu, dtype), h = Tensor::empty({rows, f}, gpu, dtype);
+        Tensor dgate_c = Tensor::empty({rows, f}, gpu, dtype),
+               dup_c = Tensor::empty({rows, f}, gpu, dtype);
+        gpu::swiglu_forward(gate_c, up_c, h_c);
+        gpu::swiglu_backward(gate_c, up_c, dh, dgate_c, dup_c);
+        gpu::swiglu_forward(gate, up, h);
+        EXPECT_EQ(h.to_vector(), h_c.to_vector()) << "forward";
+        // dgate and dup: blocks of one fused gradient, or dup in a tensor of its own width.
+        Tensor grads = Tensor::full({rows, 2 * f + 3}, 7.0f, gpu, dtype);
+        Tensor dup_wide = Tensor::full({rows, f + 2}, 7.0f, gpu, dtype);
+        Tensor dgate = grads.slice(1, 0, f);
+        Tensor dup = own_strides ? dup_wide.slice(1, 1, f) : grads.slice(1, f, f);
+        gpu::swiglu_backward(gate, up, dh, dgate, dup);
+        EXPECT_EQ(dgate.clone().to_vector(), dgate_c.to_vector()) << "dgate";
+        EXPECT_EQ(dup.clone().to_vector(), dup_c.to_vector()) << "dup";
+        const int64_t untouched = own_strides ? f + 3 : 3;
+        for (float v : grads.slice(1, 2 * f + 3 - untouched, untouched).clone().to_vector()) {
+          ASSERT_EQ(v, 7.0f);
+        }
+        if (own_strides) {
+          for (float v : dup_wide.slice(1, 0, 1).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+          for (float v : dup_wide.slice(1, f + 1, 1).clone().to_vector()) ASSERT_EQ(v, 7.0f);
+        }
+      }
     }
   }
 }
@@ -213,23 +243,25 @@ TEST(CudaActivationTest, ShapeAndContiguityErrors) {
   const Tensor x = Tensor::zeros({4, 6}, gpu);
   Tensor wrong = Tensor::zeros({6, 4}, gpu), ok = Tensor::zeros({4, 6}, gpu);
   Tensor ok2 = Tensor::zeros({4, 6}, gpu);
-  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, x, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x, wrong, ok), InternalError);
-  EXPECT_THROW(kernels::cuda::gelu_backward(kernels::GeluForm::kTanh, x, ok, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::silu_forward(x, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::silu_backward(x, ok, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::swiglu_forward(x, wrong, ok), InternalError);
-  EXPECT_THROW(kernels::cuda::swiglu_forward(x, ok, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::swiglu_backward(x, ok, ok, ok2, wrong), InternalError);
-  EXPECT_THROW(kernels::cuda::swiglu_backward(x, ok, wrong, ok2, ok), InternalError);
+  EXPECT_THROW(gpu::gelu_forward(kernels::GeluForm::kTanh, x, wrong), InternalError);
+  EXPECT_THROW(gpu::gelu_backward(kernels::GeluForm::kTanh, x, wrong, ok), InternalError);
+  EXPECT_THROW(gpu::gelu_backward(kernels::GeluForm::kTanh, x, ok, wrong), InternalError);
+  EXPECT_THROW(gpu::silu_forward(x, wrong), InternalError);
+  EXPECT_THROW(gpu::silu_backward(x, ok, wrong), InternalError);
+  EXPECT_THROW(gpu::swiglu_forward(x, wrong, ok), InternalError);
+  EXPECT_THROW(gpu::swiglu_forward(x, ok, wrong), InternalError);
+  EXPECT_THROW(gpu::swiglu_backward(x, ok, ok, ok2, wrong), InternalError);
+  EXPECT_THROW(gpu::swiglu_backward(x, ok, wrong, ok2, ok), InternalError);
   // GELU and SiLU walk flat arrays: a column block (strided view) is refused.
   Tensor wide = Tensor::zeros({4, 12}, gpu);
   Tensor block = wide.slice(-1, 0, 6);
-  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, block, ok), InternalError);
-  EXPECT_THROW(kernels::cuda::silu_forward(x, block), InternalError);
+  EXPECT_THROW(gpu::gelu_forward(kernels::GeluForm::kTanh, block, ok), InternalError);
+  EXPECT_THROW(gpu::silu_forward(x, block), InternalError);
   // Host operands are refused rather than read as device memory.
-  const Tensor host_x = Tensor::zeros({4, 6});
-  EXPECT_THROW(kernels::cuda::gelu_forward(kernels::GeluForm::kTanh, host_x, ok), InternalError);
+  if (!testing::kGpuIsHost) {
+    const Tensor host_x = Tensor::zeros({4, 6});
+    EXPECT_THROW(gpu::gelu_forward(kernels::GeluForm::kTanh, host_x, ok), InternalError);
+  }
 }
 
 }  // namespace

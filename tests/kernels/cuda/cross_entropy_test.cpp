@@ -10,9 +10,9 @@
 // of the rows (first_row) gives the whole batch's rows.
 // Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
 // the same kernels run on the CPU through the warp emulation
-// (emulated_cross_entropy.h), so CI checks them without a GPU.
+// (emulated/cross_entropy.h), so CI checks them without a GPU.
 #ifdef COLROW_WARP_EMULATION
-#include "kernels/cuda/emulated_cross_entropy.h"
+#include "kernels/cuda/emulated/cross_entropy.h"
 #else
 #include "kernels/cuda/cross_entropy.h"
 #endif
@@ -159,7 +159,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(c.name());
     const Problem p = make_problem(c, seed++);
-    const Tensor logits_dev = p.logits.to(dev);
+    const Tensor logits_dev = testing::copy_to(p.logits, dev);
     const int64_t T = c.tokens, vl = c.vocab_local, P = kernels::kCrossEntropyPartials;
     const double a = c.smoothing, a_over_v = a / static_cast<double>(c.vocab_size);
 
@@ -211,7 +211,7 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
     Tensor max_gpu = Tensor::full({T}, 7.0f, dev), s_gpu = Tensor::full({T}, 7.0f, dev),
            losses_gpu = Tensor::full({T}, 7.0f, dev);
     cpu::cross_entropy_combine(gathered, rows0, max_cpu, s_cpu, losses_cpu);
-    gpu::cross_entropy_combine(gathered.to(dev), rows0, max_gpu, s_gpu, losses_gpu);
+    gpu::cross_entropy_combine(testing::copy_to(gathered, dev), rows0, max_gpu, s_gpu, losses_gpu);
     expect_same_bits("max", max_gpu, max_cpu);
     std::vector<double> s_bound(T, 0.0), loss_bound(T, 0.0);
     double total_bound = 0.0, total_gpu = 0.0, total_cpu = 0.0;  // in token order, as mean_loss
@@ -252,7 +252,8 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
     //   16u |scale| ((1 + |z|) e^z/S + a/V + (1 - a)[target])
     // (+ |scale| e^z/S below z = -87, where the CPU's exp flushes to 0).
     // Ignored rows and padded columns are exactly zero.
-    const Tensor dloss_dev = p.dloss.to(dev), m_dev = max_cpu.to(dev), s_dev = s_cpu.to(dev);
+    const Tensor dloss_dev = testing::copy_to(p.dloss, dev), m_dev = testing::copy_to(max_cpu, dev),
+                 s_dev = testing::copy_to(s_cpu, dev);
     for (int r = 0; r < c.ranks; ++r) {
       const CrossEntropyRows rows = rows_of(c, p.targets, r);
       const Tensor x = p.logits.slice(1, r * vl, vl);
@@ -292,13 +293,13 @@ TEST(CudaCrossEntropyTest, PiecesMatchCpu) {
 GpuPieces run_gpu_pieces(const Case& c, const Problem& p, Device dev) {
   CrossEntropyRows rows = rows_of(c, p.targets, 0);
   rows.vocab_size = rows.real;  // rank 0's classes stand for the whole vocabulary
-  const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
+  const Tensor x = testing::copy_to(p.logits, dev).slice(1, 0, c.vocab_local);
   GpuPieces g{Tensor::empty(partials_shape(c.tokens), dev), Tensor::empty({c.tokens}, dev),
               Tensor::empty({c.tokens}, dev), Tensor::empty({c.tokens}, dev),
               Tensor::empty({c.tokens, c.vocab_local}, dev, p.logits.dtype())};
   gpu::cross_entropy_partials(x, rows, g.partials);
   gpu::cross_entropy_combine(g.partials, rows, g.max, g.sum_exp, g.losses);
-  const Tensor dloss = p.dloss.to(dev);
+  const Tensor dloss = testing::copy_to(p.dloss, dev);
   gpu::cross_entropy_backward(x, rows, g.max, g.sum_exp, &dloss, 0.0f, g.dlogits);
   return g;
 }
@@ -339,9 +340,9 @@ TEST(CudaCrossEntropyTest, Bf16LogitsGiveTheFp32KernelsNumbersRoundedOnce) {
 
   CrossEntropyRows rows = rows_of(c, p.targets, 0);
   rows.vocab_size = rows.real;  // as run_gpu_pieces
-  Tensor logits = narrow.logits.to(dev);
+  Tensor logits = testing::copy_to(narrow.logits, dev);
   Tensor block = logits.slice(1, 0, c.vocab_local);
-  const Tensor dloss = p.dloss.to(dev);
+  const Tensor dloss = testing::copy_to(p.dloss, dev);
   gpu::cross_entropy_backward(block, rows, b.max, b.sum_exp, &dloss, 0.0f, block);
   EXPECT_EQ(block.to_vector(), b.dlogits.to_vector());
 }
@@ -357,8 +358,8 @@ TEST(CudaCrossEntropyTest, RowChunksAreTheBatchsRows) {
   const GpuPieces whole = run_gpu_pieces(c, p, dev);
   CrossEntropyRows rows = rows_of(c, p.targets, 0);
   rows.vocab_size = rows.real;  // as run_gpu_pieces
-  const Tensor x = p.logits.to(dev).slice(1, 0, c.vocab_local);
-  const Tensor dloss = p.dloss.to(dev);
+  const Tensor x = testing::copy_to(p.logits, dev).slice(1, 0, c.vocab_local);
+  const Tensor dloss = testing::copy_to(p.dloss, dev);
   for (const auto& [first, count] : {std::pair<int64_t, int64_t>{0, 29}, {29, 34}, {63, 1}}) {
     SCOPED_TRACE(std::to_string(first) + " + " + std::to_string(count));
     rows.first_row = first;
@@ -392,7 +393,7 @@ TEST(CudaCrossEntropyTest, PartialsDoNotDependOnDtypeOrAlignment) {
   auto partials_of = [&](const Tensor& host, int64_t offset, int64_t row_length) {
     Tensor padded = Tensor::zeros({c.tokens, row_length}, Device::cpu(), host.dtype());
     padded.slice(1, offset, c.vocab_size).copy_from(host);
-    const Tensor on_gpu = padded.to(dev);
+    const Tensor on_gpu = testing::copy_to(padded, dev);
     Tensor out = Tensor::full(partials_shape(c.tokens), 7.0f, dev);
     gpu::cross_entropy_partials(on_gpu.slice(1, offset, c.vocab_size), rows, out);
     return out;

@@ -5,7 +5,14 @@
 // scaled frequencies; in place equal to out of place; strided rows (q and k
 // as column blocks of attention's fused qkv output); position 0 the
 // identity; InternalError on bad shapes and arguments.
+// Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
+// the same kernels run on the CPU through the warp emulation
+// (emulated/rope.h), so CI checks them without a GPU.
+#ifdef COLROW_WARP_EMULATION
+#include "kernels/cuda/emulated/rope.h"
+#else
 #include "kernels/cuda/rope.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -21,6 +28,12 @@
 
 namespace colrow {
 namespace {
+
+#ifdef COLROW_WARP_EMULATION
+namespace gpu = testing::emulated;
+#else
+namespace gpu = kernels::cuda;
+#endif
 
 using testing::random_exact;
 
@@ -63,7 +76,7 @@ Tables tables(const RopeCase& c, Device gpu) {
   kernels::cpu::rope_table(c.seq, inverse_frequencies(c), t.cos, t.sin);
   t.cos_gpu = Tensor::empty(shape, gpu);
   t.sin_gpu = Tensor::empty(shape, gpu);
-  kernels::cuda::rope_table(c.seq, inverse_frequencies(c), t.cos_gpu, t.sin_gpu);
+  gpu::rope_table(c.seq, inverse_frequencies(c), t.cos_gpu, t.sin_gpu);
   return t;
 }
 
@@ -93,19 +106,19 @@ TEST(CudaRopeTest, ForwardAndBackwardAreTheCpusBits) {
     Tensor y = Tensor::empty(shape), dx = Tensor::empty(shape);
     kernels::cpu::rope_forward(x, t.cos, t.sin, y);
     kernels::cpu::rope_backward(x, t.cos, t.sin, dx);
-    const Tensor x_gpu = x.to(gpu);
+    const Tensor x_gpu = testing::copy_to(x, gpu);
     Tensor y_gpu = Tensor::empty(shape, gpu), dx_gpu = Tensor::empty(shape, gpu);
-    kernels::cuda::rope_forward(x_gpu, t.cos_gpu, t.sin_gpu, y_gpu);
-    kernels::cuda::rope_backward(x_gpu, t.cos_gpu, t.sin_gpu, dx_gpu);
+    gpu::rope_forward(x_gpu, t.cos_gpu, t.sin_gpu, y_gpu);
+    gpu::rope_backward(x_gpu, t.cos_gpu, t.sin_gpu, dx_gpu);
     testing::expect_same_bits("forward", y_gpu, y);
     testing::expect_same_bits("backward", dx_gpu, dx);
 
     // In place: each thread reads its pair before writing it, so y may be x.
-    Tensor inplace = x.to(gpu);
-    kernels::cuda::rope_forward(inplace, t.cos_gpu, t.sin_gpu, inplace);
+    Tensor inplace = testing::copy_to(x, gpu);
+    gpu::rope_forward(inplace, t.cos_gpu, t.sin_gpu, inplace);
     EXPECT_EQ(inplace.to_vector(), y_gpu.to_vector()) << "in-place forward";
-    inplace = x.to(gpu);
-    kernels::cuda::rope_backward(inplace, t.cos_gpu, t.sin_gpu, inplace);
+    inplace = testing::copy_to(x, gpu);
+    gpu::rope_backward(inplace, t.cos_gpu, t.sin_gpu, inplace);
     EXPECT_EQ(inplace.to_vector(), dx_gpu.to_vector()) << "in-place backward";
   }
 }
@@ -126,14 +139,14 @@ TEST(CudaRopeTest, StridedRowsAreTheCpusBits) {
     kernels::cpu::rope_forward(x, t.cos, t.sin, y);
     kernels::cpu::rope_backward(x, t.cos, t.sin, dx);
 
-    Tensor wide_gpu = wide.to(gpu);
+    Tensor wide_gpu = testing::copy_to(wide, gpu);
     Tensor block_gpu = wide_gpu.slice(1, width, width);
     Tensor y_wide_gpu = Tensor::zeros({tokens, 2 * width}, gpu);
     Tensor y_gpu = y_wide_gpu.slice(1, width, width);
-    kernels::cuda::rope_forward(block_gpu, t.cos_gpu, t.sin_gpu, y_gpu);
+    gpu::rope_forward(block_gpu, t.cos_gpu, t.sin_gpu, y_gpu);
     testing::expect_same_bits("strided forward", y_gpu.clone(), y);
     for (float v : y_wide_gpu.slice(1, 0, width).clone().to_vector()) ASSERT_EQ(v, 0.0f);
-    kernels::cuda::rope_backward(block_gpu, t.cos_gpu, t.sin_gpu, block_gpu);
+    gpu::rope_backward(block_gpu, t.cos_gpu, t.sin_gpu, block_gpu);
     testing::expect_same_bits("strided backward in place", block_gpu.clone(), dx);
     const Tensor after = wide_gpu.to(Device::cpu());
     EXPECT_EQ(after.slice(1, 0, width).clone().to_vector(),
@@ -154,7 +167,7 @@ TEST(CudaRopeTest, PositionZeroIsTheIdentity) {
   const int64_t width = c.heads * c.head_dim;
   const Tensor x = random_exact({c.batch * c.seq, width}, 2);
   Tensor y_gpu = Tensor::empty(x.shape(), gpu);
-  kernels::cuda::rope_forward(x.to(gpu), t.cos_gpu, t.sin_gpu, y_gpu);
+  gpu::rope_forward(testing::copy_to(x, gpu), t.cos_gpu, t.sin_gpu, y_gpu);
   const Tensor y = y_gpu.to(Device::cpu());
   for (int64_t b = 0; b < c.batch; ++b) {
     for (int64_t j = 0; j < width; ++j) {
@@ -168,38 +181,40 @@ TEST(CudaRopeTest, BadShapesAndArgumentsThrow) {
   const Device gpu = testing::test_gpu();
   const RopeCase c{2, 4, 2, 8, 10000.0};
   const Tables t = tables(c, gpu);
-  namespace cuda = kernels::cuda;
   const Tensor x = Tensor::zeros({8, 16}, gpu);
   Tensor y = Tensor::empty({8, 16}, gpu);
-  EXPECT_NO_THROW(cuda::rope_forward(x, t.cos_gpu, t.sin_gpu, y));
+  EXPECT_NO_THROW(gpu::rope_forward(x, t.cos_gpu, t.sin_gpu, y));
   Tensor y_wrong = Tensor::empty({8, 8}, gpu);
-  EXPECT_THROW(cuda::rope_forward(x, t.cos_gpu, t.sin_gpu, y_wrong), InternalError);
+  EXPECT_THROW(gpu::rope_forward(x, t.cos_gpu, t.sin_gpu, y_wrong), InternalError);
   // seq = 4 does not divide 6 tokens; 12 columns are not whole heads of 8.
   const Tensor x_tokens = Tensor::zeros({6, 16}, gpu), x_width = Tensor::zeros({8, 12}, gpu);
   Tensor y_tokens = Tensor::empty({6, 16}, gpu), y_width = Tensor::empty({8, 12}, gpu);
-  EXPECT_THROW(cuda::rope_forward(x_tokens, t.cos_gpu, t.sin_gpu, y_tokens), InternalError);
-  EXPECT_THROW(cuda::rope_backward(x_width, t.cos_gpu, t.sin_gpu, y_width), InternalError);
+  EXPECT_THROW(gpu::rope_forward(x_tokens, t.cos_gpu, t.sin_gpu, y_tokens), InternalError);
+  EXPECT_THROW(gpu::rope_backward(x_width, t.cos_gpu, t.sin_gpu, y_width), InternalError);
   // sin of another shape than cos.
   const Tensor sin_short = Tensor::zeros({4, 3}, gpu);
-  EXPECT_THROW(cuda::rope_forward(x, t.cos_gpu, sin_short, y), InternalError);
+  EXPECT_THROW(gpu::rope_forward(x, t.cos_gpu, sin_short, y), InternalError);
   // A column block of a wider tensor is taken (StridedRowsAreTheCpusBits
   // checks its values); x and y of another rank than 2 are refused.
   const Tensor wide = Tensor::zeros({8, 32}, gpu);
-  EXPECT_NO_THROW(cuda::rope_forward(wide.slice(1, 0, 16), t.cos_gpu, t.sin_gpu, y));
+  EXPECT_NO_THROW(gpu::rope_forward(wide.slice(1, 0, 16), t.cos_gpu, t.sin_gpu, y));
   Tensor y3 = y.view({2, 4, 16});
-  EXPECT_THROW(cuda::rope_forward(x.view({2, 4, 16}), t.cos_gpu, t.sin_gpu, y3), InternalError);
+  EXPECT_THROW(gpu::rope_forward(x.view({2, 4, 16}), t.cos_gpu, t.sin_gpu, y3), InternalError);
   // Host tables are refused rather than read as device memory.
-  EXPECT_THROW(cuda::rope_forward(x, t.cos, t.sin, y), InternalError);
+  if (!testing::kGpuIsHost) {
+    EXPECT_THROW(gpu::rope_forward(x, t.cos, t.sin, y), InternalError);
+  }
   // The table's arguments: seq >= 1, finite positive frequencies, GPU outputs.
   Tensor cos = Tensor::empty({4, 4}, gpu), sin = Tensor::empty({4, 4}, gpu);
-  EXPECT_THROW(cuda::rope_table(0, inverse_frequencies({1, 4, 1, 8, 10000.0}), cos, sin),
+  EXPECT_THROW(gpu::rope_table(0, inverse_frequencies({1, 4, 1, 8, 10000.0}), cos, sin),
                InternalError);
-  EXPECT_THROW(cuda::rope_table(4, {}, cos, sin), InternalError);
-  EXPECT_THROW(cuda::rope_table(4, inverse_frequencies({1, 4, 1, 8, 0.0}), cos, sin),
-               InternalError);
-  Tensor host_cos = Tensor::empty({4, 4}), host_sin = Tensor::empty({4, 4});
-  EXPECT_THROW(cuda::rope_table(4, inverse_frequencies({1, 4, 1, 8, 10000.0}), host_cos, host_sin),
-               InternalError);
+  EXPECT_THROW(gpu::rope_table(4, {}, cos, sin), InternalError);
+  EXPECT_THROW(gpu::rope_table(4, inverse_frequencies({1, 4, 1, 8, 0.0}), cos, sin), InternalError);
+  if (!testing::kGpuIsHost) {
+    Tensor host_cos = Tensor::empty({4, 4}), host_sin = Tensor::empty({4, 4});
+    EXPECT_THROW(gpu::rope_table(4, inverse_frequencies({1, 4, 1, 8, 10000.0}), host_cos, host_sin),
+                 InternalError);
+  }
 }
 
 }  // namespace

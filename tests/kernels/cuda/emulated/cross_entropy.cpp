@@ -6,29 +6,17 @@
 #include "kernels/cuda/cross_entropy_kernels.cuh"
 
 #include "kernels/checks/cross_entropy.h"
-#include "kernels/cuda/emulated_cross_entropy.h"
+#include "kernels/cuda/emulated/cross_entropy.h"
+#include "kernels/cuda/emulated/host_operands.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {
-namespace {
-
 namespace kernels_ce = kernels::cuda::cross_entropy_kernels;
-
-void host_only(const char* what, std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (t != nullptr && !t->device().is_cpu()) {
-      throw InternalError(std::string("[cross_entropy] ") + what +
-                          ": the emulated kernels take host tensors");
-    }
-  }
-}
-
-}  // namespace
 
 void cross_entropy_partials(const Tensor& logits_local, const kernels::CrossEntropyRows& rows,
                             Tensor& partials) {
   const int64_t tokens = kernels::check_cross_entropy_partials(logits_local, rows, partials);
-  host_only("cross_entropy_partials", {&logits_local, &partials});
+  require_host("cross_entropy_partials", {&logits_local, &partials});
   if (tokens == 0) return;
   const int32_t* targets = rows.targets->data() + rows.first_row;
   kernels::with_elements(logits_local, [&](const auto* x) {
@@ -43,7 +31,7 @@ void cross_entropy_partials(const Tensor& logits_local, const kernels::CrossEntr
 void cross_entropy_combine(const Tensor& gathered, const kernels::CrossEntropyRows& rows,
                            Tensor& max, Tensor& sum_exp, Tensor& losses) {
   const int64_t tokens = kernels::check_cross_entropy_combine(gathered, rows, max, sum_exp, losses);
-  host_only("cross_entropy_combine", {&gathered, &max, &sum_exp, &losses});
+  require_host("cross_entropy_combine", {&gathered, &max, &sum_exp, &losses});
   if (tokens == 0) return;
   const int32_t* targets = rows.targets->data() + rows.first_row;
   const unsigned blocks =
@@ -62,7 +50,7 @@ void cross_entropy_backward(const Tensor& logits_local, const kernels::CrossEntr
   const int64_t tokens =
       kernels::check_cross_entropy_backward(logits_local, rows, max, sum_exp, dloss);
   kernels::check_cross_entropy_dlogits_rows(what, logits_local, tokens, dlogits_local);
-  host_only(what, {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
+  require_host(what, {&logits_local, &max, &sum_exp, dloss, &dlogits_local});
   const int64_t vocab_local = logits_local.size(1);
   if (tokens == 0 || vocab_local == 0) return;
   const float a = rows.label_smoothing;
