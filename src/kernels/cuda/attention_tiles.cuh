@@ -2,7 +2,9 @@
 // CUDA cores; tensor_core_attention.cu, bf16 products on tensor cores) share
 // on the host side of a launch: their operands from tensors, the softmax
 // scale, backward's D_i = dO_i . O_i, and the shared memory a launch asks
-// for. The tiles themselves: tile_geometry.cuh.
+// for. The tiles themselves: tile_geometry.cuh. A host compiler takes it
+// too, the launches left out (tests/kernels/cuda/emulated launch the kernels
+// through the warp emulation).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -46,12 +48,14 @@ Operands<E> operands(const Tensor& q, const Tensor& k, const Tensor& v, const At
           aligned_rows(q) && aligned_rows(k) && aligned_rows(v)};
 }
 
+#ifndef COLROW_WARP_EMULATION  // the emulated tests launch the kernels themselves
 // Lets `kernel` take `bytes` of dynamic shared memory (above 48 KiB needs it).
 template <typename Kernel>
 void allow_shared_bytes(Kernel kernel, int64_t bytes) {
   COLROW_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(bytes)));
 }
+#endif  // COLROW_WARP_EMULATION
 
 // d[b, h, i] = dO . O over head h of token b*T + i, in fp32: one warp per
 // (token, head).
@@ -70,14 +74,18 @@ __global__ void rows_dot(const E* dout, int64_t lddo, const E* out, int64_t ldo,
   if (lane == 0) d[((row / seq) * n_head + h) * seq + row % seq] = sum;
 }
 
+// rows_dot's launch: 8 warps, one (token, head) each, per block.
+constexpr int kRowsDotWarps = 8;
+
+#ifndef COLROW_WARP_EMULATION
 // Launches rows_dot over every (token, head) on `stream`.
 template <typename E>
 void launch_rows_dot(const E* dout, int64_t lddo, const E* out, int64_t ldo, int64_t tokens,
                      int64_t seq, int64_t n_head, int64_t head_dim, float* d, cudaStream_t stream) {
-  constexpr int kRowsPerBlock = 8;
-  rows_dot<<<colrow::cuda::blocks_for(tokens * n_head, kRowsPerBlock), kRowsPerBlock * kWarp, 0,
+  rows_dot<<<colrow::cuda::blocks_for(tokens * n_head, kRowsDotWarps), kRowsDotWarps * kWarp, 0,
              stream>>>(dout, lddo, out, ldo, tokens, seq, n_head, head_dim, d);
   COLROW_CUDA_CHECK_LAUNCH();
 }
+#endif  // COLROW_WARP_EMULATION
 
 }  // namespace colrow::kernels::cuda

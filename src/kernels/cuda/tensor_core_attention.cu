@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
-#include <type_traits>
 
 #include "colrow/core/error.h"
 #include "core/cuda/cuda_check.h"
@@ -21,6 +19,7 @@ namespace {
 using tensor_cores::Bf16Operands;
 using tensor_cores::Gradients;
 using tensor_cores::kThreads;
+using tensor_cores::with_head_dim;
 
 // kernel<<<grid, kThreads, bytes, stream>>>(args...), its shared memory allowed.
 template <typename... Params, typename... Args>
@@ -49,32 +48,10 @@ void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, cudaStr
          tensor_cores::query_bytes(HS), stream, a, gr);
 }
 
-// fn(std::integral_constant<int, HS>{}) for a supported head_dim.
-template <typename Fn>
-void with_head_dim(int64_t head_dim, Fn&& fn) {
-  switch (head_dim) {
-    case 32:
-      fn(std::integral_constant<int, 32>{});
-      break;
-    case 64:
-      fn(std::integral_constant<int, 64>{});
-      break;
-    case 96:
-      fn(std::integral_constant<int, 96>{});
-      break;
-    case 128:
-      fn(std::integral_constant<int, 128>{});
-      break;
-    default:
-      throw InternalError("[attention] tensor-core kernels for head_dim " +
-                          std::to_string(head_dim) + ": ask tensor_core_attention_supports first");
-  }
-}
-
 }  // namespace
 
 bool tensor_core_attention_supports(int64_t head_dim, int device) {
-  if (head_dim < 32 || head_dim > tensor_cores::kMaxHeadDim || head_dim % 32 != 0) return false;
+  if (!tensor_cores::takes_head_dim(head_dim)) return false;
   int major = 0, optin = 0;
   COLROW_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   COLROW_CUDA_CHECK(

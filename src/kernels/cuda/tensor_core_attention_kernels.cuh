@@ -27,7 +27,7 @@
 // dK and dQ are scaled once at the end; every output is rounded to bf16 once.
 //
 // The warp instructions are warp_mma.cuh's. This header compiles for the
-// host too, so that tests/kernels/cuda/tensor_core_attention_emulated_test
+// host too, so that the fused attention GPU test (flash_attention_test) also
 // runs the kernels on a CPU through an emulation of those instructions.
 #pragma once
 
@@ -37,8 +37,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <type_traits>
 
 #include "colrow/core/bfloat16.h"
+#include "colrow/core/error.h"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/tile_geometry.cuh"
@@ -514,6 +517,33 @@ __global__ void __launch_bounds__(kThreads) tc_backward_q(Bf16Operands a, Gradie
 // The most shared memory any of the three kernels asks for.
 constexpr int64_t shared_bytes(int hs) {
   return std::max({forward_bytes(hs), key_bytes(hs), query_bytes(hs)});
+}
+
+// The head dims the kernels are built for: 32, 64, 96 and 128.
+constexpr bool takes_head_dim(int64_t head_dim) {
+  return head_dim >= 32 && head_dim <= kMaxHeadDim && head_dim % 32 == 0;
+}
+
+// fn(std::integral_constant<int, HS>{}) for a head_dim the kernels take.
+template <typename Fn>
+void with_head_dim(int64_t head_dim, Fn&& fn) {
+  switch (head_dim) {
+    case 32:
+      fn(std::integral_constant<int, 32>{});
+      break;
+    case 64:
+      fn(std::integral_constant<int, 64>{});
+      break;
+    case 96:
+      fn(std::integral_constant<int, 96>{});
+      break;
+    case 128:
+      fn(std::integral_constant<int, 128>{});
+      break;
+    default:
+      throw InternalError("[attention] tensor-core kernels for head_dim " +
+                          std::to_string(head_dim) + ": ask tensor_core_attention_supports first");
+  }
 }
 
 }  // namespace colrow::kernels::cuda::tensor_cores

@@ -1,7 +1,6 @@
-// The inputs of the fused attention kernels' tests and their error bounds
-// against the double reference (support/attention_reference.h), shared by
-// their GPU test (flash_attention_test.cpp) and the tensor-core kernels'
-// emulated test on the CPU (tensor_core_attention_emulated_test.cpp).
+// The inputs of the fused attention kernels' test (flash_attention_test.cpp,
+// on a GPU and under the warp emulation) and their error bounds against the
+// double reference (support/attention_reference.h).
 #pragma once
 
 #include <gtest/gtest.h>

@@ -10,7 +10,17 @@
 // within bounds derived from bf16's unit roundoff, against the plain fp32
 // kernels at T = 1, 17, 64, 1024 and 2048 with and without GQA, the same bits
 // run after run and from aligned or unaligned rows (operands and gradients).
+// Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
+// the same kernels run on the CPU through the warp emulation
+// (emulated/flash_attention.h), so CI checks them without a GPU: there the
+// cases of up to 333 tokens run (the repeated-bits ones smaller), and not the
+// comparisons with the plain kernels (cuBLAS) or the backend's dispatch.
+#ifdef COLROW_WARP_EMULATION
+#include "kernels/cuda/emulated/flash_attention.h"
+#else
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/flash_attention.h"
+#endif
 
 #include <gtest/gtest.h>
 
@@ -24,7 +34,6 @@
 #include "colrow/core/error.h"
 #include "kernels/attention_case.h"
 #include "kernels/backend.h"
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/attention_bounds.h"
 #include "kernels/cuda/cuda_test_helpers.h"
 #include "support/attention_reference.h"
@@ -35,7 +44,11 @@ namespace {
 
 using testing::kU;
 
+#ifdef COLROW_WARP_EMULATION
+namespace gpu = testing::emulated;
+#else
 namespace gpu = kernels::cuda;
+#endif
 using reference::BMatrix;
 using testing::attention_inputs;
 using testing::bf16_relative_error;
@@ -58,6 +71,18 @@ const Case kCases[] = {
 };
 
 using Inputs = testing::AttentionInputs;
+
+// Whether case c runs in this build: every case on a GPU; under the warp
+// emulation, where a warp instruction costs microseconds, those of up to 333
+// tokens.
+bool runs_here(const Case& c) {
+  return !testing::kGpuIsHost || c.seq <= 333;
+}
+
+// The repeated-bits tests' case: three partial tiles and a window across
+// them under the emulation, more of each on a GPU.
+const Case kRepeatCase =
+    testing::kGpuIsHost ? Case{1, 150, 4, 2, 64, 100} : Case{2, 333, 6, 2, 64, 100};
 
 struct Outputs {
   Tensor lse, out, dq, dk, dv;
@@ -112,7 +137,8 @@ Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor&
 }
 
 Outputs run_flash(const Case& c, const Inputs& in, Device dev) {
-  return run_flash(c, in.q.to(dev), in.k.to(dev), in.v.to(dev), in.dout.to(dev), dev);
+  return run_flash(c, testing::copy_to(in.q, dev), testing::copy_to(in.k, dev),
+                   testing::copy_to(in.v, dev), testing::copy_to(in.dout, dev), dev);
 }
 
 // Every output of two runs, bit for bit.
@@ -183,6 +209,7 @@ TEST(CudaFlashAttentionTest, MatchesReference) {
   const Device dev = testing::test_gpu();
   uint32_t seed = 100;
   for (const Case& c : kCases) {
+    if (!runs_here(c)) continue;
     if (!gpu::flash_attention_supports(c.head_dim, dev.index)) {
       ADD_FAILURE() << "head_dim " << c.head_dim << " should fit every GPU colrow builds for";
       continue;
@@ -193,10 +220,12 @@ TEST(CudaFlashAttentionTest, MatchesReference) {
   }
 }
 
+#ifndef COLROW_WARP_EMULATION  // the plain kernels are cuBLAS's
 // The plain kernels (the part-1 reference, which stores P) on `in` (fp32, to
 // `dev`): out and the gradients (lse stays empty).
 Outputs run_plain(const Case& c, const Inputs& in, Device dev) {
-  const Tensor q = in.q.to(dev), k = in.k.to(dev), v = in.v.to(dev), dout = in.dout.to(dev);
+  const Tensor q = testing::copy_to(in.q, dev), k = testing::copy_to(in.k, dev),
+               v = testing::copy_to(in.v, dev), dout = testing::copy_to(in.dout, dev);
   Outputs o{Tensor(), Tensor::empty(q.shape(), dev), Tensor::empty(q.shape(), dev),
             Tensor::empty(k.shape(), dev), Tensor::empty(k.shape(), dev)};
   Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
@@ -243,6 +272,7 @@ TEST(CudaFlashAttentionTest, AgreesWithThePlainKernels) {
                                      reference_of(c, in), {relative, relative, relative, relative});
   }
 }
+#endif  // COLROW_WARP_EMULATION
 
 // q, k and v as column blocks of one fused [tokens, q + 2 kv] buffer.
 TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
@@ -257,10 +287,10 @@ TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
   q.copy_from(in.q);
   k.copy_from(in.k);
   v.copy_from(in.v);
-  expect_matches_reference(c, in, run_flash(c, q, k, v, in.dout.to(dev), dev));
+  expect_matches_reference(c, in, run_flash(c, q, k, v, testing::copy_to(in.dout, dev), dev));
   // Their gradients as column blocks of one fused dqkv, as the model has them.
-  expect_matches_reference(c, in,
-                           run_flash(c, q, k, v, in.dout.to(dev), dev, GradientPlace{true, 0}));
+  expect_matches_reference(
+      c, in, run_flash(c, q, k, v, testing::copy_to(in.dout, dev), dev, GradientPlace{true, 0}));
 }
 
 // No atomics: dK and dV summed in registers in a fixed order, dQ's shares
@@ -269,7 +299,7 @@ TEST(CudaFlashAttentionTest, StridedViewsOfAFusedBuffer) {
 TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
-  const Case c{2, 333, 6, 2, 64, 100};
+  const Case c = kRepeatCase;
   const Inputs in = attention_inputs(c, 300);
   const Outputs a = run_flash(c, in, dev);
   expect_same_outputs("repeated", run_flash(c, in, dev), a);
@@ -278,6 +308,7 @@ TEST(CudaFlashAttentionTest, RepeatedRunsGiveTheSameBits) {
   }
 }
 
+#ifndef COLROW_WARP_EMULATION  // the backend is the GPU's
 // What the model asks the backend for under --attention auto: the fused
 // kernels' row log-sum-exp where they take the head_dim, the probabilities
 // past it; and under plain and fused.
@@ -302,13 +333,15 @@ TEST(CudaFlashAttentionTest, BackendSavesWhatItsKernelNeeds) {
   EXPECT_EQ(backend.attention_saved_shape(dev, {2, 3, 5, 64}), (Shape{2, 3, 5}));
   EXPECT_THROW(backend.attention_saved_shape(dev, {2, 3, 5, 256}), ConfigError);
 }
+#endif  // COLROW_WARP_EMULATION
 
 TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
   const Case c{2, 7, 6, 2, 8};
   const Inputs host = attention_inputs(c, 600);
-  const Tensor q = host.q.to(dev), k = host.k.to(dev), v = host.v.to(dev), dout = host.dout.to(dev);
+  const Tensor q = testing::copy_to(host.q, dev), k = testing::copy_to(host.k, dev),
+               v = testing::copy_to(host.v, dev), dout = testing::copy_to(host.dout, dev);
   Tensor lse = Tensor::empty({c.batch, c.n_head, c.seq}, dev);
   Tensor out = Tensor::empty({c.tokens(), c.q_width()}, dev);
   Tensor bad_lse = Tensor::empty({c.batch, c.n_head + 1, c.seq}, dev);
@@ -316,8 +349,10 @@ TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
   Tensor probs = Tensor::empty({c.batch, c.n_head, c.seq, c.seq}, dev);
   EXPECT_THROW(gpu::flash_attention_forward(q, k, v, 0, probs, out), InternalError)
       << "probabilities where the row log-sum-exp goes";
-  EXPECT_THROW(gpu::flash_attention_forward(host.q, k, v, 0, lse, out), InternalError)
-      << "q on the host";
+  if (!testing::kGpuIsHost) {
+    EXPECT_THROW(gpu::flash_attention_forward(host.q, k, v, 0, lse, out), InternalError)
+        << "q on the host";
+  }
   EXPECT_THROW(gpu::flash_attention_forward(q, k, v, -1, lse, out), InternalError);
   const Tensor wide = Tensor::empty({c.tokens(), 2 * 160}, dev);
   Tensor wide_lse = Tensor::empty({c.batch, 2, c.seq}, dev);
@@ -353,7 +388,7 @@ const Case kTensorCoreCases[] = {
 };
 
 Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
-  auto on = [&](const Tensor& t) { return t.to(DType::kBF16).to(dev); };
+  auto on = [&](const Tensor& t) { return testing::copy_to(t.to(DType::kBF16), dev); };
   return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev);
 }
 
@@ -382,12 +417,15 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresMatchesReference) {
   const Device dev = testing::test_gpu();
   uint32_t seed = 700;
   for (const Case& c : kTensorCoreCases) {
+    if (!runs_here(c)) continue;
     SCOPED_TRACE(c.name());
     const Inputs in = bf16_values(attention_inputs(c, seed += 10));
     expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
   }
   // Peaked rows (testing::with_peaked_rows).
-  for (const Case& c : {Case{1, 130, 4, 2, 64}, Case{1, 700, 2, 1, 128, 150}}) {
+  for (const Case& c :
+       {Case{1, 130, 4, 2, 64}, Case{1, 150, 2, 2, 128, 70}, Case{1, 700, 2, 1, 128, 150}}) {
+    if (!runs_here(c)) continue;
     SCOPED_TRACE(c.name() + ", q x 8");
     const Inputs in = testing::with_peaked_rows(bf16_values(attention_inputs(c, seed += 10)));
     expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev), testing::kPeakedQMax);
@@ -409,6 +447,7 @@ TEST(CudaFlashAttentionTest, Bf16ThroughTheFp32KernelsMatchesReference) {
   }
 }
 
+#ifndef COLROW_WARP_EMULATION  // the plain kernels are cuBLAS's
 // T = 1, 17, 64, 1024 and 2048, with and without GQA: the tensor-core
 // kernels against the plain fp32 kernels (part 1's reference, which stores
 // P) on the same bf16 values, within the sum of their two bounds.
@@ -428,6 +467,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
     }
   }
 }
+#endif  // COLROW_WARP_EMULATION
 
 // No atomics, so repeated runs give the same bits; and the rows are read
 // alike whether they start on 16 bytes (q, k, v as column blocks of one fused
@@ -436,7 +476,7 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
 TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
   COLROW_REQUIRE_GPU();
   const Device dev = testing::test_gpu();
-  const Case c{2, 333, 6, 2, 64, 100};
+  const Case c = kRepeatCase;
   const Inputs in = bf16_values(attention_inputs(c, 900));
   const Outputs a = run_flash_bf16(c, in, dev);
   expect_bf16_matches_reference(c, in, a);  // the bits every run repeats are right ones
@@ -448,10 +488,10 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
     Tensor q = fused.slice(1, shift, c.q_width());
     Tensor k = fused.slice(1, shift + c.q_width(), c.kv_width());
     Tensor v = fused.slice(1, shift + c.q_width() + c.kv_width(), c.kv_width());
-    q.copy_from(in.q.to(DType::kBF16).to(dev));
-    k.copy_from(in.k.to(DType::kBF16).to(dev));
-    v.copy_from(in.v.to(DType::kBF16).to(dev));
-    const Tensor dout = in.dout.to(DType::kBF16).to(dev);
+    q.copy_from(testing::copy_to(in.q.to(DType::kBF16), dev));
+    k.copy_from(testing::copy_to(in.k.to(DType::kBF16), dev));
+    v.copy_from(testing::copy_to(in.v.to(DType::kBF16), dev));
+    const Tensor dout = testing::copy_to(in.dout.to(DType::kBF16), dev);
     expect_same_outputs("strided", run_flash(c, q, k, v, dout, dev), a);
     // dq, dk and dv written into column blocks of one fused buffer, as the
     // model's dqkv: aligned (shift 0) or not (shift 1).
