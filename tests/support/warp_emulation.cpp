@@ -5,9 +5,17 @@
 // pass over the fibers in which none arrives anywhere or ends is a deadlock.
 // launch_independent has no fibers: each thread is a plain call, and
 // anything that would make threads meet refuses to run there.
+//
+// A switch between fibers on x86-64 swaps stacks by hand: the callee-saved
+// registers pushed on the stack left, the stack pointer swapped. glibc's
+// swapcontext, used elsewhere, also saves and restores the signal mask, a
+// system call per switch that the fibers never need; it was two thirds of an
+// emulated test's time.
 #include "support/warp_emulation.h"
 
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <algorithm>
 #include <array>
@@ -30,25 +38,108 @@ namespace {
 constexpr int kWarp = 32;
 constexpr size_t kStackBytes = 256 * 1024;
 
+#if defined(__x86_64__)
+// Where a switch left a stack: its stack pointer, with the callee-saved
+// registers (System V: rbp, rbx, r12-r15) and the return address on top.
+struct Context {
+  void* sp = nullptr;
+};
+
+}  // namespace
+}  // namespace colrow::testing::emulation
+
+// colrow_emulation_switch(save_sp, load_sp): pushes the callee-saved
+// registers, stores the stack pointer at *save_sp, takes load_sp and pops
+// that stack's registers, returning where it last switched away.
+extern "C" void colrow_emulation_switch(void** save_sp, void* load_sp);
+asm(R"(
+  .text
+  .p2align 4
+  .globl colrow_emulation_switch
+  .type colrow_emulation_switch, @function
+colrow_emulation_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size colrow_emulation_switch, .-colrow_emulation_switch
+)");
+
+namespace colrow::testing::emulation {
+namespace {
+
+// Makes `c` start entry() on [stack, stack + bytes) at the first switch to
+// it: six zero registers for the switch to pop, then entry as the address
+// its ret takes, over a null return address that leaves the stack as a call
+// would (rsp + 8 a multiple of 16 at entry). entry must never return.
+void prepare(Context& c, char* stack, size_t bytes, void (*entry)()) {
+  auto** sp = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15});
+  *--sp = nullptr;
+  *--sp = reinterpret_cast<void*>(entry);
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;
+  c.sp = sp;
+}
+
+void switch_context(Context& from, Context& to) {
+  colrow_emulation_switch(&from.sp, to.sp);
+}
+#else
+struct Context {
+  ucontext_t uc{};
+};
+
+void prepare(Context& c, char* stack, size_t bytes, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = nullptr;  // entry never returns
+  makecontext(&c.uc, entry, 0);
+}
+
+void switch_context(Context& from, Context& to) {
+  swapcontext(&from.uc, &to.uc);
+}
+#endif
+
 struct Barrier {
   int arrived = 0;
   uint64_t generation = 0;
 };
 
 // What the lanes of one warp hand each other at an exchange.
-struct WarpSlots {
-  Barrier barrier;
+struct Exchange {
   std::array<uint64_t, kWarp> bits{};
   std::array<std::array<uint32_t, 4>, kWarp> a{};
   std::array<std::array<uint32_t, 2>, kWarp> b{};
   std::array<const uint16_t*, kWarp> rows{};
 };
 
+// Two exchanges' slots, used in turn: a lane writes a set again only at the
+// exchange after next, which it reaches past that next exchange's barrier,
+// and every lane arrives there only after reading this one. So each exchange
+// needs one barrier, not one to write and one more before anybody rewrites.
+struct WarpSlots {
+  Barrier barrier;
+  std::array<Exchange, 2> exchanges;
+};
+
 struct Fiber {
-  ucontext_t context{};
-  std::unique_ptr<char[]> stack;
+  Context context;
+  char* stack = nullptr;  // kStackBytes of fiber_stacks()
   ThreadIndices indices{};
-  int linear = 0;  // x + y bx + z bx by: warps are 32 consecutive of these
+  int linear = 0;          // x + y bx + z bx by: warps are 32 consecutive of these
+  uint64_t exchanges = 0;  // this lane's exchanges with its warp so far
   bool done = false;
 };
 
@@ -63,11 +154,20 @@ struct Block {
   std::map<std::pair<std::string, int>, std::vector<double>> statics;
   int running = -1;
   uint64_t progress = 0;  // arrivals and ends
-  ucontext_t scheduler{};
+  Context scheduler;
   // AddressSanitizer's view of the stacks it switches between.
   const void* scheduler_stack = nullptr;
   size_t scheduler_stack_bytes = 0;
 };
+
+// The stack of fiber t, kept from launch to launch: allocating (and
+// faulting in) 256 KiB per thread per launch cost more than the kernels.
+// Not zeroed, as a new thread's stack is not.
+char* fiber_stack(unsigned t) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() <= t) stacks.emplace_back(new char[kStackBytes]);
+  return stacks[t].get();
+}
 
 Block* g_block = nullptr;  // the block being run (one host thread runs it)
 // The thread being run by launch_independent, or null.
@@ -97,7 +197,7 @@ void yield() {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, g_block->scheduler_stack, g_block->scheduler_stack_bytes);
 #endif
-  swapcontext(&f.context, &g_block->scheduler);
+  switch_context(f.context, g_block->scheduler);
 #ifdef COLROW_FIBERS_UNDER_ASAN
   __sanitizer_finish_switch_fiber(fake, &g_block->scheduler_stack, &g_block->scheduler_stack_bytes);
 #endif
@@ -124,6 +224,15 @@ void sync_warp() {
   wait_at(my_warp().barrier, kWarp);
 }
 
+// The slots of this lane's next exchange: write its share, sync_warp(), read
+// the others', then exchanged().
+Exchange& next_exchange() {
+  return my_warp().exchanges[running_fiber().exchanges % 2];
+}
+void exchanged() {
+  ++running_fiber().exchanges;
+}
+
 void fiber_main() {
 #ifdef COLROW_FIBERS_UNDER_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &g_block->scheduler_stack,
@@ -135,18 +244,14 @@ void fiber_main() {
 #ifdef COLROW_FIBERS_UNDER_ASAN
   __sanitizer_start_switch_fiber(nullptr, g_block->scheduler_stack, g_block->scheduler_stack_bytes);
 #endif
-  // Returning resumes uc_link, the scheduler.
+  switch_context(running_fiber().context, g_block->scheduler);  // for good: never resumed
 }
 
 void run_block(Block& block, unsigned threads) {
   for (unsigned t = 0; t < threads; ++t) {
     Fiber& f = block.fibers[t];
     f.done = false;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
-    f.context.uc_stack.ss_size = kStackBytes;
-    f.context.uc_link = &block.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    prepare(f.context, f.stack, kStackBytes, fiber_main);
   }
   int left = static_cast<int>(threads);
   while (left > 0) {
@@ -157,9 +262,9 @@ void run_block(Block& block, unsigned threads) {
       block.running = static_cast<int>(t);
 #ifdef COLROW_FIBERS_UNDER_ASAN
       void* fake = nullptr;
-      __sanitizer_start_switch_fiber(&fake, f.stack.get(), kStackBytes);
+      __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
 #endif
-      swapcontext(&block.scheduler, &f.context);
+      switch_context(block.scheduler, f.context);
 #ifdef COLROW_FIBERS_UNDER_ASAN
       __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
@@ -218,11 +323,11 @@ void sync_block() {
 }
 
 uint64_t exchange_in_warp(uint64_t bits, int from_lane) {
-  WarpSlots& w = my_warp();
-  w.bits[my_lane()] = bits;
+  Exchange& x = next_exchange();
+  x.bits[my_lane()] = bits;
   sync_warp();
-  const uint64_t got = w.bits[from_lane];
-  sync_warp();  // nobody writes again before every lane has read
+  const uint64_t got = x.bits[from_lane];
+  exchanged();
   return got;
 }
 
@@ -257,7 +362,7 @@ void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function
   Block block;
   block.kernel = &kernel;
   block.fibers.resize(threads);
-  for (Fiber& f : block.fibers) f.stack = std::make_unique<char[]>(kStackBytes);
+  for (unsigned t = 0; t < threads; ++t) block.fibers[t].stack = fiber_stack(t);
   block.warps.resize(threads / kWarp);
   block.shared.resize(static_cast<size_t>(shared_bytes) + 128);
   const auto base = reinterpret_cast<uintptr_t>(block.shared.data());
@@ -270,6 +375,7 @@ void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function
     for (unsigned t = 0; t < threads; ++t) {
       block.fibers[t].indices = {thread_at(block_dim, t), at, block_dim, grid};
       block.fibers[t].linear = static_cast<int>(t);
+      block.fibers[t].exchanges = 0;
     }
     // Every block starts from the pattern, not from the last block's data.
     std::fill(block.shared.begin(), block.shared.end(), static_cast<char>(0x5a));
@@ -297,10 +403,10 @@ void launch_independent(dim3 grid, dim3 block_dim, const std::function<void()>& 
 
 namespace colrow::kernels::cuda {
 
-using testing::emulation::WarpSlots;
+using testing::emulation::Exchange;
 
 void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  WarpSlots& w = testing::emulation::my_warp();
+  Exchange& w = testing::emulation::next_exchange();
   const int lane = testing::emulation::my_lane();
   w.a[lane] = {a[0], a[1], a[2], a[3]};
   w.b[lane] = {b0, b1};
@@ -323,14 +429,14 @@ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     for (int k = 0; k < 16; ++k) sum += double{a_at(rows[i], k)} * b_at(k, cols[i]);
     out[i] = static_cast<float>(double{d[i]} + sum);
   }
-  testing::emulation::sync_warp();  // every lane has read the others' operands
+  testing::emulation::exchanged();
   for (int i = 0; i < 4; ++i) d[i] = out[i];
 }
 
 namespace {
 // ldmatrix .x4: lanes 8m..8m+7 give the 8 rows (8 bf16 each) of matrix m.
 void load_matrices(uint32_t (&r)[4], const uint16_t* row, bool transposed) {
-  WarpSlots& w = testing::emulation::my_warp();
+  Exchange& w = testing::emulation::next_exchange();
   const int lane = testing::emulation::my_lane();
   w.rows[lane] = row;
   testing::emulation::sync_warp();
@@ -341,7 +447,7 @@ void load_matrices(uint32_t (&r)[4], const uint16_t* row, bool transposed) {
                ? testing::emulation::pack(w.rows[8 * m + 2 * t][g], w.rows[8 * m + 2 * t + 1][g])
                : testing::emulation::pack(w.rows[8 * m + g][2 * t], w.rows[8 * m + g][2 * t + 1]);
   }
-  testing::emulation::sync_warp();
+  testing::emulation::exchanged();
 }
 }  // namespace
 

@@ -13,8 +13,9 @@
 // Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
 // the same kernels run on the CPU through the warp emulation
 // (emulated/flash_attention.h), so CI checks them without a GPU: there the
-// cases of up to 333 tokens run (the repeated-bits ones smaller), and not the
-// comparisons with the plain kernels (cuBLAS) or the backend's dispatch.
+// cases of up to 333 tokens run (the repeated-bits ones smaller), and not
+// the comparisons with the plain kernels (cuBLAS) or the backend's
+// dispatch.
 #ifdef COLROW_WARP_EMULATION
 #include "kernels/cuda/emulated/flash_attention.h"
 #else
@@ -73,14 +74,13 @@ const Case kCases[] = {
 using Inputs = testing::AttentionInputs;
 
 // Whether case c runs in this build: every case on a GPU; under the warp
-// emulation, where a warp instruction costs microseconds, those of up to 333
-// tokens.
+// emulation, where a tile pair costs milliseconds, those of up to 333 tokens.
 bool runs_here(const Case& c) {
   return !testing::kGpuIsHost || c.seq <= 333;
 }
 
-// The repeated-bits tests' case: three partial tiles and a window across
-// them under the emulation, more of each on a GPU.
+// The repeated-bits tests' case: under the emulation three tiles with a
+// window across them (a run of the GPU's case there takes seconds).
 const Case kRepeatCase =
     testing::kGpuIsHost ? Case{1, 150, 4, 2, 64, 100} : Case{2, 333, 6, 2, 64, 100};
 
