@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
+
 namespace colrow::kernels::cuda {
 
 constexpr int kWarp = 32;
