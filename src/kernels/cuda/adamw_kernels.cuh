@@ -74,16 +74,10 @@ __global__ void adamw_chunks(const Segment* table, int64_t n_segments, Scalars s
   }
 }
 
-// The launch's table: a row per non-empty segment in order, the chunks
-// (blocks) they take, and the device of the first (which every other
-// segment shares; the caller says which devices it takes).
-struct SegmentTable {
-  std::vector<Segment> rows;
-  int64_t chunks = 0;
-  Device device;
-  size_t first = 0;  // the index of the first non-empty segment
-};
+using SegmentTable = ChunkTable<Segment>;
 
+// The launch's table: a row per non-empty segment, in order; each segment
+// checked and on the first one's device.
 inline SegmentTable segment_table(const std::vector<AdamWSegment>& segments) {
   SegmentTable table;
   for (size_t i = 0; i < segments.size(); ++i) {
@@ -91,22 +85,16 @@ inline SegmentTable segment_table(const std::vector<AdamWSegment>& segments) {
     const int64_t n = s.param.numel();
     check_adamw_segment(s);
     if (n == 0) continue;
-    if (table.rows.empty()) {
-      table.device = s.param.device();
-      table.first = i;
-    }
-    require_device("adamw_update", table.device,
+    require_device("adamw_update", table.rows.empty() ? s.param.device() : table.device,
                    {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
     // Tensors are shallow handles: copies of them write the segment's storage.
     Tensor param = s.param, exp_avg = s.exp_avg, exp_avg_sq = s.exp_avg_sq, compute = s.compute;
-    table.rows.push_back(Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(),
-                                 compute.owns_storage() ? compute.bf16_data() : nullptr, n,
-                                 table.chunks, s.decay ? 1 : 0});
-    table.chunks += (n + kChunk - 1) / kChunk;
+    table.append(
+        Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(),
+                compute.owns_storage() ? compute.bf16_data() : nullptr, n, 0, s.decay ? 1 : 0},
+        i, s.param.device(), n, kChunk);
   }
-  if (table.chunks > 2147483647) {
-    throw InternalError("[adamw] adamw_update: too many elements for one launch");
-  }
+  table.check_fits("[adamw] adamw_update");
   return table;
 }
 

@@ -63,16 +63,10 @@ __global__ void divide_elements(float* x, int64_t n, float divisor) {
   if (i < n) x[i] = x[i] / divisor;
 }
 
-// sum_of_squares' table: a row per non-empty part in order, the chunks
-// (blocks) they take, and the device of the first (which every other part
-// shares; the caller says which devices it takes).
-struct PartTable {
-  std::vector<Part> rows;
-  int64_t chunks = 0;
-  Device device;
-  size_t first = 0;  // the index of the first non-empty part
-};
+using PartTable = ChunkTable<Part>;
 
+// sum_of_squares' table: a row per non-empty part, in order; each part
+// contiguous and on the first one's device.
 inline PartTable part_table(const std::vector<Tensor>& parts) {
   PartTable table;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -82,15 +76,10 @@ inline PartTable part_table(const std::vector<Tensor>& parts) {
                           shape_to_string(t.shape()) + " must be contiguous");
     }
     if (t.numel() == 0) continue;
-    if (table.rows.empty()) {
-      table.device = t.device();
-      table.first = i;
-    }
-    require_device("sum_of_squares", table.device, {&t});
-    table.rows.push_back(Part{t.data(), t.numel(), table.chunks});
-    table.chunks += (t.numel() + kChunk - 1) / kChunk;
+    require_device("sum_of_squares", table.rows.empty() ? t.device() : table.device, {&t});
+    table.append(Part{t.data(), t.numel(), 0}, i, t.device(), t.numel(), kChunk);
   }
-  if (table.chunks > 2147483647) throw InternalError("[reduce] sum_of_squares: too many elements");
+  table.check_fits("[reduce] sum_of_squares");
   return table;
 }
 
