@@ -26,6 +26,8 @@ using kernels::cuda::key_tiles;
 using kernels::cuda::Operands;
 using kernels::cuda::operands;
 
+constexpr int64_t kFloatBytes = sizeof(float);  // the layouts count floats
+
 void check_supported(const AttentionDims& d, const char* what) {
   if (!flash_attention_supports(d.head_dim, 0)) {
     kernels::attention_fail(what, "head_dim " + std::to_string(d.head_dim) +
@@ -74,7 +76,7 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
       const int64_t floats = flash::ForwardLayout(TE * flash::kSide).floats;
       emulation::launch(
           dim3(static_cast<unsigned>(d.batch * a.n_head), static_cast<unsigned>(key_tiles(a.seq))),
-          flash::kThreads, floats * static_cast<int64_t>(sizeof(float)),
+          flash::kThreads, floats * kFloatBytes,
           [&] { flash::flash_forward<TE, E>(a, o, out.row_stride(), lse.data()); });
     });
   });
@@ -114,8 +116,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
     flash::with_columns_per_thread(d.head_dim, [&](auto te) {
       constexpr int TE = decltype(te)::value;
       const unsigned tiles = static_cast<unsigned>(key_tiles(a.seq));
-      const int64_t kv_bytes = flash::BackwardKvLayout(TE * flash::kSide).floats * 4;
-      const int64_t q_bytes = flash::BackwardQLayout(TE * flash::kSide).floats * 4;
+      const int64_t kv_bytes = flash::BackwardKvLayout(TE * flash::kSide).floats * kFloatBytes;
+      const int64_t q_bytes = flash::BackwardQLayout(TE * flash::kSide).floats * kFloatBytes;
       emulation::launch(dim3(static_cast<unsigned>(d.batch * (a.n_head / a.group)), tiles),
                         flash::kThreads, kv_bytes, [&] { flash::flash_backward_kv<TE, E>(a, gr); });
       emulation::launch(dim3(static_cast<unsigned>(d.batch * a.n_head), tiles), flash::kThreads,
