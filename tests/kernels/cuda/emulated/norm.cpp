@@ -1,8 +1,8 @@
 // The launches of kernels/cuda/norm.cu, on the host through the warp
 // emulation. The row kernels' warps meet in shuffles and the parameter
 // gradients' first stage behind a barrier (launch); the second stage never
-// meets (launch_independent, column_sums.h). Partials live
-// in host scratch where norm.cu keeps a device buffer.
+// meets (launch_independent, column_sums.h). Partials live in host scratch
+// where norm.cu keeps a device buffer.
 #include "support/warp_emulation.h"
 // After the emulation, which the kernels' header then uses.
 #include "kernels/cuda/norm_kernels.cuh"
