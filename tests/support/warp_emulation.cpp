@@ -136,9 +136,8 @@ struct WarpSlots {
 
 struct Fiber {
   Context context;
-  char* stack = nullptr;  // kStackBytes of fiber_stacks()
+  char* stack = nullptr;  // kStackBytes of fiber_stack()
   ThreadIndices indices{};
-  int linear = 0;          // x + y bx + z bx by: warps are 32 consecutive of these
   uint64_t exchanges = 0;  // this lane's exchanges with its warp so far
   bool done = false;
 };
@@ -150,8 +149,11 @@ struct Block {
   Barrier barrier;
   std::vector<char> shared;  // 128 bytes of slack for the alignment
   char* shared_base = nullptr;
-  // Static shared arrays by their declaration's place, made afresh per block.
-  std::map<std::pair<std::string, int>, std::vector<double>> statics;
+  // Static shared arrays by their declaration's place (__FILE__'s literal
+  // and __LINE__: no string built per thread), made afresh per block.
+  std::map<std::pair<const char*, int>, std::vector<double>> statics;
+  // The running fiber: its index is the thread's linear one, x + y bx +
+  // z bx by, and warps are 32 consecutive of those.
   int running = -1;
   uint64_t progress = 0;  // arrivals and ends
   Context scheduler;
@@ -215,10 +217,10 @@ void wait_at(Barrier& barrier, int threads) {
 }
 
 WarpSlots& my_warp() {
-  return meeting_block("a warp instruction").warps[running_fiber().linear / kWarp];
+  return meeting_block("a warp instruction").warps[g_block->running / kWarp];
 }
 int my_lane() {
-  return running_fiber().linear % kWarp;
+  return g_block->running % kWarp;
 }
 void sync_warp() {
   wait_at(my_warp().barrier, kWarp);
@@ -374,7 +376,6 @@ void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function
   for_each_block(grid, [&](uint3 at) {
     for (unsigned t = 0; t < threads; ++t) {
       block.fibers[t].indices = {thread_at(block_dim, t), at, block_dim, grid};
-      block.fibers[t].linear = static_cast<int>(t);
       block.fibers[t].exchanges = 0;
     }
     // Every block starts from the pattern, not from the last block's data.

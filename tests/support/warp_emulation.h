@@ -1,6 +1,6 @@
 // CUDA kernels run on the host, for tests on machines without a GPU (CI has
-// none). Every thread of a block is a fiber (a stack of its own) of one host thread;
-// __syncthreads, the xor shuffle and the warp instructions of
+// none). Every thread of a block is a fiber (a stack of its own) of one host
+// thread; __syncthreads, the xor shuffle and the warp instructions of
 // kernels/cuda/warp_mma.cuh (mma.sync m16n8k16 with bf16 operands, ldmatrix
 // .x4 with and without .trans, cp.async) are emulated with the semantics
 // PTX's ISA documents, each lane's share exchanged through the warp at a

@@ -85,14 +85,14 @@ inline SegmentTable segment_table(const std::vector<AdamWSegment>& segments) {
     const int64_t n = s.param.numel();
     check_adamw_segment(s);
     if (n == 0) continue;
-    require_device("adamw_update", table.rows.empty() ? s.param.device() : table.device,
-                   {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
     // Tensors are shallow handles: copies of them write the segment's storage.
     Tensor param = s.param, exp_avg = s.exp_avg, exp_avg_sq = s.exp_avg_sq, compute = s.compute;
     table.append(
         Segment{param.data(), s.grad.data(), exp_avg.data(), exp_avg_sq.data(),
                 compute.owns_storage() ? compute.bf16_data() : nullptr, n, 0, s.decay ? 1 : 0},
         i, s.param.device(), n, kChunk);
+    require_device("adamw_update", table.device,
+                   {&s.param, &s.grad, &s.exp_avg, &s.exp_avg_sq, &s.compute});
   }
   table.check_fits("[adamw] adamw_update");
   return table;

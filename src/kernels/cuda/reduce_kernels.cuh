@@ -76,8 +76,8 @@ inline PartTable part_table(const std::vector<Tensor>& parts) {
                           shape_to_string(t.shape()) + " must be contiguous");
     }
     if (t.numel() == 0) continue;
-    require_device("sum_of_squares", table.rows.empty() ? t.device() : table.device, {&t});
     table.append(Part{t.data(), t.numel(), 0}, i, t.device(), t.numel(), kChunk);
+    require_device("sum_of_squares", table.device, {&t});
   }
   table.check_fits("[reduce] sum_of_squares");
   return table;

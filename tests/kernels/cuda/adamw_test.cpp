@@ -197,6 +197,11 @@ TEST(CudaAdamWTest, ShapeErrorsAreInternalErrors) {
     EXPECT_THROW(gpu::adamw_update({{a, host, a.clone(), a.clone(), true, Tensor()}}, AdamWStep{}),
                  InternalError)
         << "grad on the host";
+    const Tensor h = Tensor::zeros({4});
+    EXPECT_THROW(
+        gpu::adamw_update({{h, h.clone(), h.clone(), h.clone(), true, Tensor()}}, AdamWStep{}),
+        InternalError)
+        << "every segment on the host";
   }
   const Tensor wide = Tensor::zeros({4, 6}, dev);
   const Tensor strided = wide.slice(1, 0, 3);

@@ -88,6 +88,8 @@ TEST(CudaReduceTest, ErrorsAreInternalErrors) {
   if (!testing::kGpuIsHost) {
     EXPECT_THROW(gpu::sum_of_squares({Tensor::zeros({3}, dev), Tensor::zeros({3})}), InternalError)
         << "one part on the host";
+    EXPECT_THROW(gpu::sum_of_squares({Tensor::zeros({0}), Tensor::zeros({3})}), InternalError)
+        << "every part on the host";
   }
 }
 

@@ -8,22 +8,14 @@
 
 #include "kernels/checks/elementwise.h"
 #include "kernels/cuda/emulated/activation.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {
-namespace {
 
 namespace act = kernels::cuda::activation_kernels;
 using kernels::elements;
 using kernels::with_element_type;
-
-// One thread per element of n, as activation.cu's grid.
-void over_elements(int64_t n, const std::function<void()>& thread) {
-  emulation::launch_independent(colrow::cuda::blocks_for(n, act::kThreads), act::kThreads, thread);
-}
-
-}  // namespace
 
 void gelu_forward(kernels::GeluForm form, const Tensor& x, Tensor& y) {
   kernels::check_elementwise("activation", "gelu_forward", x, {&y});
@@ -32,7 +24,8 @@ void gelu_forward(kernels::GeluForm form, const Tensor& x, Tensor& y) {
   if (n == 0) return;
   with_element_type("gelu_forward", {&x, &y}, [&](auto e) {
     using E = decltype(e);
-    over_elements(n, [&] { act::gelu_forward_kernel<E>(form, elements<E>(x), elements<E>(y), n); });
+    over_elements(n, act::kThreads,
+                  [&] { act::gelu_forward_kernel<E>(form, elements<E>(x), elements<E>(y), n); });
   });
 }
 
@@ -43,7 +36,7 @@ void gelu_backward(kernels::GeluForm form, const Tensor& x, const Tensor& dy, Te
   if (n == 0) return;
   with_element_type("gelu_backward", {&x, &dy, &dx}, [&](auto e) {
     using E = decltype(e);
-    over_elements(n, [&] {
+    over_elements(n, act::kThreads, [&] {
       act::gelu_backward_kernel<E>(form, elements<E>(x), elements<E>(dy), elements<E>(dx), n);
     });
   });
@@ -56,7 +49,8 @@ void silu_forward(const Tensor& x, Tensor& y) {
   if (n == 0) return;
   with_element_type("silu_forward", {&x, &y}, [&](auto e) {
     using E = decltype(e);
-    over_elements(n, [&] { act::silu_forward_kernel<E>(elements<E>(x), elements<E>(y), n); });
+    over_elements(n, act::kThreads,
+                  [&] { act::silu_forward_kernel<E>(elements<E>(x), elements<E>(y), n); });
   });
 }
 
@@ -67,7 +61,7 @@ void silu_backward(const Tensor& x, const Tensor& dy, Tensor& dx) {
   if (n == 0) return;
   with_element_type("silu_backward", {&x, &dy, &dx}, [&](auto e) {
     using E = decltype(e);
-    over_elements(n, [&] {
+    over_elements(n, act::kThreads, [&] {
       act::silu_backward_kernel<E>(elements<E>(x), elements<E>(dy), elements<E>(dx), n);
     });
   });

@@ -9,7 +9,7 @@
 #include "kernels/checks/bias.h"
 #include "kernels/cuda/emulated/bias.h"
 #include "kernels/cuda/emulated/column_sums.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {
@@ -36,10 +36,9 @@ void add_bias(Tensor& y, const Tensor& b) {
       });
       return;
     }
-    emulation::launch_independent(
-        colrow::cuda::blocks_for(tokens * features, bk::kThreads), bk::kThreads, [&] {
-          bk::add_bias_kernel<E>(elements<E>(y), elements<E>(b), tokens, features, y.row_stride());
-        });
+    over_elements(tokens * features, bk::kThreads, [&] {
+      bk::add_bias_kernel<E>(elements<E>(y), elements<E>(b), tokens, features, y.row_stride());
+    });
   });
 }
 

@@ -4,6 +4,7 @@
 #include "kernels/cuda/column_sums.cuh"
 
 #include "kernels/cuda/emulated/column_sums.h"
+#include "kernels/cuda/emulated/launches.h"
 
 namespace colrow::testing::emulated {
 namespace {
@@ -12,8 +13,8 @@ namespace cs = kernels::cuda::column_sums;
 
 template <typename Acc>
 void add_partials(const Acc* partial, int64_t chunks, int64_t d, float* grad) {
-  emulation::launch_independent(colrow::cuda::blocks_for(d, cs::kFinishThreads), cs::kFinishThreads,
-                                [&] { cs::add_partials_kernel<Acc>(partial, chunks, d, grad); });
+  over_elements(d, cs::kFinishThreads,
+                [&] { cs::add_partials_kernel<Acc>(partial, chunks, d, grad); });
 }
 
 }  // namespace

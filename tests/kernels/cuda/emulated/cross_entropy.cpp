@@ -7,7 +7,7 @@
 
 #include "kernels/checks/cross_entropy.h"
 #include "kernels/cuda/emulated/cross_entropy.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {

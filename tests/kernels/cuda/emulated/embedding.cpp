@@ -7,7 +7,7 @@
 
 #include "kernels/checks/embedding.h"
 #include "kernels/cuda/emulated/embedding.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {
@@ -25,11 +25,10 @@ void embedding_forward(const std::vector<int32_t>& ids, int64_t vocab_start,
   if (tokens * d == 0) return;
   kernels::with_element_type(what, {&table_local, &y}, [&](auto e) {
     using E = decltype(e);
-    emulation::launch_independent(
-        colrow::cuda::blocks_for(tokens * d, ek::kThreads), ek::kThreads, [&] {
-          ek::gather_rows<E>(ids.data(), vocab_start, table_local.size(0), elements<E>(table_local),
-                             table_local.row_stride(), elements<E>(y), y.row_stride(), tokens, d);
-        });
+    over_elements(tokens * d, ek::kThreads, [&] {
+      ek::gather_rows<E>(ids.data(), vocab_start, table_local.size(0), elements<E>(table_local),
+                         table_local.row_stride(), elements<E>(y), y.row_stride(), tokens, d);
+    });
   });
 }
 
@@ -58,11 +57,9 @@ void position_embedding_forward(Tensor& x, const Tensor& table, int64_t seq) {
   if (tokens * d == 0) return;
   kernels::with_element_type(what, {&x, &table}, [&](auto e) {
     using E = decltype(e);
-    emulation::launch_independent(colrow::cuda::blocks_for(tokens * d, ek::kThreads), ek::kThreads,
-                                  [&] {
-                                    ek::add_positions<E>(elements<E>(x), elements<E>(table),
-                                                         table.row_stride(), tokens, seq, d);
-                                  });
+    over_elements(tokens * d, ek::kThreads, [&] {
+      ek::add_positions<E>(elements<E>(x), elements<E>(table), table.row_stride(), tokens, seq, d);
+    });
   });
 }
 
@@ -73,9 +70,8 @@ void position_embedding_backward(const Tensor& dx, int64_t seq, Tensor& dtable) 
   const int64_t batch = dx.size(0) / seq, d = dx.size(1);
   if (batch * d == 0) return;
   kernels::with_elements(dx, [&](const auto* g) {
-    emulation::launch_independent(
-        colrow::cuda::blocks_for(seq * d, ek::kThreads), ek::kThreads,
-        [&] { ek::sum_positions(g, batch, seq, d, dtable.data(), dtable.row_stride()); });
+    over_elements(seq * d, ek::kThreads,
+                  [&] { ek::sum_positions(g, batch, seq, d, dtable.data(), dtable.row_stride()); });
   });
 }
 

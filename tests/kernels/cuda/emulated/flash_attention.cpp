@@ -12,7 +12,7 @@
 #include "kernels/checks/attention.h"
 #include "kernels/cuda/emulated/attention_tiles.h"
 #include "kernels/cuda/emulated/flash_attention.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/cuda/emulated/tensor_core_attention.h"
 #include "kernels/elements.h"
 

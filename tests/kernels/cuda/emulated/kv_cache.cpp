@@ -11,8 +11,8 @@
 
 #include "kernels/checks/attention.h"
 #include "kernels/checks/kv_cache.h"
-#include "kernels/cuda/emulated/host_operands.h"
 #include "kernels/cuda/emulated/kv_cache.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/elements.h"
 
 namespace colrow::testing::emulated {
@@ -28,11 +28,10 @@ void kv_cache_append(const Tensor& x, const CacheRows& rows, Tensor& cache) {
   const std::vector<kv::SequencePlace> places = kv::places_of(rows);
   kernels::with_elements(x, [&](const auto* source) {
     using E = element_of<decltype(source)>;
-    emulation::launch_independent(
-        colrow::cuda::blocks_for(tokens * width, kv::kThreads), kv::kThreads, [&] {
-          kv::append_rows(source, x.row_stride(), places.data(), tokens, d.n_new, d.n_kv_head,
-                          d.capacity, d.head_dim, static_cast<E*>(cache.raw_data()));
-        });
+    over_elements(tokens * width, kv::kThreads, [&] {
+      kv::append_rows(source, x.row_stride(), places.data(), tokens, d.n_new, d.n_kv_head,
+                      d.capacity, d.head_dim, static_cast<E*>(cache.raw_data()));
+    });
   });
 }
 

@@ -9,7 +9,7 @@
 
 #include "kernels/checks/norm.h"
 #include "kernels/cuda/emulated/column_sums.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/cuda/emulated/norm.h"
 #include "kernels/elements.h"
 

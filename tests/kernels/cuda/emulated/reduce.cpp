@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/cuda/emulated/reduce.h"
 
 namespace colrow::testing::emulated {
@@ -41,8 +41,7 @@ void divide(Tensor& x, float divisor) {
   require_host("divide", {&x});
   const int64_t n = x.numel();
   if (n == 0) return;
-  emulation::launch_independent(colrow::cuda::blocks_for(n, rk::kThreads), rk::kThreads,
-                                [&] { rk::divide_elements(x.data(), n, divisor); });
+  over_elements(n, rk::kThreads, [&] { rk::divide_elements(x.data(), n, divisor); });
 }
 
 }  // namespace colrow::testing::emulated

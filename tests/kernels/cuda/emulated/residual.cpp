@@ -5,7 +5,7 @@
 #include "kernels/cuda/residual_kernels.cuh"
 
 #include "kernels/checks/elementwise.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/cuda/emulated/residual.h"
 #include "kernels/elements.h"
 
@@ -22,9 +22,8 @@ void add(const Tensor& a, const Tensor& b, Tensor& out) {
   if (n == 0) return;
   with_element_type("add", {&a, &b, &out}, [&](auto e) {
     using E = decltype(e);
-    emulation::launch_independent(colrow::cuda::blocks_for(n, rk::kThreads), rk::kThreads, [&] {
-      rk::add_kernel<E>(elements<E>(a), elements<E>(b), elements<E>(out), n);
-    });
+    over_elements(n, rk::kThreads,
+                  [&] { rk::add_kernel<E>(elements<E>(a), elements<E>(b), elements<E>(out), n); });
   });
 }
 
@@ -35,9 +34,8 @@ void add_into(Tensor& out, const Tensor& a) {
   if (n == 0) return;
   with_element_type("add_into", {&out, &a}, [&](auto e) {
     using E = decltype(e);
-    emulation::launch_independent(colrow::cuda::blocks_for(n, rk::kThreads), rk::kThreads, [&] {
-      rk::add_into_kernel<E>(elements<E>(out), elements<E>(a), n);
-    });
+    over_elements(n, rk::kThreads,
+                  [&] { rk::add_into_kernel<E>(elements<E>(out), elements<E>(a), n); });
   });
 }
 

@@ -7,7 +7,7 @@
 
 #include "kernels/checks/rope.h"
 #include "kernels/cpu/rope.h"
-#include "kernels/cuda/emulated/host_operands.h"
+#include "kernels/cuda/emulated/launches.h"
 #include "kernels/cuda/emulated/rope.h"
 #include "kernels/elements.h"
 
@@ -24,12 +24,10 @@ void rotate(const Tensor& x, const Tensor& cos, const Tensor& sin, float sign, T
   if (r.pairs == 0) return;
   kernels::with_element_type(what, {&x, &y}, [&](auto e) {
     using E = decltype(e);
-    emulation::launch_independent(colrow::cuda::blocks_for(r.pairs, rk::kThreads), rk::kThreads,
-                                  [&] {
-                                    rk::rotate_kernel<E>(elements<E>(x), x.row_stride(), cos.data(),
-                                                         sin.data(), elements<E>(y), y.row_stride(),
-                                                         r.pairs, r.seq, r.half, r.heads, sign);
-                                  });
+    over_elements(r.pairs, rk::kThreads, [&] {
+      rk::rotate_kernel<E>(elements<E>(x), x.row_stride(), cos.data(), sin.data(), elements<E>(y),
+                           y.row_stride(), r.pairs, r.seq, r.half, r.heads, sign);
+    });
   });
 }
 
