@@ -1,5 +1,6 @@
 // The flags every verb shares for where and how it runs: --device, --comm,
-// --comm-timeout, --tf32, --attention, --epilogues, --deterministic, --dtype.
+// --comm-timeout, --tf32, --attention, --attention-backward, --epilogues,
+// --deterministic, --dtype.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -27,6 +28,13 @@ inline void add_device_flags(CLI::App& verb, DeviceOptions& o) {
   verb.add_option("--attention", o.attention,
                   "Causal attention kernel: auto (the fused one where it applies: GPU, head_dim "
                   "up to 128; else the plain one, which stores the probabilities), fused or plain")
+      ->capture_default_str();
+  verb.add_option("--attention-backward", o.attention_backward,
+                  "dQ in the fused bf16 attention's backward (GPU, tensor cores): recompute (a "
+                  "kernel of its own over query tiles, which computes S and dP again) or ordered "
+                  "(the dK, dV kernel adds each key tile's share into fp32 sums, in key-tile "
+                  "order: two products fewer, a [batch, heads, seq, head_dim] fp32 scratch). "
+                  "Both give the same bits run after run")
       ->capture_default_str();
   verb.add_option("--epilogues", o.epilogues,
                   "GEMM epilogues: fused (the bias, its gradient, GELU and its derivative "

@@ -65,21 +65,24 @@ endfunction()
 
 # colrow_add_emulated_test(name source [more sources ...])
 # A test whose CUDA kernels run on the CPU through tests/support/warp_emulation
-# (COLROW_WARP_EMULATION): built with the CUDA backend, whose headers it
-# compiles for the host, and run everywhere, GPU or not (no `gpu` label).
+# (COLROW_WARP_EMULATION): built wherever the CUDA toolkit's headers are, the
+# kernels' headers compiled for the host (with or without the CUDA backend:
+# the sanitizer build has none), and run everywhere, GPU or not (no `gpu`
+# label). Listed in the global property COLROW_EMULATED_TESTS.
 # The kernels' `#pragma unroll` is nvcc's, which a host compiler ignores, and
 # they read vectors through casts, as nvcc allows (-fno-strict-aliasing). No
 # multiply-add is fused that the kernels do not spell (-ffp-contract=off), so
 # __fmul_rn and __fadd_rn keep their one rounding.
 function(colrow_add_emulated_test name source)
-  if(NOT COLROW_WITH_CUDA)
+  if(NOT COLROW_WITH_WARP_EMULATION)
     return()
   endif()
   colrow_add_test(${name} ${source})
   target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/warp_emulation.cpp ${ARGN})
   target_compile_definitions(${name} PRIVATE COLROW_WARP_EMULATION)
   target_compile_options(${name} PRIVATE -Wno-unknown-pragmas -fno-strict-aliasing -ffp-contract=off)
-  target_link_libraries(${name} PRIVATE CUDA::cudart)
+  target_include_directories(${name} PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  set_property(GLOBAL APPEND PROPERTY COLROW_EMULATED_TESTS ${name})
 endfunction()
 
 # colrow_add_cli_test(name script timeout [arg ...])

@@ -41,3 +41,15 @@ if(COLROW_WITH_CUDA)
 else()
   message(STATUS "CUDA backend: off (CPU-only build; --device cuda will say so)")
 endif()
+
+# The warp emulation (tests/support/warp_emulation.h) runs the CUDA kernels'
+# headers on the host, so its tests need only the toolkit's headers
+# (cuda_bf16.h, cuda_runtime.h's types): a CPU-only build, the sanitizer's
+# among them, builds and runs them wherever the toolkit is installed.
+set(COLROW_WITH_WARP_EMULATION ${COLROW_WITH_CUDA})
+if(NOT COLROW_WITH_CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(COLROW_WITH_WARP_EMULATION ON)
+  endif()
+endif()

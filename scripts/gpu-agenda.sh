@@ -16,7 +16,9 @@
 #                                  bench with eager only 45 s), logs as they
 #                                  finish; then the output head in one chunk
 #                                  (--logits-chunk-mib 0) beside the bench's
-#                                  default chunks
+#                                  default chunks, and the --profile again
+#                                  with --attention-backward ordered (dQ in
+#                                  the dK, dV kernel: is it faster?)
 # Then, in later sessions (2026-11-28 on an H200 ran first, tests, cli,
 # bench and the --cuda-graph A/B at 124M; see docs/performance.md), in this
 # order:
@@ -28,8 +30,9 @@
 #                                  meshes, --cuda-graph, 300 bf16 steps)
 #   scripts/gpu-agenda.sh bench    issue 8's benchmark: bf16 beside PyTorch's
 #                                  bf16 and bf16-compile, then --profile 5
-#   scripts/gpu-agenda.sh ab       --epilogues, --cuda-graph and
-#                                  --logits-chunk-mib 0, each A/B
+#   scripts/gpu-agenda.sh ab       --epilogues, --cuda-graph,
+#                                  --logits-chunk-mib 0 and
+#                                  --attention-backward ordered, each A/B
 #   scripts/gpu-agenda.sh attention  Nsight Compute on the tensor-core attention
 #                                  kernels (forward, dK/dV, dQ): what stalls them
 #   scripts/gpu-agenda.sh sweep    the d_model sweep beside PyTorch (not run yet)
@@ -62,6 +65,10 @@ case "$part" in
     # set beside the bench's default chunks: tokens/s and peak memory.
     timeout 60 build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
       --steps 12 --data "$data" --logits-chunk-mib 0 2>&1 | tee "$out/logits-one-chunk.log"
+    # dQ summed in key-tile order by the dK, dV kernel (5 products, not 7):
+    # the attention phase beside the default profile's.
+    timeout 60 build-gpu/colrow train --device cuda --dtype bf16 --model gpt2-124m --batch 16 --seq-len 1024 \
+      --steps 8 --data "$data" --profile 5 --attention-backward ordered 2>&1 | tee "$out/profile-bf16-ordered.log"
     exit "$status"
     ;;
   tests)
@@ -97,6 +104,10 @@ case "$part" in
     STEPS=20 BUILD=build-gpu A_NAME=chunked A="" B_NAME=one-chunk B="--logits-chunk-mib 0" DEVICE=cuda \
       EXTRA="--dtype bf16 --data $data" MODEL=gpt2-124m BATCH=16 SEQ=1024 \
       bench/compare_flags.sh 2>&1 | tee "$out/ab-logits-chunks.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+    STEPS=20 BUILD=build-gpu A_NAME=recompute A="" B_NAME=ordered B="--attention-backward ordered" \
+      DEVICE=cuda EXTRA="--dtype bf16 --data $data" MODEL=gpt2-124m BATCH=16 SEQ=1024 \
+      bench/compare_flags.sh 2>&1 | tee "$out/ab-attention-backward.log"
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
     exit "$status"
     ;;

@@ -8,6 +8,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "colrow/core/allocator.h"
 #include "colrow/core/error.h"
 #include "core/block_cache.h"
@@ -19,6 +23,34 @@ namespace {
 constexpr size_t kAlignment = 64;              // one cache line; what AVX-512 loads like
 constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 
+// Under AddressSanitizer, the bytes a block holds past what its tensor asked
+// for (the rounding) and a cached block's whole extent are poisoned, so that a
+// kernel reading past its tensor, or into a freed one the cache keeps, fails
+// there as it would past a malloc of the exact size. Elsewhere these are no-ops.
+void make_addressable(void* p, size_t bytes, size_t held) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(p, bytes);
+  ASAN_POISON_MEMORY_REGION(static_cast<char*>(p) + bytes, held - bytes);
+#else
+  (void)p, (void)bytes, (void)held;
+#endif
+}
+void make_unaddressable(void* p, size_t held) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_POISON_MEMORY_REGION(p, held);
+#else
+  (void)p, (void)held;
+#endif
+}
+void release(void* p, size_t held) {
+#if defined(__SANITIZE_ADDRESS__)
+  ASAN_UNPOISON_MEMORY_REGION(p, held);  // free() is the sanitizer's to check
+#else
+  (void)held;
+#endif
+  std::free(p);
+}
+
 // Host memory. Blocks above BlockCache::kLargeBlock are huge-page aligned,
 // advised to be backed by huge pages (fewer faults and TLB misses in the GEMMs
 // that stream them) and cached when freed (see core/block_cache.h); smaller
@@ -27,9 +59,7 @@ class CpuAllocator final : public Allocator {
  public:
   // The cached blocks go back at exit too: nothing then still points to them,
   // so LeakSanitizer would count them as leaks (and they are not).
-  ~CpuAllocator() override {
-    cache_.release_all([](void* q, size_t) { std::free(q); });
-  }
+  ~CpuAllocator() override { cache_.release_all(release); }
 
   Device device() const override { return Device::cpu(); }
 
@@ -38,6 +68,7 @@ class CpuAllocator final : public Allocator {
     const size_t size = aligned_size(bytes);
     void* p = std::aligned_alloc(kAlignment, size);
     if (p == nullptr) throw out_of_memory(bytes);
+    make_addressable(p, bytes, size);
     counter_.allocated(size);
     return p;
   }
@@ -46,11 +77,12 @@ class CpuAllocator final : public Allocator {
     if (bytes > BlockCache::kLargeBlock) {
       const size_t size = BlockCache::rounded(bytes);
       std::lock_guard<std::mutex> lock(mutex_);
+      make_unaddressable(p, size);
       cache_.put(size, p);
       counter_.freed(size);
       return;
     }
-    std::free(p);
+    release(p, aligned_size(bytes));
     counter_.freed(aligned_size(bytes));
   }
 
@@ -76,12 +108,13 @@ class CpuAllocator final : public Allocator {
     if (p == nullptr) {
       p = std::aligned_alloc(kHugePage, size);
       if (p == nullptr) {  // the cache may hold what is missing
-        cache_.release_all([](void* q, size_t) { std::free(q); });
+        cache_.release_all(release);
         p = std::aligned_alloc(kHugePage, size);
         if (p == nullptr) throw out_of_memory(bytes);
       }
       madvise(p, size, MADV_HUGEPAGE);  // advice only: without THP it is ignored
     }
+    make_addressable(p, bytes, size);
     counter_.allocated(size);
     return p;
   }

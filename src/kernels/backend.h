@@ -55,6 +55,14 @@ struct AttentionSize {
 // reference); or the fused one, refused where it does not apply (kFused).
 enum class AttentionKernel { kAuto, kFused, kPlain };
 
+// How the fused bf16 kernels on tensor cores compute dQ in backward
+// (--attention-backward; kernels/cuda/tensor_core_attention_kernels.cuh):
+// in a kernel of its own over query tiles, which recomputes S and dP
+// (kRecompute: seven products), or in the dK, dV kernel, each key tile's
+// partial added into an fp32 sum in key-tile order (kOrdered: five products,
+// a [B, NH, T, head_dim] fp32 scratch). Both give the same bits on every run.
+enum class AttentionBackward { kRecompute, kOrdered };
+
 // One parameter's part of an AdamW update: 1-d views of equal length.
 struct AdamWSegment {
   Tensor param;
@@ -106,6 +114,8 @@ class Backend {
   virtual void set_deterministic(bool on) = 0;
   // ConfigError where this backend has no fused attention and kFused is asked.
   virtual void set_attention_kernel(AttentionKernel kernel) = 0;
+  // ConfigError where this backend has no fused attention and kOrdered is asked.
+  virtual void set_attention_backward(AttentionBackward backward) = 0;
   // GEMM epilogues (the bias, the bias gradient, GELU and its derivative)
   // fused where the device can (cuBLASLt), or the GEMM and the element-wise
   // kernels one after the other: the A/B behind a profile, and a way around a

@@ -18,6 +18,14 @@ kernels::AttentionKernel parse_attention_kernel(const std::string& text) {
                     "where it applies).");
 }
 
+kernels::AttentionBackward parse_attention_backward(const std::string& text) {
+  if (text == "recompute") return kernels::AttentionBackward::kRecompute;
+  if (text == "ordered") return kernels::AttentionBackward::kOrdered;
+  throw ConfigError("[attention] attention-backward (" + text +
+                    ") must be recompute or ordered. Use --attention-backward recompute (dQ in a "
+                    "kernel of its own).");
+}
+
 bool parse_epilogues(const std::string& text) {
   if (text == "fused") return true;
   if (text == "separate") return false;
@@ -51,6 +59,8 @@ Placement resolve_placement(const DeviceOptions& options, int local_rank) {
   kernels::backend_for(p.device).set_allow_tf32(p.tf32);
   kernels::backend_for(p.device).set_deterministic(options.deterministic);
   kernels::backend_for(p.device).set_attention_kernel(parse_attention_kernel(options.attention));
+  kernels::backend_for(p.device).set_attention_backward(
+      parse_attention_backward(options.attention_backward));
   kernels::backend_for(p.device).set_fused_epilogues(parse_epilogues(options.epilogues));
   return p;
 }

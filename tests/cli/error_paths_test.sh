@@ -1,8 +1,9 @@
 #!/bin/sh
 # The CLI's error paths at an odd world size (mpiexec -np 3): an indivisible
 # ffn_hidden_size, tp x dp != world size, an unknown flag, a bad --activation,
-# a non-positive --tokens, a --threads past 1024, and bad --device / --comm / --tf32 / --attention choices (a GPU
-# asked for where there is none, through every verb that takes --device) each exit non-zero,
+# a non-positive --tokens, a --threads past 1024, and bad --device / --comm /
+# --tf32 / --attention / --attention-backward choices (a GPU asked for where
+# there is none, through every verb that takes --device) each exit non-zero,
 # print exactly one line
 # "[rank r/3] <message>" per rank with the same message everywhere, and never hang.
 # With `verbs`, only the GPU refusal through every other verb (ctest's
@@ -174,6 +175,10 @@ run_case attention-name --d-model 48 --tokens 8 --attention flash
 expect_in_message "[attention] attention (flash) must be auto, fused or plain."
 run_case fused-attention-on-cpu --d-model 48 --tokens 8 --attention fused
 expect_in_message "[attention] attention (fused) has no CPU kernel"
+run_case attention-backward-name --d-model 48 --tokens 8 --attention-backward atomic
+expect_in_message "[attention] attention-backward (atomic) must be recompute or ordered."
+run_case ordered-backward-on-cpu --d-model 48 --tokens 8 --attention-backward ordered
+expect_in_message "[attention] attention-backward (ordered) is a backward of the GPU's fused bf16"
 run_case epilogues-name --d-model 48 --tokens 8 --epilogues cublaslt
 expect_in_message "[device] epilogues (cublaslt) must be fused or separate."
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then

@@ -13,7 +13,10 @@
 #    different points, so after a few steps they are two trajectories whose
 #    losses on one batch differ by the batch's noise (1.2% at step 49 in the
 #    first run on an H200), which averaging over steps removes and a wrong
-#    kernel would not (it moves the whole curve).
+#    kernel would not (it moves the whole curve);
+#  - --attention-backward ordered (dQ summed in key-tile order by the dK, dV
+#    kernel) repeats its own losses bit for bit, and follows the default
+#    run's curve as --epilogues separate must.
 # The corpus: Debian's jargon-text, or jargon.txt.gz beside colrow (what
 # scripts/gpu-pack.sh packs for a GPU machine without it).
 # Without a usable GPU it prints "GPU test skipped: <why>" (ctest: skipped).
@@ -31,6 +34,9 @@ run 1 train $common --metrics "$dir/fp32.jsonl" > "$dir/fp32.out"
 run 1 train $common --dtype bf16 --metrics "$dir/bf16.jsonl" > "$dir/bf16.out"
 run 1 train $common --dtype bf16 --metrics "$dir/bf16_again.jsonl" > /dev/null
 run 1 train $common --dtype bf16 --epilogues separate --metrics "$dir/bf16_separate.jsonl" > /dev/null
+run 1 train $common --dtype bf16 --attention-backward ordered --metrics "$dir/bf16_ordered.jsonl" > /dev/null
+run 1 train $common --dtype bf16 --attention-backward ordered --metrics "$dir/bf16_ordered_again.jsonl" \
+  > /dev/null
 
 python3 - "$dir" <<'PY'
 import json, re, sys
@@ -48,17 +54,25 @@ again = curve("bf16_again")
 for a, b in zip(bf16, again):
     assert a["loss"] == b["loss"], ("two bf16 runs differ", a["step"], a["loss"], b["loss"])
 assert bf16[-1]["val_loss"] == again[-1]["val_loss"]
-separate = curve("bf16_separate")
-assert len(separate) == 300, len(separate)
-for start in range(0, 300, 25):
-    fused_mean = sum(s["loss"] for s in bf16[start:start + 25]) / 25
-    separate_mean = sum(s["loss"] for s in separate[start:start + 25]) / 25
-    assert abs(fused_mean - separate_mean) <= 0.01 * fused_mean, \
-        ("--epilogues separate, mean loss of steps", start + 1, start + 25, fused_mean, separate_mean)
-vs = separate[-1]["val_loss"]
-assert abs(vs - v16) <= 0.01 * v16, ("--epilogues separate, validation", v16, vs)
-widest = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(bf16, separate))
+def follows_the_default(name, what):
+    other = curve(name)
+    assert len(other) == 300, (what, len(other))
+    for start in range(0, 300, 25):
+        default_mean = sum(s["loss"] for s in bf16[start:start + 25]) / 25
+        other_mean = sum(s["loss"] for s in other[start:start + 25]) / 25
+        assert abs(default_mean - other_mean) <= 0.01 * default_mean, \
+            (what, "mean loss of steps", start + 1, start + 25, default_mean, other_mean)
+    validation = other[-1]["val_loss"]
+    assert abs(validation - v16) <= 0.01 * v16, (what, "validation", v16, validation)
+    widest = max(abs(a["loss"] - b["loss"]) / a["loss"] for a, b in zip(bf16, other))
+    return other, validation, widest
+separate, vs, widest = follows_the_default("bf16_separate", "--epilogues separate")
+ordered, vo, widest_ordered = follows_the_default("bf16_ordered", "--attention-backward ordered")
+for a, b in zip(ordered, curve("bf16_ordered_again")):
+    assert a["loss"] == b["loss"], ("two ordered-backward runs differ", a["step"], a["loss"], b["loss"])
 print("validation after 300 steps: fp32 %.4f, bf16 %.4f (%.2f%% apart), unigram baseline %.4f; "
       "bf16 repeats bit for bit; separate epilogues: validation %.4f, 25-step means within 1%%, "
-      "widest single step %.2f%%" % (v32, v16, 100 * abs(v16 - v32) / v32, baseline, vs, 100 * widest))
+      "widest single step %.2f%%; ordered attention backward: validation %.4f, widest single step "
+      "%.2f%%, repeats bit for bit" % (v32, v16, 100 * abs(v16 - v32) / v32, baseline, vs,
+                                       100 * widest, vo, 100 * widest_ordered))
 PY

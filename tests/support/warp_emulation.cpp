@@ -1,7 +1,7 @@
 // The fibers and warp instructions of warp_emulation.h. One block at a time:
-// its threads are fibers that a scheduler resumes in thread order; a fiber
-// runs until it waits at a barrier (its block's, or its warp's for an
-// exchange) or ends. A barrier opens when all its threads have arrived; a
+// its threads are fibers that a scheduler resumes warp by warp (run_block);
+// a fiber runs until it waits at a barrier (its block's, or its warp's for
+// an exchange) or ends. A barrier opens when all its threads have arrived; a
 // pass over the fibers in which none arrives anywhere or ends is a deadlock.
 // launch_independent has no fibers: each thread is a plain call, and
 // anything that would make threads meet refuses to run there.
@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -134,12 +136,30 @@ struct WarpSlots {
   std::array<Exchange, 2> exchanges;
 };
 
-struct Fiber {
+// A fiber's stack and where it was left, kept from launch to launch:
+// allocating (and faulting in) 256 KiB per thread per launch cost more than
+// the kernels, and a fiber started afresh per block made AddressSanitizer map
+// and unmap a fake stack for it each time (6x the time of a test under ASan).
+// A fiber that ends its kernel parks in fiber_main's loop and runs the next
+// block's kernel from there. The stack is not zeroed, as a new thread's is not.
+struct ParkedFiber {
+  std::unique_ptr<char[]> stack{new char[kStackBytes]};
   Context context;
-  char* stack = nullptr;  // kStackBytes of fiber_stack()
+  bool parked = false;  // at the end of a kernel, ready to run another
+};
+
+ParkedFiber& parked_fiber(unsigned t) {
+  static std::vector<std::unique_ptr<ParkedFiber>> fibers;
+  while (fibers.size() <= t) fibers.push_back(std::make_unique<ParkedFiber>());
+  return *fibers[t];
+}
+
+struct Fiber {
+  ParkedFiber* home = nullptr;  // parked_fiber(its index)
   ThreadIndices indices{};
   uint64_t exchanges = 0;  // this lane's exchanges with its warp so far
   bool done = false;
+  uint64_t block_barriers = 0;  // arrivals at the block's barrier so far
 };
 
 struct Block {
@@ -161,15 +181,6 @@ struct Block {
   const void* scheduler_stack = nullptr;
   size_t scheduler_stack_bytes = 0;
 };
-
-// The stack of fiber t, kept from launch to launch: allocating (and
-// faulting in) 256 KiB per thread per launch cost more than the kernels.
-// Not zeroed, as a new thread's stack is not.
-char* fiber_stack(unsigned t) {
-  static std::vector<std::unique_ptr<char[]>> stacks;
-  while (stacks.size() <= t) stacks.emplace_back(new char[kStackBytes]);
-  return stacks[t].get();
-}
 
 Block* g_block = nullptr;  // the block being run (one host thread runs it)
 // The thread being run by launch_independent, or null.
@@ -199,7 +210,8 @@ void yield() {
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, g_block->scheduler_stack, g_block->scheduler_stack_bytes);
 #endif
-  switch_context(f.context, g_block->scheduler);
+  switch_context(f.home->context, g_block->scheduler);
+  // g_block may be another block now: a parked fiber resumes in the next.
 #ifdef COLROW_FIBERS_UNDER_ASAN
   __sanitizer_finish_switch_fiber(fake, &g_block->scheduler_stack, &g_block->scheduler_stack_bytes);
 #endif
@@ -235,42 +247,72 @@ void exchanged() {
   ++running_fiber().exchanges;
 }
 
+// A fiber's life: a kernel per block it is given, parked in between.
 void fiber_main() {
 #ifdef COLROW_FIBERS_UNDER_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &g_block->scheduler_stack,
                                   &g_block->scheduler_stack_bytes);
 #endif
-  (*g_block->kernel)();
-  running_fiber().done = true;
-  ++g_block->progress;
-#ifdef COLROW_FIBERS_UNDER_ASAN
-  __sanitizer_start_switch_fiber(nullptr, g_block->scheduler_stack, g_block->scheduler_stack_bytes);
-#endif
-  switch_context(running_fiber().context, g_block->scheduler);  // for good: never resumed
+  for (;;) {
+    (*g_block->kernel)();
+    running_fiber().done = true;
+    ++g_block->progress;
+    yield();
+  }
 }
 
-void run_block(Block& block, unsigned threads) {
+// Resumes fiber t until it waits or ends.
+void resume(Block& block, unsigned t) {
+  Fiber& f = block.fibers[t];
+  block.running = static_cast<int>(t);
+#ifdef COLROW_FIBERS_UNDER_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.home->stack.get(), kStackBytes);
+#endif
+  switch_context(block.scheduler, f.home->context);
+#ifdef COLROW_FIBERS_UNDER_ASAN
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+}
+
+// A pass runs the block from one barrier to the next: warp by warp, each as
+// far as it goes before the block's next barrier (its lanes in step at the
+// warp's exchanges), in order in blocks of even linear index and in reverse
+// in odd ones. So a warp's write to shared memory that another warp reads
+// with no barrier between them lands before the read in one block and after
+// it in the next, and the results show it; warps run in step, as a pass over
+// all fibers would run them, hide it.
+void run_block(Block& block, unsigned threads, bool warps_reversed) {
   for (unsigned t = 0; t < threads; ++t) {
     Fiber& f = block.fibers[t];
     f.done = false;
-    prepare(f.context, f.stack, kStackBytes, fiber_main);
+    f.block_barriers = 0;
+    if (!f.home->parked) prepare(f.home->context, f.home->stack.get(), kStackBytes, fiber_main);
+    // Until the block ends: one left in a kernel (a deadlock) starts afresh.
+    f.home->parked = false;
   }
+  const unsigned warps = threads / kWarp;
   int left = static_cast<int>(threads);
   while (left > 0) {
     const uint64_t before = block.progress;
+    uint64_t passed = UINT64_MAX;  // the barrier this pass starts from
     for (unsigned t = 0; t < threads; ++t) {
-      Fiber& f = block.fibers[t];
-      if (f.done) continue;
-      block.running = static_cast<int>(t);
-#ifdef COLROW_FIBERS_UNDER_ASAN
-      void* fake = nullptr;
-      __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
-#endif
-      switch_context(block.scheduler, f.context);
-#ifdef COLROW_FIBERS_UNDER_ASAN
-      __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-#endif
-      if (f.done) --left;
+      if (!block.fibers[t].done) passed = std::min(passed, block.fibers[t].block_barriers);
+    }
+    for (unsigned i = 0; i < warps; ++i) {
+      const unsigned w = warps_reversed ? warps - 1 - i : i;
+      for (bool moved = true; moved;) {
+        const uint64_t warp_before = block.progress;
+        bool resumed = false;
+        for (unsigned t = w * kWarp; t < (w + 1) * kWarp; ++t) {
+          const Fiber& f = block.fibers[t];
+          if (f.done || f.block_barriers != passed) continue;
+          resume(block, t);
+          resumed = true;
+          if (block.fibers[t].done) --left;
+        }
+        moved = resumed && block.progress != warp_before;
+      }
     }
     if (left > 0 && block.progress == before) {
       throw InternalError(
@@ -280,6 +322,7 @@ void run_block(Block& block, unsigned threads) {
     }
   }
   block.running = -1;
+  for (unsigned t = 0; t < threads; ++t) block.fibers[t].home->parked = true;
 }
 
 // The bf16 bits `half` (0: low) of a 32-bit register, as a float.
@@ -319,9 +362,21 @@ void* static_shared(const char* file, int line, size_t bytes) {
   return array.data();
 }
 
+// As wait_at, but the last to arrive waits too, for the scheduler's next
+// pass (run_block), instead of running on past the barrier.
 void sync_block() {
   Block& block = meeting_block("__syncthreads()");
-  wait_at(block.barrier, static_cast<int>(block.fibers.size()));
+  ++running_fiber().block_barriers;
+  Barrier& barrier = block.barrier;
+  const uint64_t generation = barrier.generation;
+  ++block.progress;
+  if (++barrier.arrived == static_cast<int>(block.fibers.size())) {
+    barrier.arrived = 0;
+    ++barrier.generation;
+  }
+  do {
+    yield();
+  } while (barrier.generation == generation);
 }
 
 uint64_t exchange_in_warp(uint64_t bits, int from_lane) {
@@ -364,7 +419,7 @@ void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function
   Block block;
   block.kernel = &kernel;
   block.fibers.resize(threads);
-  for (unsigned t = 0; t < threads; ++t) block.fibers[t].stack = fiber_stack(t);
+  for (unsigned t = 0; t < threads; ++t) block.fibers[t].home = &parked_fiber(t);
   block.warps.resize(threads / kWarp);
   block.shared.resize(static_cast<size_t>(shared_bytes) + 128);
   const auto base = reinterpret_cast<uintptr_t>(block.shared.data());
@@ -381,7 +436,7 @@ void launch(dim3 grid, dim3 block_dim, int64_t shared_bytes, const std::function
     // Every block starts from the pattern, not from the last block's data.
     std::fill(block.shared.begin(), block.shared.end(), static_cast<char>(0x5a));
     block.statics.clear();
-    run_block(block, threads);
+    run_block(block, threads, (at.x + grid.x * (at.y + grid.y * at.z)) % 2 == 1);
   });
 }
 
@@ -405,6 +460,16 @@ void launch_independent(dim3 grid, dim3 block_dim, const std::function<void()>& 
 namespace colrow::kernels::cuda {
 
 using testing::emulation::Exchange;
+
+void wait_for_turn(const int* turn, int mine) {
+  if (*turn == mine) return;
+  const testing::emulation::ThreadIndices& at = testing::emulation::current();
+  std::fprintf(stderr,
+               "[warp emulation] block (%u, %u, %u) waits for turn %d of a sum that blocks before "
+               "it left at %d: no block after it can pass it the turn (blocks run in order)\n",
+               at.block.x, at.block.y, at.block.z, mine, *turn);
+  std::abort();
+}
 
 void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   Exchange& w = testing::emulation::next_exchange();

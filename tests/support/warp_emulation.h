@@ -98,6 +98,8 @@ inline float __fadd_rn(float a, float b) {
 inline float __fmul_rn(float a, float b) {
   return a * b;
 }
+// Blocks run one after another on one host thread: every write is seen.
+inline void __threadfence() {}
 
 namespace colrow::kernels::cuda {
 
@@ -109,5 +111,20 @@ void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill);  // at once
 void cp_async_4(float* dst, const float* src, bool fill);
 inline void cp_async_commit() {}
 inline void cp_async_wait_all() {}
+
+// The functions of block_turns.cuh. Blocks run in the GPU's start order, one
+// after another, so a block's turn has come when it runs or never will:
+// wait_for_turn reports the second case and aborts (a kernel's thread cannot
+// throw out of its fiber) instead of spinning forever.
+void wait_for_turn(const int* turn, int mine);
+inline void pass_turn(int* turn) {
+  ++*turn;
+}
+inline float2 load_l2(const float2* p) {
+  return *p;
+}
+inline void store_l2(float2* p, float2 v) {
+  *p = v;
+}
 
 }  // namespace colrow::kernels::cuda

@@ -3,7 +3,11 @@
 // in blocks of any shape; warps are 32 consecutive threads in x-fastest
 // order, so a (32, 4) block's rows are its warps; a barrier some threads
 // never reach is an error, not a hang; launch_independent refuses a kernel
-// whose threads meet; blocks of partial warps are refused.
+// whose threads meet; blocks of partial warps are refused; a warp runs to the
+// block's next barrier before the next warp starts, first to last in one
+// block and last to first in the next, so a shared-memory read that lacks its
+// barrier sees another value in one of them; blocks that take turns
+// (kernels/cuda/block_turns.cuh) take them in the GPU's start order.
 #include "support/warp_emulation.h"
 
 #include <gtest/gtest.h>
@@ -76,6 +80,46 @@ TEST(WarpEmulation, IndependentLaunchRefusesThreadsThatMeet) {
   EXPECT_THROW(
       emulation::launch_independent(dim3(1), 32, [] { (void)emulation::dynamic_shared(); }),
       InternalError);
+}
+
+// Warp 1 writes a shared value that warp 0 reads. With the barrier between
+// them every block reads it; without, warp 0 of block 0 (warps first to last)
+// reads it before it is written, and warp 0 of block 1 (last to first) after.
+TEST(WarpEmulation, AReadWithoutItsBarrierSeesAnotherValueInEveryOtherBlock) {
+  for (bool barrier : {true, false}) {
+    SCOPED_TRACE(barrier ? "with the barrier" : "without it");
+    std::vector<int> seen(2, -1);
+    emulation::launch(dim3(2), 64, sizeof(int), [&] {
+      int* shared = reinterpret_cast<int*>(emulation::dynamic_shared());
+      if (threadIdx.x == 32) *shared = 1;
+      if (barrier) __syncthreads();
+      if (threadIdx.x == 0) seen[blockIdx.x] = *shared;
+    });
+    EXPECT_EQ(seen[1], 1);
+    if (barrier) {
+      EXPECT_EQ(seen[0], 1);
+    } else {
+      EXPECT_NE(seen[0], 1) << "the race was hidden";
+    }
+  }
+}
+
+// Each block appends its index in its turn: blocks run, and take their
+// turns, in linear order (x fastest), as the GPU starts them.
+TEST(WarpEmulation, BlocksTakeTurnsInTheirStartOrder) {
+  int turn = 0;
+  std::vector<unsigned> order;
+  emulation::launch(dim3(3, 2), 32, 0, [&] {
+    const unsigned mine = blockIdx.x + gridDim.x * blockIdx.y;
+    if (threadIdx.x == 0) kernels::cuda::wait_for_turn(&turn, static_cast<int>(mine));
+    __syncthreads();
+    if (threadIdx.x == 0) order.push_back(mine);
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) kernels::cuda::pass_turn(&turn);
+  });
+  EXPECT_EQ(order, (std::vector<unsigned>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(turn, 6);
 }
 
 }  // namespace

@@ -20,9 +20,10 @@ struct DeviceOptions {
   bool tf32 = false;               // allow TF32 in fp32 GEMMs (GPUs only)
   bool deterministic = false;      // the same bits at any thread count (CPU only)
   std::string attention = "auto";  // auto | fused | plain: the causal attention kernel
-  std::string epilogues = "fused";  // fused | separate: GEMM epilogues (GPUs)
-  std::string dtype = "fp32";      // fp32 | bf16: the layers' compute dtype (mixed precision)
-  double comm_timeout = 600.0;     // seconds a host wait for a GPU may last (core/host_wait.h)
+  std::string attention_backward = "recompute";  // recompute | ordered: the fused bf16 dQ (GPUs)
+  std::string epilogues = "fused";               // fused | separate: GEMM epilogues (GPUs)
+  std::string dtype = "fp32";   // fp32 | bf16: the layers' compute dtype (mixed precision)
+  double comm_timeout = 600.0;  // seconds a host wait for a GPU may last (core/host_wait.h)
 };
 
 // The resolved choice.

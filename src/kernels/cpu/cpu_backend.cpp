@@ -42,6 +42,14 @@ class CpuBackend final : public Backend {
           "Use --attention auto or plain, or --device cuda.");
     }
   }
+  void set_attention_backward(AttentionBackward backward) override {
+    if (backward == AttentionBackward::kOrdered) {
+      throw ConfigError(
+          "[attention] attention-backward (ordered) is a backward of the GPU's fused bf16 "
+          "kernels; the CPU keeps the probabilities. Use --attention-backward recompute, or "
+          "--device cuda.");
+    }
+  }
   // Unknown: OpenBLAS's rate depends on the cores, their vector units and
   // clocks, which colrow does not model; bench mlp measures it instead.
   double peak_flops(Device, DType) override { return 0.0; }

@@ -39,6 +39,9 @@ class CudaBackend final : public Backend {
     }
   }
   void set_attention_kernel(AttentionKernel kernel) override { attention_kernel_ = kernel; }
+  void set_attention_backward(AttentionBackward backward) override {
+    attention_backward_ = backward;
+  }
   void set_fused_epilogues(bool fused) override { cuda::set_fused_epilogues(fused); }
   double peak_flops(Device device, DType dtype) override {
     return ::colrow::cuda::peak_gemm_flops(device.index, dtype);
@@ -134,7 +137,7 @@ class CudaBackend final : public Backend {
   }
   Shape attention_backward_scratch_shape(Device device, const AttentionSize& size) override {
     if (uses_fused_attention(device, size.head_dim)) {
-      return cuda::flash_attention_backward_scratch_shape(size.batch, size.n_head, size.seq);
+      return cuda::flash_attention_backward_scratch_shape(size, device.index, attention_backward_);
     }
     return cuda::attention_backward_scratch_shape(size.batch, size.n_head, size.seq);
   }
@@ -142,7 +145,8 @@ class CudaBackend final : public Backend {
                           const Tensor& saved, const Tensor& dout, int64_t window, Tensor& dq,
                           Tensor& dk, Tensor& dv, Tensor& scratch) override {
     if (saved.ndim() == 3) {
-      cuda::flash_attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch);
+      cuda::flash_attention_backward(q, k, v, out, saved, dout, window, dq, dk, dv, scratch,
+                                     attention_backward_);
       return;
     }
     shared_dtype("attention_backward", {&q, &k, &v, &dout, &dq, &dk, &dv});
@@ -219,6 +223,7 @@ class CudaBackend final : public Backend {
   }
 
   AttentionKernel attention_kernel_ = AttentionKernel::kAuto;
+  AttentionBackward attention_backward_ = AttentionBackward::kRecompute;
 };
 
 }  // namespace

@@ -11,12 +11,13 @@
 // Deterministic: no atomics. dK and dV of a key tile are summed in registers
 // over the query heads of its KV head and the query tiles, in order; dQ gets
 // one partial per key tile in the scratch, summed in key-tile order by a
-// last kernel.
+// last kernel (fp32; bf16 on tensor cores: tensor_core_attention.h).
 #pragma once
 
 #include <cstdint>
 
 #include "colrow/core/tensor.h"
+#include "kernels/backend.h"
 
 namespace colrow::kernels::cuda {
 
@@ -35,13 +36,18 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 // else on the fp32 kernels, widening bf16 as they load.
 bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device);
 
-// The scratch backward needs: the rows' dO . O ([batch, n_head, seq], flat).
-Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq);
+// The fp32 scratch backward needs on `device` (flat): the rows' dO . O
+// ([batch, n_head, seq]), and for `how` = kOrdered on tensor cores dQ's sums
+// and turns too (tensor_core_attention_scratch_floats).
+Shape flash_attention_backward_scratch_shape(const AttentionSize& size, int device,
+                                             AttentionBackward how);
 
 // q, k, v, out, lse as given to / produced by flash_attention_forward, window
-// the same; dout: like out -> dq: like q, dk, dv: like k (overwritten).
+// the same; dout: like out -> dq: like q, dk, dv: like k (overwritten). `how`
+// applies on tensor cores (the fp32 kernels have one backward); the scratch
+// is at least flash_attention_backward_scratch_shape's for the same `how`.
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const Tensor& dout, int64_t window, Tensor& dq,
-                              Tensor& dk, Tensor& dv, Tensor& scratch);
+                              Tensor& dk, Tensor& dv, Tensor& scratch, AttentionBackward how);
 
 }  // namespace colrow::kernels::cuda

@@ -39,11 +39,19 @@ void forward(const Bf16Operands& a, int64_t batch, uint16_t* out, int64_t ldo, f
 }
 
 template <int HS>
-void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, cudaStream_t stream) {
+void backward(const Bf16Operands& a, int64_t batch, const Gradients& gr, AttentionBackward how,
+              cudaStream_t stream) {
   const unsigned tiles = static_cast<unsigned>(key_tiles(a.seq));
-  launch(tensor_cores::tc_backward_kv<HS>,
-         dim3(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles),
-         tensor_cores::key_bytes(HS), stream, a, gr);
+  const dim3 key_grid(static_cast<unsigned>(batch * (a.n_head / a.group)), tiles);
+  if (how == AttentionBackward::kOrdered) {
+    COLROW_CUDA_CHECK(
+        cudaMemsetAsync(gr.dq_turns, 0, sizeof(int) * batch * a.n_head * tiles, stream));
+    launch(tensor_cores::tc_backward_kv<HS, true>, key_grid, tensor_cores::key_bytes(HS), stream, a,
+           gr);
+    return;
+  }
+  launch(tensor_cores::tc_backward_kv<HS, false>, key_grid, tensor_cores::key_bytes(HS), stream, a,
+         gr);
   launch(tensor_cores::tc_backward_q<HS>, dim3(static_cast<unsigned>(batch * a.n_head), tiles),
          tensor_cores::query_bytes(HS), stream, a, gr);
 }
@@ -81,29 +89,27 @@ void tensor_core_attention_forward(const Tensor& q, const Tensor& k, const Tenso
   });
 }
 
+int64_t tensor_core_attention_scratch_floats(const AttentionSize& size, AttentionBackward how) {
+  return tensor_cores::scratch_layout(size.batch, size.n_head, size.seq, size.head_dim,
+                                      how == AttentionBackward::kOrdered)
+      .floats;
+}
+
 void tensor_core_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     const AttentionDims& d, int64_t window, Tensor& dq, Tensor& dk,
-                                    Tensor& dv, float* row_dots) {
+                                    Tensor& dv, float* scratch, AttentionBackward how) {
   cudaStream_t stream = colrow::cuda::compute_stream(dq.device().index);
   const auto* o = static_cast<const uint16_t*>(out.raw_data());
   const auto* g = static_cast<const uint16_t*>(dout.raw_data());
+  float* row_dots = scratch;  // [B, NH, T]
   launch_rows_dot(g, dout.row_stride(), o, out.row_stride(), d.batch * d.seq, d.seq, d.n_head,
                   d.head_dim, row_dots, stream);
   Bf16Operands a = operands<uint16_t>(q, k, v, d, window);
   a.aligned = a.aligned && aligned_rows(dout);
-  const Gradients gr{g,
-                     dout.row_stride(),
-                     lse.data(),
-                     row_dots,
-                     static_cast<uint16_t*>(dq.raw_data()),
-                     static_cast<uint16_t*>(dk.raw_data()),
-                     static_cast<uint16_t*>(dv.raw_data()),
-                     dq.row_stride(),
-                     dk.row_stride(),
-                     dv.row_stride()};
+  const Gradients gr = tensor_cores::gradients(dout, lse, dq, dk, dv, d, scratch, how);
   with_head_dim(d.head_dim,
-                [&](auto hs) { backward<decltype(hs)::value>(a, d.batch, gr, stream); });
+                [&](auto hs) { backward<decltype(hs)::value>(a, d.batch, gr, how, stream); });
 }
 
 }  // namespace colrow::kernels::cuda

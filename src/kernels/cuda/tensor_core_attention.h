@@ -9,15 +9,18 @@
 // flash_attention_forward/backward (flash_attention.h) dispatch here for bf16
 // where this takes the head_dim, after their checks; the fp32 fused kernel
 // stays the reference.
-// Deterministic, with no atomics and no dQ partials: backward runs one kernel
-// over key tiles (dK, dV summed in registers over the query heads and tiles,
-// in order) and one over query tiles (dQ summed over the key tiles, in order),
-// each recomputing S and dP.
+// Deterministic, with no atomics: backward runs one kernel over key tiles
+// (dK, dV summed in registers over the query heads and tiles, in order) and,
+// for AttentionBackward::kRecompute, one over query tiles (dQ summed over the
+// key tiles, in order), each recomputing S and dP; for kOrdered the first
+// kernel also adds each key tile's dQ partial into fp32 sums, in key-tile
+// order (tensor_core_attention_kernels.cuh).
 #pragma once
 
 #include <cstdint>
 
 #include "colrow/core/tensor.h"
+#include "kernels/backend.h"
 #include "kernels/checks/attention.h"
 
 namespace colrow::kernels::cuda {
@@ -32,10 +35,14 @@ void tensor_core_attention_forward(const Tensor& q, const Tensor& k, const Tenso
                                    const AttentionDims& d, int64_t window, Tensor& lse,
                                    Tensor& out);
 
-// As flash_attention_backward; row_dots: [batch, n_head, seq] fp32 scratch.
+// The fp32 scratch backward needs, in floats: the row dots [batch, n_head,
+// seq], and for kOrdered dQ's sums and turns.
+int64_t tensor_core_attention_scratch_floats(const AttentionSize& size, AttentionBackward how);
+
+// As flash_attention_backward; scratch: tensor_core_attention_scratch_floats.
 void tensor_core_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     const AttentionDims& d, int64_t window, Tensor& dq, Tensor& dk,
-                                    Tensor& dv, float* row_dots);
+                                    Tensor& dv, float* scratch, AttentionBackward how);
 
 }  // namespace colrow::kernels::cuda

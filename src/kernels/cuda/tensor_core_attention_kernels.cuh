@@ -24,6 +24,12 @@
 //   P = exp(S - lse), dS = P (dP - D), dV += bf16(P)^T dO, dK += bf16(dS)^T Q.
 // dQ, per (sequence, query head, query tile), over the key tiles it meets:
 //   S and dP again (S as forward computes it), dQ += bf16(dS) K.
+// Or (AttentionBackward::kOrdered) no dQ kernel: the dK, dV kernel also
+//   computes each step's dQ partial, bf16(dS) K over its 64 keys, from the
+//   dS it already has (through shared memory, transposed), and adds it into
+//   an fp32 sum per query row in key-tile order, each block waiting for its
+//   turn (block_turns.cuh); the last key tile, the diagonal, writes dQ. Five
+//   products instead of seven, and still the same bits on every run.
 // dK and dQ are scaled once at the end; every output is rounded to bf16 once.
 //
 // The warp instructions are warp_mma.cuh's. This header compiles for the
@@ -42,6 +48,10 @@
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/error.h"
+#include "colrow/core/tensor.h"
+#include "kernels/backend.h"
+#include "kernels/checks/attention.h"
+#include "kernels/cuda/block_turns.cuh"
 #include "kernels/cuda/reductions.cuh"
 #include "kernels/cuda/shared_memory.cuh"
 #include "kernels/cuda/tile_geometry.cuh"
@@ -83,7 +93,55 @@ struct Gradients {
   const float* d;    // [B, NH, T]
   uint16_t *dq, *dk, *dv;
   int64_t lddq, lddk, lddv;
+  // The ordered backward's: dQ's partial sums [B, NH, T, HS] and, zeroed, the
+  // turns [B, NH, query tiles] (key tiles added so far). Unused otherwise.
+  float* dq_sums = nullptr;
+  int* dq_turns = nullptr;
 };
+
+// The ordered backward's dS^T tile, [64 keys][64 queries + 8] bf16, in the
+// place of the step's Q and dO tiles (two tiles of at least HS = 32).
+constexpr int kDsLd = kTile + 8;
+static_assert(kTile * kDsLd <= 2 * kTile * (32 + 8), "dS^T fits in a step's Q and dO tiles");
+
+// Backward's fp32 scratch, offsets and size in floats: the row dots D
+// [B, NH, T]; for the ordered backward then dQ's sums [B, NH, T, HS] (at a
+// 16-byte boundary) and the turns [B, NH, query tiles] (an int32 each).
+struct ScratchLayout {
+  int64_t dq_sums = 0, dq_turns = 0, floats = 0;
+};
+inline ScratchLayout scratch_layout(int64_t batch, int64_t n_head, int64_t seq, int64_t head_dim,
+                                    bool ordered) {
+  const int64_t rows = batch * n_head * seq;
+  if (!ordered) return {0, 0, rows};
+  const int64_t sums = (rows + 3) / 4 * 4;
+  const int64_t turns = sums + rows * head_dim;
+  return {sums, turns, turns + batch * n_head * key_tiles(seq)};
+}
+
+// Backward's gradients: dO, dQ, dK, dV (bf16), forward's lse, the row dots D
+// and, for kOrdered, dQ's sums and turns, these three in the scratch
+// (scratch_layout).
+inline Gradients gradients(const Tensor& dout, const Tensor& lse, Tensor& dq, Tensor& dk,
+                           Tensor& dv, const AttentionDims& d, float* scratch,
+                           AttentionBackward how) {
+  Gradients gr{static_cast<const uint16_t*>(dout.raw_data()),
+               dout.row_stride(),
+               lse.data(),
+               scratch,
+               static_cast<uint16_t*>(dq.raw_data()),
+               static_cast<uint16_t*>(dk.raw_data()),
+               static_cast<uint16_t*>(dv.raw_data()),
+               dq.row_stride(),
+               dk.row_stride(),
+               dv.row_stride()};
+  if (how == AttentionBackward::kOrdered) {
+    const ScratchLayout at = scratch_layout(d.batch, d.n_head, d.seq, d.head_dim, true);
+    gr.dq_sums = scratch + at.dq_sums;
+    gr.dq_turns = reinterpret_cast<int*>(scratch + at.dq_turns);
+  }
+  return gr;
+}
 
 #ifdef COLROW_TENSOR_CORES
 // The A fragment of rows [r0, r0 + 16) x columns [c0, c0 + 16) of a
@@ -106,6 +164,16 @@ template <int LD>
 __device__ inline void load_b_k_major(uint32_t (&b)[4], const uint16_t* tile, int k0, int n0) {
   const int lane = threadIdx.x % kWarp;
   ldmatrix_x4_trans(b, tile + (k0 + ((lane / 8) % 2) * 8 + lane % 8) * LD + n0 + (lane / 16) * 8);
+}
+
+// The A fragment of rows [r0, r0 + 16) x columns [c0, c0 + 16) of the
+// transpose of a tile stored [column][row] with row stride LD (dS, read from
+// dS^T): matrix m of the .x4 is the 8 x 8 block (rows + 8 (m % 2), columns +
+// 8 (m / 2)), whose stored rows are the columns.
+template <int LD>
+__device__ inline void load_a_transposed(uint32_t (&a)[4], const uint16_t* tile, int r0, int c0) {
+  const int lane = threadIdx.x % kWarp;
+  ldmatrix_x4_trans(a, tile + (c0 + (lane / 16) * 8 + lane % 8) * LD + r0 + ((lane / 8) % 2) * 8);
 }
 
 // Two fp32 values as a bf16 pair (the lower column in the low half), each
@@ -226,6 +294,81 @@ __device__ inline void scale_rows(float (&acc)[HS / 8][4], const float (&by)[2])
     acc[nb][1] *= by[0];
     acc[nb][2] *= by[1];
     acc[nb][3] *= by[1];
+  }
+}
+
+// A warp's [16][64] fp32 accumulators, rounded to bf16 (as
+// accumulators_as_a rounds them), into rows [r0, r0 + 16) of a [64][kDsLd]
+// tile.
+__device__ inline void store_tile_rows(const float (&c)[kTile / 8][4], int r0, uint16_t* tile) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int nb = 0; nb < kTile / 8; ++nb) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      *reinterpret_cast<uint32_t*>(tile + (r0 + g + 8 * half) * kDsLd + nb * 8 + 2 * t) =
+          pack_bf16(c[nb][2 * half], c[nb][2 * half + 1]);
+    }
+  }
+}
+
+// Where one step of the ordered backward adds its dQ partial: the sums of
+// query tile qt of head h, and its turn (`mine` among the key tiles that
+// meet it, from the first; the last one, the diagonal, writes dQ).
+struct DqTurn {
+  float* sums;   // rows [i0, i0 + 64) of [T, HS]
+  uint16_t* dq;  // dQ's row i0, at head h's columns
+  int* turn;
+  int64_t rows;  // of the tile that exist (< T)
+  int mine;
+  bool first, last;  // no sum before it; no turn after it
+};
+
+// dQ += bf16(dS) K for this warp's 16 queries [r0, r0 + 16) of the tile, from
+// dS^T [64 keys][kDsLd] and K [64 keys][HS + 8] in shared memory, added into
+// the sums after the turns before it (or written as the first), or, on the
+// last turn, scaled by `scale` and written to dQ, each element rounded once.
+// Columns 16 at a time, so that few accumulators are live beside dK and dV.
+template <int HS>
+__device__ void add_dq(const uint16_t* ds_t, const uint16_t* K, int r0, const DqTurn& at,
+                       int64_t lddq, float scale) {
+  constexpr int LD = HS + 8;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  uint32_t a[kTile / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kTile / 16; ++kk) load_a_transposed<kDsLd>(a[kk], ds_t, r0, kk * 16);
+#pragma unroll
+  for (int n2 = 0; n2 < HS / 16; ++n2) {
+    float c[2][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      uint32_t b[4];
+      load_b_k_major<LD>(b, K, kk * 16, n2 * 16);
+      mma(c[0], a[kk], b[0], b[1]);
+      mma(c[1], a[kk], b[2], b[3]);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t row = r0 + g + 8 * half;
+      if (row >= at.rows) continue;
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        const int64_t col = n2 * 16 + nb * 8 + 2 * t;
+        float2 sum{c[nb][2 * half], c[nb][2 * half + 1]};
+        auto* place = reinterpret_cast<float2*>(at.sums + row * HS + col);
+        if (!at.first) {
+          const float2 before = load_l2(place);
+          sum = float2{before.x + sum.x, before.y + sum.y};
+        }
+        if (at.last) {
+          uint16_t* p = at.dq + row * lddq + col;
+          p[0] = narrow<uint16_t>(sum.x * scale);
+          p[1] = narrow<uint16_t>(sum.y * scale);
+        } else {
+          store_l2(place, sum);
+        }
+      }
+    }
   }
 }
 
@@ -375,7 +518,8 @@ __device__ inline void probabilities_and_ds(float (&s)[kTile / 8][4], float (&dp
   }
 }
 
-template <int HS>
+// kOrdered: also dQ, in turns (AttentionBackward::kOrdered; no tc_backward_q).
+template <int HS, bool kOrdered>
 __global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradients gr) {
 #ifdef COLROW_TENSOR_CORES
   constexpr int LD = HS + 8;
@@ -442,6 +586,28 @@ __global__ void __launch_bounds__(kThreads) tc_backward_kv(Bf16Operands a, Gradi
     accumulators_as_a<kTile>(dpt, dsf);
     add_product<HS, kTile / 16>(pf, dO(buf), 0, dv);  // dV += bf16(P)^T dO
     add_product<HS, kTile / 16>(dsf, Q(buf), 0, dk);  // dK += bf16(dS)^T Q (scaled at the end)
+    if constexpr (kOrdered) {
+      const int64_t h = kv * a.group + step / per_head, qt = kt + step % per_head;
+      const int64_t first = first_key_tile(qt, a.window);
+      const DqTurn at{gr.dq_sums + ((b * NH + h) * T + i0) * HS,
+                      gr.dq + (b * T + i0) * gr.lddq + h * HS,
+                      gr.dq_turns + (b * NH + h) * query_tiles + qt,
+                      std::min<int64_t>(kTile, T - i0),
+                      static_cast<int>(kt - first),
+                      kt == first,
+                      kt == qt};
+      __syncthreads();  // every warp is done with this step's Q and dO: dS^T takes their place
+      uint16_t* ds_t = Q(buf);
+      store_tile_rows(dpt, warp * kRows, ds_t);
+      if (threadIdx.x == 0) wait_for_turn(at.turn, at.mine);
+      __syncthreads();  // dS^T is whole, and the key tiles before this one have added
+      add_dq<HS>(ds_t, K, warp * kRows, at, gr.lddq, a.scale);
+      if (!at.last) {
+        __threadfence();
+        __syncthreads();  // every thread's sums are out
+        if (threadIdx.x == 0) pass_turn(at.turn);
+      }
+    }
   }
   const int64_t row0 = j0 + warp * kRows;
   write_rows<HS>(dk, a.scale, row0, T, gr.dk + b * T * gr.lddk + kv * HS, gr.lddk);

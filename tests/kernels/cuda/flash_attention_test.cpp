@@ -9,7 +9,9 @@
 // tensor cores (head dims 32, 64, 96 and 128): against the double reference
 // within bounds derived from bf16's unit roundoff, against the plain fp32
 // kernels at T = 1, 17, 64, 1024 and 2048 with and without GQA, the same bits
-// run after run and from aligned or unaligned rows (operands and gradients).
+// run after run and from aligned or unaligned rows (operands and gradients),
+// with dQ in a kernel of its own or added in key-tile order (both backwards:
+// the same dK and dV bits, and each dQ within its bound).
 // Built twice: on a GPU (label gpu), and with COLROW_WARP_EMULATION, where
 // the same kernels run on the CPU through the warp emulation
 // (emulated/flash_attention.h), so CI checks them without a GPU: there the
@@ -95,13 +97,21 @@ struct GradientPlace {
   bool fused = false;
   int64_t shift = 0;
 };
+
+using kernels::AttentionBackward;
+constexpr AttentionBackward kBackwards[] = {AttentionBackward::kRecompute,
+                                            AttentionBackward::kOrdered};
+std::string name_of(AttentionBackward how) {
+  return how == AttentionBackward::kOrdered ? "dQ in key-tile order" : "dQ recomputed";
+}
 constexpr int64_t kFusedTail = 8;
 
 // q, k, v, dout already on `dev` (possibly strided views), all of one dtype:
 // out and the gradients get it too. Outputs and scratch start as 7s, so an
 // element left unwritten shows.
 Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor& v,
-                  const Tensor& dout, Device dev, GradientPlace place = {}) {
+                  const Tensor& dout, Device dev, GradientPlace place = {},
+                  AttentionBackward how = AttentionBackward::kRecompute) {
   const DType dtype = q.dtype();
   Outputs o{Tensor::full({c.batch, c.n_head, c.seq}, 7.0f, dev),
             Tensor::full({c.tokens(), c.q_width()}, 7.0f, dev, dtype),
@@ -116,10 +126,12 @@ Outputs run_flash(const Case& c, const Tensor& q, const Tensor& k, const Tensor&
     o.dk = dqkv.slice(1, place.shift + c.q_width(), c.kv_width());
     o.dv = dqkv.slice(1, place.shift + c.q_width() + c.kv_width(), c.kv_width());
   }
-  Tensor scratch = Tensor::full(
-      gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq), 7.0f, dev);
+  Tensor scratch = Tensor::full(gpu::flash_attention_backward_scratch_shape(
+                                    {c.batch, c.n_head, c.seq, c.head_dim, dtype}, dev.index, how),
+                                7.0f, dev);
   gpu::flash_attention_forward(q, k, v, c.window, o.lse, o.out);
-  gpu::flash_attention_backward(q, k, v, o.out, o.lse, dout, c.window, o.dq, o.dk, o.dv, scratch);
+  gpu::flash_attention_backward(q, k, v, o.out, o.lse, dout, c.window, o.dq, o.dk, o.dv, scratch,
+                                how);
   if (place.fused) {
     // Backward writes its blocks' columns and no other.
     const std::vector<float> all = dqkv.to_vector();
@@ -363,13 +375,17 @@ TEST(CudaFlashAttentionTest, ShapeErrorsAreInternalErrors) {
   Tensor dq = Tensor::empty(q.shape(), dev), dk = Tensor::empty(k.shape(), dev),
          dv = Tensor::empty(v.shape(), dev);
   Tensor small = Tensor::empty({c.batch * c.n_head * c.seq - 1}, dev);
-  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, small),
+  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, small,
+                                             AttentionBackward::kRecompute),
                InternalError)
       << "scratch too small";
-  Tensor scratch =
-      Tensor::empty(gpu::flash_attention_backward_scratch_shape(c.batch, c.n_head, c.seq), dev);
+  const kernels::AttentionSize size{c.batch, c.n_head, c.seq, c.head_dim, DType::kF32};
+  Tensor scratch = Tensor::empty(
+      gpu::flash_attention_backward_scratch_shape(size, dev.index, AttentionBackward::kRecompute),
+      dev);
   Tensor bad_dk = Tensor::empty(q.shape(), dev);
-  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, bad_dk, dv, scratch),
+  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, bad_dk, dv, scratch,
+                                             AttentionBackward::kRecompute),
                InternalError);
 }
 
@@ -387,9 +403,10 @@ const Case kTensorCoreCases[] = {
     {1, 1100, 2, 2, 128, 300},  // a window over several tiles, the widest head
 };
 
-Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev) {
+Outputs run_flash_bf16(const Case& c, const Inputs& in, Device dev,
+                       AttentionBackward how = AttentionBackward::kRecompute) {
   auto on = [&](const Tensor& t) { return testing::copy_to(t.to(DType::kBF16), dev); };
-  return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev);
+  return run_flash(c, on(in.q), on(in.k), on(in.v), on(in.dout), dev, {}, how);
 }
 
 void expect_bf16_matches_reference(const Case& c, const Inputs& exact_inputs, const Outputs& o,
@@ -418,17 +435,40 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresMatchesReference) {
   uint32_t seed = 700;
   for (const Case& c : kTensorCoreCases) {
     if (!runs_here(c)) continue;
-    SCOPED_TRACE(c.name());
     const Inputs in = bf16_values(attention_inputs(c, seed += 10));
-    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev));
+    for (AttentionBackward how : kBackwards) {
+      SCOPED_TRACE(c.name() + ", " + name_of(how));
+      expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev, how));
+    }
   }
   // Peaked rows (testing::with_peaked_rows).
   for (const Case& c :
        {Case{1, 130, 4, 2, 64}, Case{1, 150, 2, 2, 128, 70}, Case{1, 700, 2, 1, 128, 150}}) {
     if (!runs_here(c)) continue;
-    SCOPED_TRACE(c.name() + ", q x 8");
     const Inputs in = testing::with_peaked_rows(bf16_values(attention_inputs(c, seed += 10)));
-    expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev), testing::kPeakedQMax);
+    for (AttentionBackward how : kBackwards) {
+      SCOPED_TRACE(c.name() + ", q x 8, " + name_of(how));
+      expect_bf16_matches_reference(c, in, run_flash_bf16(c, in, dev, how), testing::kPeakedQMax);
+    }
+  }
+}
+
+// The two backwards share the dK, dV kernel's products and order: the same
+// lse, out, dK and dV bits. dQ is the same sum grouped otherwise (each key
+// tile's 64 keys summed first, then the tiles in order), each within its
+// bound of the exact values (above).
+TEST(CudaFlashAttentionTest, Bf16BackwardsDifferOnlyInDq) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  for (const Case& c : {Case{2, 200, 6, 2, 64}, Case{1, 150, 2, 2, 128, 70}}) {
+    SCOPED_TRACE(c.name());
+    const Inputs in = bf16_values(attention_inputs(c, 950));
+    const Outputs recomputed = run_flash_bf16(c, in, dev, AttentionBackward::kRecompute);
+    const Outputs ordered = run_flash_bf16(c, in, dev, AttentionBackward::kOrdered);
+    testing::expect_same_bits("lse", ordered.lse, recomputed.lse);
+    testing::expect_same_bits("out", ordered.out, recomputed.out);
+    testing::expect_same_bits("dk", ordered.dk, recomputed.dk);
+    testing::expect_same_bits("dv", ordered.dv, recomputed.dv);
   }
 }
 
@@ -460,27 +500,29 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresAgreesWithThePlainKernels) {
       SCOPED_TRACE(c.name());
       const Inputs in =
           bf16_values(attention_inputs(c, 800 + static_cast<uint32_t>(seq + n_kv_head)));
-      expect_within_each_others_bounds(run_flash_bf16(c, in, dev), run_plain(c, in, dev),
-                                       reference_of(c, in),
-                                       {bf16_relative_error(c, 2), bf16_relative_error(c, 4),
-                                        bf16_relative_error(c, 4), bf16_relative_error(c, 2)});
+      const Outputs plain = run_plain(c, in, dev);
+      for (AttentionBackward how : kBackwards) {
+        SCOPED_TRACE(name_of(how));
+        expect_within_each_others_bounds(run_flash_bf16(c, in, dev, how), plain,
+                                         reference_of(c, in),
+                                         {bf16_relative_error(c, 2), bf16_relative_error(c, 4),
+                                          bf16_relative_error(c, 4), bf16_relative_error(c, 2)});
+      }
     }
   }
 }
 #endif  // COLROW_WARP_EMULATION
 
-// No atomics, so repeated runs give the same bits; and the rows are read
-// alike whether they start on 16 bytes (q, k, v as column blocks of one fused
-// qkv buffer: vector loads) or not (the blocks shifted by one element:
-// element loads), so those runs give the contiguous run's bits too.
-TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
-  COLROW_REQUIRE_GPU();
-  const Device dev = testing::test_gpu();
-  const Case c = kRepeatCase;
-  const Inputs in = bf16_values(attention_inputs(c, 900));
-  const Outputs a = run_flash_bf16(c, in, dev);
+// No atomics (and dQ's sums in a fixed order), so repeated runs give the
+// same bits; and the rows are read alike whether they start on 16 bytes (q,
+// k, v as column blocks of one fused qkv buffer: vector loads) or not (the
+// blocks shifted by one element: element loads), so those runs give the
+// contiguous run's bits too.
+void expect_repeated_bits_from_any_rows(const Case& c, const Inputs& in, Device dev,
+                                        AttentionBackward how) {
+  const Outputs a = run_flash_bf16(c, in, dev, how);
   expect_bf16_matches_reference(c, in, a);  // the bits every run repeats are right ones
-  expect_same_outputs("repeated", run_flash_bf16(c, in, dev), a);
+  expect_same_outputs("repeated", run_flash_bf16(c, in, dev, how), a);
   for (int64_t shift : {0, 1}) {
     SCOPED_TRACE("columns shifted by " + std::to_string(shift));
     Tensor fused =
@@ -492,11 +534,22 @@ TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
     k.copy_from(testing::copy_to(in.k.to(DType::kBF16), dev));
     v.copy_from(testing::copy_to(in.v.to(DType::kBF16), dev));
     const Tensor dout = testing::copy_to(in.dout.to(DType::kBF16), dev);
-    expect_same_outputs("strided", run_flash(c, q, k, v, dout, dev), a);
+    expect_same_outputs("strided", run_flash(c, q, k, v, dout, dev, {}, how), a);
     // dq, dk and dv written into column blocks of one fused buffer, as the
     // model's dqkv: aligned (shift 0) or not (shift 1).
     expect_same_outputs("strided, fused gradients",
-                        run_flash(c, q, k, v, dout, dev, GradientPlace{true, shift}), a);
+                        run_flash(c, q, k, v, dout, dev, GradientPlace{true, shift}, how), a);
+  }
+}
+
+TEST(CudaFlashAttentionTest, Bf16OnTensorCoresRepeatsItsBitsFromAnyRows) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c = kRepeatCase;
+  const Inputs in = bf16_values(attention_inputs(c, 900));
+  for (AttentionBackward how : kBackwards) {
+    SCOPED_TRACE(name_of(how));
+    expect_repeated_bits_from_any_rows(c, in, dev, how);
   }
 }
 

@@ -51,8 +51,12 @@ bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device
   return dtype == DType::kBF16 && tensor_core_attention_supports(head_dim, device);
 }
 
-Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq) {
-  return {batch * n_head * seq};
+Shape flash_attention_backward_scratch_shape(const kernels::AttentionSize& size, int device,
+                                             kernels::AttentionBackward how) {
+  if (flash_attention_uses_tensor_cores(size.dtype, size.head_dim, device)) {
+    return {tensor_core_attention_scratch_floats(size, how)};
+  }
+  return {size.batch * size.n_head * size.seq};
 }
 
 void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
@@ -84,16 +88,18 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const Tensor& dout, int64_t window, Tensor& dq,
-                              Tensor& dk, Tensor& dv, Tensor& scratch) {
+                              Tensor& dk, Tensor& dv, Tensor& scratch,
+                              kernels::AttentionBackward how) {
   const char* what = "flash_attention_backward";
   const AttentionDims d = kernels::check_attention_lse(q, k, v, lse, dout, what);
   kernels::check_attention_operands({d.batch, d.seq, d.n_head, 0, 0, 0}, q, k, v, lse, out, what);
   kernels::check_attention_grads(q, k, d, dq, dk, dv, what);
   kernels::check_window(window, what);
   require_host(what, {&lse, &q, &k, &v, &out, &dout, &dq, &dk, &dv, &scratch});
-  const bool tensor_cores = flash_attention_uses_tensor_cores(
-      kernels::shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv}), d.head_dim, 0);
-  const Shape need = flash_attention_backward_scratch_shape(d.batch, d.n_head, d.seq);
+  const DType dtype = kernels::shared_dtype(what, {&q, &k, &v, &out, &dout, &dq, &dk, &dv});
+  const bool tensor_cores = flash_attention_uses_tensor_cores(dtype, d.head_dim, 0);
+  const Shape need =
+      flash_attention_backward_scratch_shape({d.batch, d.n_head, d.seq, d.head_dim, dtype}, 0, how);
   if (!scratch.is_contiguous() || scratch.numel() < need[0]) {
     kernels::attention_fail(what, "scratch " + shape_to_string(scratch.shape()) +
                                       " must be contiguous and hold at least " +
@@ -101,7 +107,8 @@ void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
   }
   check_supported(d, what);
   if (tensor_cores) {
-    tensor_core_attention_backward(q, k, v, out, lse, dout, d, window, dq, dk, dv, scratch.data());
+    tensor_core_attention_backward(q, k, v, out, lse, dout, d, window, dq, dk, dv, scratch.data(),
+                                   how);
     return;
   }
   float* row_dots = scratch.data();  // [B, NH, T]

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "colrow/core/tensor.h"
+#include "kernels/backend.h"
 
 namespace colrow::testing::emulated {
 
@@ -20,10 +21,12 @@ void flash_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
 
 bool flash_attention_uses_tensor_cores(DType dtype, int64_t head_dim, int device);
 
-Shape flash_attention_backward_scratch_shape(int64_t batch, int64_t n_head, int64_t seq);
+Shape flash_attention_backward_scratch_shape(const kernels::AttentionSize& size, int device,
+                                             kernels::AttentionBackward how);
 
 void flash_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                               const Tensor& lse, const Tensor& dout, int64_t window, Tensor& dq,
-                              Tensor& dk, Tensor& dv, Tensor& scratch);
+                              Tensor& dk, Tensor& dv, Tensor& scratch,
+                              kernels::AttentionBackward how);
 
 }  // namespace colrow::testing::emulated

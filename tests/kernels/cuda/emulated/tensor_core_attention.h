@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "colrow/core/tensor.h"
+#include "kernels/backend.h"
 #include "kernels/checks/attention.h"
 
 namespace colrow::testing::emulated {
@@ -20,9 +21,13 @@ void tensor_core_attention_forward(const Tensor& q, const Tensor& k, const Tenso
                                    const kernels::AttentionDims& d, int64_t window, Tensor& lse,
                                    Tensor& out);
 
+int64_t tensor_core_attention_scratch_floats(const kernels::AttentionSize& size,
+                                             kernels::AttentionBackward how);
+
 void tensor_core_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& out, const Tensor& lse, const Tensor& dout,
                                     const kernels::AttentionDims& d, int64_t window, Tensor& dq,
-                                    Tensor& dk, Tensor& dv, float* row_dots);
+                                    Tensor& dk, Tensor& dv, float* scratch,
+                                    kernels::AttentionBackward how);
 
 }  // namespace colrow::testing::emulated
