@@ -154,12 +154,22 @@ ParkedFiber& parked_fiber(unsigned t) {
   return *fibers[t];
 }
 
+// A cp.async in flight: `bytes` from src to dst, or zeros (a source size of 0).
+struct PendingCopy {
+  void* dst;
+  const void* src;
+  size_t bytes;
+  bool fill;
+};
+
 struct Fiber {
   ParkedFiber* home = nullptr;  // parked_fiber(its index)
   ThreadIndices indices{};
   uint64_t exchanges = 0;  // this lane's exchanges with its warp so far
   bool done = false;
   uint64_t block_barriers = 0;  // arrivals at the block's barrier so far
+  // Its cp.async copies not yet waited for (cp_async_wait_all lands them).
+  std::vector<PendingCopy> copies;
 };
 
 struct Block {
@@ -238,6 +248,24 @@ void sync_warp() {
   wait_at(my_warp().barrier, kWarp);
 }
 
+// A cp.async of the running thread, and its wait: shared memory, which only
+// a launch() block has.
+void defer_copy(void* dst, const void* src, size_t bytes, bool fill) {
+  meeting_block("cp.async");
+  running_fiber().copies.push_back({dst, src, bytes, fill});
+}
+void land_copies() {
+  meeting_block("cp.async.wait_group");
+  for (const PendingCopy& c : running_fiber().copies) {
+    if (c.fill) {
+      std::memcpy(c.dst, c.src, c.bytes);
+    } else {
+      std::memset(c.dst, 0, c.bytes);
+    }
+  }
+  running_fiber().copies.clear();
+}
+
 // The slots of this lane's next exchange: write its share, sync_warp(), read
 // the others', then exchanged().
 Exchange& next_exchange() {
@@ -287,6 +315,7 @@ void run_block(Block& block, unsigned threads, bool warps_reversed) {
     Fiber& f = block.fibers[t];
     f.done = false;
     f.block_barriers = 0;
+    f.copies.clear();  // a thread's copies end with its block
     if (!f.home->parked) prepare(f.home->context, f.home->stack.get(), kStackBytes, fiber_main);
     // Until the block ends: one left in a kernel (a deadlock) starts afresh.
     f.home->parked = false;
@@ -526,14 +555,13 @@ void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row) {
 
 // cp.async with a source size of 0 reads nothing and fills zeros.
 void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill) {
-  if (fill) {
-    std::memcpy(dst, src, 16);
-  } else {
-    std::memset(dst, 0, 16);
-  }
+  testing::emulation::defer_copy(dst, src, 16, fill);
 }
 void cp_async_4(float* dst, const float* src, bool fill) {
-  *dst = fill ? *src : 0.0f;
+  testing::emulation::defer_copy(dst, src, 4, fill);
+}
+void cp_async_wait_all() {
+  testing::emulation::land_copies();
 }
 
 }  // namespace colrow::kernels::cuda

@@ -4,11 +4,16 @@
 // kernels/cuda/warp_mma.cuh (mma.sync m16n8k16 with bf16 operands, ldmatrix
 // .x4 with and without .trans, cp.async) are emulated with the semantics
 // PTX's ISA documents, each lane's share exchanged through the warp at a
-// barrier; blocks run one after another. What it checks: the kernels'
-// indexing, fragment layouts, masks, tiles and synchronization, on host
-// memory (so AddressSanitizer sees a read past a tensor). What it cannot:
-// speed, or rounding of the tensor cores' own sums (each product here is
-// summed in double and rounded once onto the accumulator).
+// barrier; blocks run one after another. Within a block, warps run one at a
+// time from one __syncthreads to the next, first to last in even blocks and
+// last to first in odd ones, and a cp.async lands at its thread's wait, so a
+// missing barrier or wait changes the results instead of passing unseen.
+// What it checks: the kernels' indexing, fragment layouts, masks, tiles and
+// synchronization within a block, on host memory (so AddressSanitizer sees a
+// read past a tensor). What it cannot: speed, the rounding of the tensor
+// cores' own sums (each product here is summed in double and rounded once
+// onto the accumulator), or races between blocks (block_turns.cuh's waits are
+// the GPU's to prove).
 //
 // Use: define COLROW_WARP_EMULATION, include this header, then the kernels'
 // header (kernels/cuda/warp_mma.cuh then leaves the PTX out, and
@@ -107,10 +112,13 @@ namespace colrow::kernels::cuda {
 void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row);
 void ldmatrix_x4_trans(uint32_t (&r)[4], const uint16_t* row);
-void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill);  // at once
+// cp.async lands at the issuing thread's cp_async_wait_all, not before: a
+// read of the tile that comes before its wait (and a barrier, for the other
+// warps' rows) sees the old contents, as it may on a GPU.
+void cp_async_16(uint16_t* dst, const uint16_t* src, bool fill);
 void cp_async_4(float* dst, const float* src, bool fill);
 inline void cp_async_commit() {}
-inline void cp_async_wait_all() {}
+void cp_async_wait_all();
 
 // The functions of block_turns.cuh. Blocks run in the GPU's start order, one
 // after another, so a block's turn has come when it runs or never will:

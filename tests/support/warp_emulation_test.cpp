@@ -6,7 +6,8 @@
 // whose threads meet; blocks of partial warps are refused; a warp runs to the
 // block's next barrier before the next warp starts, first to last in one
 // block and last to first in the next, so a shared-memory read that lacks its
-// barrier sees another value in one of them; blocks that take turns
+// barrier sees another value in one of them; a cp.async lands at its
+// thread's wait, not before; blocks that take turns
 // (kernels/cuda/block_turns.cuh) take them in the GPU's start order.
 #include "support/warp_emulation.h"
 
@@ -102,6 +103,28 @@ TEST(WarpEmulation, AReadWithoutItsBarrierSeesAnotherValueInEveryOtherBlock) {
       EXPECT_NE(seen[0], 1) << "the race was hidden";
     }
   }
+}
+
+// A read of a cp.async's destination before the wait sees the old contents
+// (the launch's pattern); after it, the copy (or zeros for a source size of 0).
+TEST(WarpEmulation, CpAsyncLandsAtItsWait) {
+  const float source[2] = {3.0f, 5.0f};
+  float before = 0.0f, after = 0.0f, zero = 1.0f;
+  emulation::launch(dim3(1), 32, 2 * sizeof(float), [&] {
+    float* shared = reinterpret_cast<float*>(emulation::dynamic_shared());
+    if (threadIdx.x == 0) {
+      kernels::cuda::cp_async_4(shared, source, true);
+      kernels::cuda::cp_async_4(shared + 1, source + 1, false);
+      kernels::cuda::cp_async_commit();
+      before = shared[0];
+      kernels::cuda::cp_async_wait_all();
+      after = shared[0];
+      zero = shared[1];
+    }
+  });
+  EXPECT_NE(before, 3.0f) << "the copy landed before its wait";
+  EXPECT_EQ(after, 3.0f);
+  EXPECT_EQ(zero, 0.0f);
 }
 
 // Each block appends its index in its turn: blocks run, and take their
