@@ -472,6 +472,39 @@ TEST(CudaFlashAttentionTest, Bf16BackwardsDifferOnlyInDq) {
   }
 }
 
+// The ordered backward's scratch holds dQ's sums and turns beyond the row
+// dots: the recompute backward's scratch is refused for it, its own is not.
+TEST(CudaFlashAttentionTest, OrderedBackwardAsksForItsScratch) {
+  COLROW_REQUIRE_GPU();
+  const Device dev = testing::test_gpu();
+  const Case c{1, 69, 2, 2, 64};
+  const kernels::AttentionSize size{c.batch, c.n_head, c.seq, c.head_dim, DType::kBF16};
+  const Shape recompute =
+      gpu::flash_attention_backward_scratch_shape(size, dev.index, AttentionBackward::kRecompute);
+  const Shape ordered =
+      gpu::flash_attention_backward_scratch_shape(size, dev.index, AttentionBackward::kOrdered);
+  EXPECT_EQ(recompute, (Shape{c.batch * c.n_head * c.seq}));
+  // The row dots (138, rounded up to 140 floats: the sums start on 16 bytes),
+  // the sums (138 rows of 64), a turn per head and query tile (2 x 2).
+  EXPECT_EQ(ordered, (Shape{140 + 138 * 64 + 2 * 2}));
+  const Inputs in = bf16_values(attention_inputs(c, 990));
+  auto on = [&](const Tensor& t) { return testing::copy_to(t.to(DType::kBF16), dev); };
+  const Tensor q = on(in.q), k = on(in.k), v = on(in.v), dout = on(in.dout);
+  Tensor lse = Tensor::empty({c.batch, c.n_head, c.seq}, dev);
+  Tensor out = Tensor::empty(q.shape(), dev, DType::kBF16);
+  gpu::flash_attention_forward(q, k, v, 0, lse, out);
+  Tensor dq = Tensor::empty(q.shape(), dev, DType::kBF16),
+         dk = Tensor::empty(k.shape(), dev, DType::kBF16),
+         dv = Tensor::empty(v.shape(), dev, DType::kBF16);
+  Tensor small = Tensor::empty(recompute, dev);
+  EXPECT_THROW(gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, small,
+                                             AttentionBackward::kOrdered),
+               InternalError);
+  Tensor scratch = Tensor::empty(ordered, dev);
+  gpu::flash_attention_backward(q, k, v, out, lse, dout, 0, dq, dk, dv, scratch,
+                                AttentionBackward::kOrdered);
+}
+
 // bf16 at a head_dim the tensor cores do not take runs the fp32 fused
 // kernels on widened operands (one rounding per output; D reads the rounded
 // output): within the tensor-core bounds, which count more roundings.
