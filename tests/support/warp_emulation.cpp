@@ -227,12 +227,16 @@ void yield() {
 #endif
 }
 
-void wait_at(Barrier& barrier, int threads) {
+// The last of `threads` to arrive opens the barrier and goes on at once, or
+// with `last_waits` (the block's barrier) goes back to the scheduler too, for
+// its next pass (run_block), instead of running on past the barrier.
+void wait_at(Barrier& barrier, int threads, bool last_waits = false) {
   const uint64_t generation = barrier.generation;
   ++g_block->progress;
   if (++barrier.arrived == threads) {
     barrier.arrived = 0;
     ++barrier.generation;
+    if (last_waits) yield();
     return;
   }
   while (barrier.generation == generation) yield();
@@ -391,21 +395,10 @@ void* static_shared(const char* file, int line, size_t bytes) {
   return array.data();
 }
 
-// As wait_at, but the last to arrive waits too, for the scheduler's next
-// pass (run_block), instead of running on past the barrier.
 void sync_block() {
   Block& block = meeting_block("__syncthreads()");
   ++running_fiber().block_barriers;
-  Barrier& barrier = block.barrier;
-  const uint64_t generation = barrier.generation;
-  ++block.progress;
-  if (++barrier.arrived == static_cast<int>(block.fibers.size())) {
-    barrier.arrived = 0;
-    ++barrier.generation;
-  }
-  do {
-    yield();
-  } while (barrier.generation == generation);
+  wait_at(block.barrier, static_cast<int>(block.fibers.size()), /*last_waits=*/true);
 }
 
 uint64_t exchange_in_warp(uint64_t bits, int from_lane) {
