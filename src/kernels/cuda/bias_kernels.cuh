@@ -51,24 +51,27 @@ __global__ void add_bias_vectors(E* y, const E* b, int64_t tokens, int64_t featu
   store_chunk<V>(row, sum);
 }
 
-// Stage 1 of the column sum (kernels/cuda/column_sums.cuh): the fp32 sum of
-// dy over the block's chunk of tokens, per feature.
-template <typename E>
+// Stage 1 of the column sum (kernels/cuda/column_sums.cuh), V features per
+// thread (kPerVector<E> where dy's rows allow it): the fp32 sum of dy over the
+// block's chunk of tokens, per feature.
+template <typename E, int V>
 __global__ void bias_grad_partials(const E* dy, int64_t tokens, int64_t features, int64_t ld,
                                    int64_t chunk_rows, float* partial) {
-  COLROW_BLOCK_SHARED(float, sums, [column_sums::kRowThreads][column_sums::kColumns]);
-  const int64_t j = column_sums::feature_of_thread();
+  COLROW_BLOCK_SHARED(float, sums, [column_sums::kRowThreads][column_sums::kColumns * V]);
+  const int64_t j = column_sums::first_feature_of_thread<V>();
   const column_sums::Chunk chunk = column_sums::chunk_of_block(tokens, chunk_rows);
-  float sum = 0.0f;
+  float sum[V] = {};
   if (j < features) {
     for (int64_t t = chunk.begin + threadIdx.y; t < chunk.end; t += column_sums::kRowThreads) {
-      sum += widen(dy[t * ld + j]);
+      float g[V];
+      load_chunk<V>(dy + t * ld + j, g);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum[i] += g[i];
     }
   }
-  const float total = column_sums::sum_row_threads(sums, sum);
-  if (threadIdx.y == 0 && j < features) {
-    partial[static_cast<int64_t>(blockIdx.y) * features + j] = total;
-  }
+  const float total = column_sums::sum_row_threads<float, V>(sums, sum);
+  const int64_t finished = column_sums::finished_feature<V>(features);
+  if (finished >= 0) partial[static_cast<int64_t>(blockIdx.y) * features + finished] = total;
 }
 
 // The vector add takes one grid row per token row, at most 65535 per launch:

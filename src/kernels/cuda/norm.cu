@@ -23,26 +23,29 @@ using norm_kernels::kRowBlock;
 using norm_kernels::or_x;
 using norm_kernels::residual_rows;
 using norm_kernels::row_blocks;
-using norm_kernels::with_chunk;
 
-// dgamma += sum_t dy xhat and (when dbeta) dbeta += sum_t dy, deterministically.
-// x and dy hold E.
+// dgamma += sum_t dy xhat and (when dbeta) dbeta += sum_t dy, deterministically,
+// 16 bytes of x and dy at a time where their rows allow it. x and dy hold E.
 template <typename E>
 void accumulate_param_grads(int device, const Tensor& x, const float* mean, const Tensor& rstd,
                             const Tensor& dy, Tensor& dgamma, Tensor* dbeta) {
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0 || d == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  const column_sums::Layout layout = column_sums::layout(tokens, d);
+  const bool vectors = rows_in_vectors({&x, &dy});
+  const column_sums::Layout layout = column_sums::layout(tokens, d, vectors ? kPerVector<E> : 1);
   const int64_t count = layout.chunks * d;  // doubles per gradient
   // Double partials live in an fp32 tensor of twice the count, at the start of
   // a 256-byte aligned buffer, so the cast is aligned.
   Tensor scratch = kept_scratch(device, "norm_grad.partials", {(dbeta != nullptr ? 4 : 2) * count});
   double* partial_gamma = reinterpret_cast<double*>(scratch.data());
   double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
-  norm_kernels::norm_param_grad_partials<E><<<layout.grid, layout.block, 0, stream>>>(
-      elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(), tokens,
-      d, layout.chunk_rows, partial_gamma, partial_beta);
+  with_chunk<E>(vectors, [&](auto v) {
+    norm_kernels::norm_param_grad_partials<E, decltype(v)::value>
+        <<<layout.grid, layout.block, 0, stream>>>(
+            elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(),
+            tokens, d, layout.chunk_rows, partial_gamma, partial_beta);
+  });
   COLROW_CUDA_CHECK_LAUNCH();
   column_sums::add_partials(stream, partial_gamma, layout.chunks, d, dgamma.data());
   if (dbeta != nullptr) {

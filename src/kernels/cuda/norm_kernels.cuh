@@ -260,43 +260,42 @@ inline const Tensor* or_x(const Tensor* t, const Tensor& x) {
   return t != nullptr ? t : &x;
 }
 
-// kernel<E, V> with V = 16 bytes of E where `vectors`, 1 otherwise.
-template <typename E, typename Launch>
-void with_chunk(bool vectors, Launch&& launch) {
-  if (vectors) {
-    launch(std::integral_constant<int, kPerVector<E>>{});
-  } else {
-    launch(std::integral_constant<int, 1>{});
-  }
-}
-
-// Stage 1 of the parameter gradients' column sums (kernels/cuda/column_sums.cuh).
+// Stage 1 of the parameter gradients' column sums (kernels/cuda/column_sums.cuh),
+// V features per thread (kPerVector<E> where the rows of x and dy allow it).
 // Writes, per (chunk, feature j), in double:
 //   partial_gamma = sum dy xhat   (xhat = (x - mean) rstd; mean = null for RMSNorm)
 //   partial_beta  = sum dy        (when partial_beta is not null)
-template <typename E>
+template <typename E, int V>
 __global__ void norm_param_grad_partials(const E* x, int64_t ldx, const float* mean,
                                          const float* rstd, const E* dy, int64_t lddy,
                                          int64_t tokens, int64_t d, int64_t chunk_rows,
                                          double* partial_gamma, double* partial_beta) {
-  COLROW_BLOCK_SHARED(double, sums_gamma, [column_sums::kRowThreads][column_sums::kColumns]);
-  COLROW_BLOCK_SHARED(double, sums_beta, [column_sums::kRowThreads][column_sums::kColumns]);
-  const int64_t j = column_sums::feature_of_thread();
+  constexpr int kFeatures = column_sums::kColumns * V;
+  COLROW_BLOCK_SHARED(double, sums_gamma, [column_sums::kRowThreads][kFeatures]);
+  COLROW_BLOCK_SHARED(double, sums_beta, [column_sums::kRowThreads][kFeatures]);
+  const int64_t j = column_sums::first_feature_of_thread<V>();
   const column_sums::Chunk chunk = column_sums::chunk_of_block(tokens, chunk_rows);
-  double sum_gamma = 0.0, sum_beta = 0.0;
+  double sum_gamma[V] = {}, sum_beta[V] = {};
   if (j < d) {
     for (int64_t t = chunk.begin + threadIdx.y; t < chunk.end; t += column_sums::kRowThreads) {
-      const float g = widen(dy[t * lddy + j]);
+      float g[V], xv[V];
+      load_chunk<V>(dy + t * lddy + j, g);
+      load_chunk<V>(x + t * ldx + j, xv);
       const float m = mean != nullptr ? mean[t] : 0.0f;
-      const float xhat = (widen(x[t * ldx + j]) - m) * rstd[t];
-      sum_gamma += static_cast<double>(g) * xhat;
-      sum_beta += g;
+      const float r = rstd[t];
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float xhat = (xv[i] - m) * r;
+        sum_gamma[i] += static_cast<double>(g[i]) * xhat;
+        sum_beta[i] += g[i];
+      }
     }
   }
-  const double total_gamma = column_sums::sum_row_threads(sums_gamma, sum_gamma);
-  const double total_beta = column_sums::sum_row_threads(sums_beta, sum_beta);
-  if (threadIdx.y == 0 && j < d) {
-    const int64_t at = static_cast<int64_t>(blockIdx.y) * d + j;
+  const double total_gamma = column_sums::sum_row_threads<double, V>(sums_gamma, sum_gamma);
+  const double total_beta = column_sums::sum_row_threads<double, V>(sums_beta, sum_beta);
+  const int64_t finished = column_sums::finished_feature<V>(d);
+  if (finished >= 0) {
+    const int64_t at = static_cast<int64_t>(blockIdx.y) * d + finished;
     partial_gamma[at] = total_gamma;
     if (partial_beta != nullptr) partial_beta[at] = total_beta;
   }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "colrow/core/bfloat16.h"
 #include "colrow/core/tensor.h"
@@ -44,6 +45,16 @@ inline bool rows_in_vectors(std::initializer_list<const Tensor*> tensors) {
     }
   }
   return true;
+}
+
+// A launch of kernel<E, V> with V = 16 bytes of E where `vectors`, 1 otherwise.
+template <typename E, typename Launch>
+void with_chunk(bool vectors, Launch&& launch) {
+  if (vectors) {
+    launch(std::integral_constant<int, kPerVector<E>>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
 }
 
 // V elements of E from p (16-byte aligned when V > 1), widened; and V of E

@@ -164,6 +164,30 @@ TEST(CudaBiasTest, BiasGradOfColumnBlock) {
   }
 }
 
+TEST(CudaBiasTest, BiasGradReadInVectorsGivesTheScalarReadsBits) {
+  // Where dy's rows allow it, stage 1 reads 16 bytes of them at a time; each
+  // feature's sum keeps its order (column_sums.cuh), so the bits equal those
+  // of one element at a time, here from dy as a column block one element in
+  // (rows off 16 bytes), in fp32 and bf16, tokens around the 128-token chunks.
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Dims& d : {Dims{1, 8}, Dims{129, 1000}, Dims{257, 264}, Dims{1000, 40}}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + dims(d.tokens, d.features));
+      const Tensor dy = testing::copy_to(random_exact({d.tokens, d.features}, 21).to(dtype), gpu);
+      Tensor wide = Tensor::zeros({d.tokens, d.features + 1}, gpu, dtype);
+      Tensor dy_off = wide.slice(1, 1, d.features);
+      dy_off.copy_from(dy);
+      const Tensor db0 = testing::copy_to(random_exact({d.features}, 22), gpu);
+      Tensor db_vec = db0.clone(), db_one = db0.clone();
+      gpu::accumulate_bias_grad(dy, db_vec);
+      gpu::accumulate_bias_grad(dy_off, db_one);
+      EXPECT_EQ(db_vec.to_vector(), db_one.to_vector());
+      EXPECT_NE(db_vec.to_vector(), db0.to_vector());  // it did sum
+    }
+  }
+}
+
 TEST(CudaBiasTest, ZeroTokens) {
   COLROW_REQUIRE_GPU();
   const Device gpu = testing::test_gpu();

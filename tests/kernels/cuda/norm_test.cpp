@@ -275,6 +275,60 @@ TEST(CudaNormTest, StridedRows) {
   expect_agree("rms dweight", dweight_g, dweight, rms.dgamma_mag, kRmsDw);
 }
 
+// The parameter gradients read 16 bytes of x and dy at a time where their
+// rows allow it, one element otherwise; each feature's sum keeps the same
+// order either way (column_sums.cuh), so the two give the same bits, in fp32
+// and bf16, for both norms. The scalar side reads x and dy as column blocks
+// of wider matrices that start one element in (rows off 16 bytes). Sums in
+// double of random values round to the same fp32 in nearly any order, so dy's
+// tokens 0 and 1 are +2^60 and -2^60: each swallows what its thread adds to
+// it, and the sums then depend on the order of the threads' partials.
+TEST(CudaNormTest, ParameterGradientsReadInVectorsGiveTheScalarReadsBits) {
+  COLROW_REQUIRE_GPU();
+  const Device gpu = testing::test_gpu();
+  const Dims dims_in_vectors[] = {{1, 8}, {129, 1000}, {257, 264}, {1000, 40}};
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Dims& dims : dims_in_vectors) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + label(kCases[0], dims));
+      const int64_t t = dims.tokens, d = dims.d;
+      const Shape rows = {t, d};
+      const Tensor x = testing::copy_to(random_exact(rows, 41, 2.0f).to(dtype), gpu);
+      Tensor dy_host = random_exact(rows, 42);
+      for (int64_t j = 0; t >= 2 && j < d; ++j) {
+        dy_host(0, j) = 0x1p60f;
+        dy_host(1, j) = -0x1p60f;
+      }
+      const Tensor dy = testing::copy_to(dy_host.to(dtype), gpu);
+      const Tensor gamma = testing::copy_to(random_exact({d}, 43).to(dtype), gpu);
+      const Tensor beta = testing::copy_to(random_exact({d}, 44).to(dtype), gpu);
+      Tensor wide_x = Tensor::zeros({t, d + 1}, gpu, dtype);
+      Tensor wide_dy = Tensor::zeros({t, d + 1}, gpu, dtype);
+      Tensor x_off = wide_x.slice(1, 1, d), dy_off = wide_dy.slice(1, 1, d);
+      x_off.copy_from(x);
+      dy_off.copy_from(dy);
+      Tensor y = Tensor::empty(rows, gpu, dtype), dx = Tensor::empty(rows, gpu, dtype);
+      Tensor mean = Tensor::empty({t}, gpu), rstd = Tensor::empty({t}, gpu);
+      for (bool layer : {true, false}) {
+        SCOPED_TRACE(layer ? "LayerNorm" : "RMSNorm");
+        Tensor dg_vec = Tensor::zeros({d}, gpu), dg_one = Tensor::zeros({d}, gpu);
+        Tensor db_vec = Tensor::zeros({d}, gpu), db_one = Tensor::zeros({d}, gpu);
+        if (layer) {
+          gpu::layer_norm_forward(x, gamma, beta, 1e-5f, y, mean, rstd);
+          gpu::layer_norm_backward(x, gamma, mean, rstd, dy, dx, dg_vec, db_vec);
+          gpu::layer_norm_backward(x_off, gamma, mean, rstd, dy_off, dx, dg_one, db_one);
+        } else {
+          gpu::rms_norm_forward(x, gamma, 1e-6f, y, rstd);
+          gpu::rms_norm_backward(x, gamma, rstd, dy, dx, dg_vec);
+          gpu::rms_norm_backward(x_off, gamma, rstd, dy_off, dx, dg_one);
+        }
+        EXPECT_EQ(dg_vec.to_vector(), dg_one.to_vector());
+        EXPECT_EQ(db_vec.to_vector(), db_one.to_vector());
+        EXPECT_NE(dg_vec.to_vector(), std::vector<float>(d, 0.0f));  // it did sum
+      }
+    }
+  }
+}
+
 // The residual add fused into the norms' pass against the separate CUDA add
 // and norm, on the GPU, bit for bit in fp32 and bf16 (__fadd_rn keeps the
 // add out of any multiply-add): the sum, y, the statistics, dx and the

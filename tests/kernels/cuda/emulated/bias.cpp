@@ -47,15 +47,20 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   require_host("accumulate_bias_grad", {&dy, &db});
   const int64_t tokens = dy.size(0), features = dy.size(1);
   if (tokens * features == 0) return;
-  const cs::Layout layout = cs::layout(tokens, features);
-  Tensor partial = Tensor::empty({layout.chunks, features});
-  kernels::with_elements(dy, [&](const auto* g) {
-    emulation::launch(layout.grid, layout.block, 0, [&] {
-      bk::bias_grad_partials(g, tokens, features, dy.row_stride(), layout.chunk_rows,
-                             partial.data());
+  const bool vectors = kernels::cuda::rows_in_vectors({&dy});
+  kernels::with_element_type("accumulate_bias_grad", {&dy}, [&](auto e) {
+    using E = decltype(e);
+    const cs::Layout layout =
+        cs::layout(tokens, features, vectors ? kernels::cuda::kPerVector<E> : 1);
+    Tensor partial = Tensor::empty({layout.chunks, features});
+    kernels::cuda::with_chunk<E>(vectors, [&](auto v) {
+      emulation::launch(layout.grid, layout.block, 0, [&] {
+        bk::bias_grad_partials<E, decltype(v)::value>(
+            elements<E>(dy), tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());
+      });
     });
+    add_column_partials(partial.data(), layout.chunks, features, db.data());
   });
-  add_column_partials(partial.data(), layout.chunks, features, db.data());
 }
 
 }  // namespace colrow::testing::emulated

@@ -34,14 +34,17 @@ void accumulate_param_grads(const Tensor& x, const float* mean, const Tensor& rs
                             const Tensor& dy, Tensor& dgamma, Tensor* dbeta) {
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0 || d == 0) return;
-  const cs::Layout layout = cs::layout(tokens, d);
+  const bool vectors = rows_in_vectors({&x, &dy});
+  const cs::Layout layout = cs::layout(tokens, d, vectors ? kernels::cuda::kPerVector<E> : 1);
   const size_t count = static_cast<size_t>(layout.chunks * d);
   std::vector<double> partial_gamma(count), partial_beta(dbeta != nullptr ? count : 0);
-  emulation::launch(layout.grid, layout.block, 0, [&] {
-    nk::norm_param_grad_partials<E>(elements<E>(x), x.row_stride(), mean, rstd.data(),
-                                    elements<E>(dy), dy.row_stride(), tokens, d, layout.chunk_rows,
-                                    partial_gamma.data(),
-                                    dbeta != nullptr ? partial_beta.data() : nullptr);
+  kernels::cuda::with_chunk<E>(vectors, [&](auto v) {
+    emulation::launch(layout.grid, layout.block, 0, [&] {
+      nk::norm_param_grad_partials<E, decltype(v)::value>(
+          elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(),
+          tokens, d, layout.chunk_rows, partial_gamma.data(),
+          dbeta != nullptr ? partial_beta.data() : nullptr);
+    });
   });
   add_column_partials(partial_gamma.data(), layout.chunks, d, dgamma.data());
   if (dbeta != nullptr) add_column_partials(partial_beta.data(), layout.chunks, d, dbeta->data());
@@ -60,14 +63,15 @@ void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   with_element_type(
       "layer_norm_forward", {&x, &gamma, &beta, &y, or_x(residual, x), or_x(sum, x)}, [&](auto e) {
         using E = decltype(e);
-        nk::with_chunk<E>(rows_in_vectors({&x, &gamma, &beta, &y, residual, sum}), [&](auto v) {
-          over_rows(tokens, [&] {
-            nk::layer_norm_forward_kernel<E, decltype(v)::value>(
-                elements<E>(x), x.row_stride(), nk::residual_rows<E>(residual, sum),
-                elements<E>(gamma), elements<E>(beta), eps, tokens, d, elements<E>(y),
-                y.row_stride(), mean.data(), rstd.data());
-          });
-        });
+        kernels::cuda::with_chunk<E>(
+            rows_in_vectors({&x, &gamma, &beta, &y, residual, sum}), [&](auto v) {
+              over_rows(tokens, [&] {
+                nk::layer_norm_forward_kernel<E, decltype(v)::value>(
+                    elements<E>(x), x.row_stride(), nk::residual_rows<E>(residual, sum),
+                    elements<E>(gamma), elements<E>(beta), eps, tokens, d, elements<E>(y),
+                    y.row_stride(), mean.data(), rstd.data());
+              });
+            });
       });
 }
 
@@ -82,7 +86,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mea
   if (tokens == 0) return;
   with_element_type("layer_norm_backward", {&x, &gamma, &dy, &dx, or_x(dresidual, x)}, [&](auto e) {
     using E = decltype(e);
-    nk::with_chunk<E>(rows_in_vectors({&x, &gamma, &dy, &dx, dresidual}), [&](auto v) {
+    kernels::cuda::with_chunk<E>(rows_in_vectors({&x, &gamma, &dy, &dx, dresidual}), [&](auto v) {
       over_rows(tokens, [&] {
         nk::layer_norm_dx_kernel<E, decltype(v)::value>(
             elements<E>(x), x.row_stride(), elements<E>(gamma), mean.data(), rstd.data(),
@@ -102,17 +106,19 @@ void rms_norm_forward(const Tensor& x, const Tensor& weight, float eps, Tensor& 
   require_host("rms_norm_forward", {&x, &weight, &y, &rstd, residual, sum});
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0) return;
-  with_element_type(
-      "rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)}, [&](auto e) {
-        using E = decltype(e);
-        nk::with_chunk<E>(rows_in_vectors({&x, &weight, &y, residual, sum}), [&](auto v) {
-          over_rows(tokens, [&] {
-            nk::rms_norm_forward_kernel<E, decltype(v)::value>(
-                elements<E>(x), x.row_stride(), nk::residual_rows<E>(residual, sum),
-                elements<E>(weight), eps, tokens, d, elements<E>(y), y.row_stride(), rstd.data());
-          });
-        });
-      });
+  with_element_type("rms_norm_forward", {&x, &weight, &y, or_x(residual, x), or_x(sum, x)},
+                    [&](auto e) {
+                      using E = decltype(e);
+                      kernels::cuda::with_chunk<E>(
+                          rows_in_vectors({&x, &weight, &y, residual, sum}), [&](auto v) {
+                            over_rows(tokens, [&] {
+                              nk::rms_norm_forward_kernel<E, decltype(v)::value>(
+                                  elements<E>(x), x.row_stride(),
+                                  nk::residual_rows<E>(residual, sum), elements<E>(weight), eps,
+                                  tokens, d, elements<E>(y), y.row_stride(), rstd.data());
+                            });
+                          });
+                    });
 }
 
 void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd, const Tensor& dy,
@@ -124,7 +130,7 @@ void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd
   if (tokens == 0) return;
   with_element_type("rms_norm_backward", {&x, &weight, &dy, &dx, or_x(dresidual, x)}, [&](auto e) {
     using E = decltype(e);
-    nk::with_chunk<E>(rows_in_vectors({&x, &weight, &dy, &dx, dresidual}), [&](auto v) {
+    kernels::cuda::with_chunk<E>(rows_in_vectors({&x, &weight, &dy, &dx, dresidual}), [&](auto v) {
       over_rows(tokens, [&] {
         nk::rms_norm_dx_kernel<E, decltype(v)::value>(
             elements<E>(x), x.row_stride(), elements<E>(weight), rstd.data(), elements<E>(dy),
