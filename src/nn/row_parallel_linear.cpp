@@ -63,6 +63,13 @@ const Tensor& RowParallelLinear::forward(const Tensor& x) {
   }
   layer_buffer(y_, shared_buffers_, "row_parallel.y", {tokens, spec_.out_features}, device,
                x.dtype());
+  if (bias_ && tp_.size() == 1) {
+    // No other rank's partial to wait for: the bias goes into the GEMM (its
+    // epilogue on a GPU; in bf16 one rounding of the fp32 sum plus the bias).
+    ops::linear_forward(x_local_, weight_.compute(), bias_->compute(), y_);
+    tp_.all_reduce_sum(y_);  // [g fwd] nothing to add; kept so every tp runs the same collectives
+    return y_;
+  }
   ops::gemm(Trans::kNo, Trans::kYes, 1.0f, x_local_, weight_.compute(), 0.0f, y_);
   tp_.all_reduce_sum(y_);                          // [g fwd] all-reduce partial outputs over tp
   if (bias_) ops::add_bias(y_, bias_->compute());  // once, after the sum
