@@ -23,7 +23,7 @@ struct DecodeBenchOptions {
   int threads = 0;  // per rank; 0: cores / ranks on the node
   uint64_t seed = 1234;
   bool json = false;
-  DeviceOptions device;  // --device, --comm, --tf32
+  DeviceOptions device;  // --device, --comm, --dtype and the kernel flags (apps/device_flags.h)
 };
 
 // Returns the process exit status.

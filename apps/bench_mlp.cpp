@@ -102,7 +102,7 @@ double verify(Communicator& tp, const MlpConfig& config, const Tensor& x, const 
   return err;
 }
 
-// The GEMMs one rank's MLP runs per forward+backward, as plain sgemm calls.
+// The GEMMs one rank's MLP runs per forward+backward, as plain ops::gemm calls.
 struct PlainGemms {
   std::vector<Tensor> a, b, c;
   std::vector<Trans> ta, tb;

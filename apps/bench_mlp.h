@@ -1,6 +1,7 @@
 // `colrow bench mlp`: verify the tensor-parallel MLP against the unsharded one,
 // then time forward and forward+backward and compare the achieved rate with
-// plain cblas_sgemm calls of the same shapes on the same rank.
+// the same GEMMs as plain ops::gemm calls (sgemm, or cuBLAS/cuBLASLt on a GPU)
+// of the same shapes, device and dtype on the same rank.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +26,7 @@ struct MlpBenchOptions {
   int verify_tokens = 64;
   uint64_t seed = 1234;
   bool json = false;
-  DeviceOptions device;  // --device, --comm, --tf32
+  DeviceOptions device;  // --device, --comm, --dtype and the kernel flags (apps/device_flags.h)
 };
 
 // The layer the flags describe.

@@ -1,4 +1,5 @@
-// The flags every verb shares for where and how it runs: --device, --comm,
+// The flags of the verbs that compute (train, eval, generate, bench mlp,
+// bench decode), for where and how they run: --device, --comm,
 // --comm-timeout, --tf32, --attention, --attention-backward, --epilogues,
 // --deterministic, --dtype.
 #pragma once

@@ -19,7 +19,7 @@ struct EvalOptions {
   int dp = 1;
   int threads = 0;  // per rank; 0: cores / ranks on the node
   bool json = false;
-  DeviceOptions device;  // --device, --comm, --tf32
+  DeviceOptions device;  // --device, --comm, --dtype and the kernel flags (apps/device_flags.h)
 };
 
 // Returns the process exit status.

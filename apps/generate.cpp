@@ -33,8 +33,8 @@
 namespace colrow::apps {
 namespace {
 
-// Ids above the byte range (a model with a larger vocabulary) have no byte;
-// they print as <|id|>.
+// Ids past the tokenizer's vocabulary (a model with a larger one) have no
+// text; they print as <|id|>.
 std::string decode_bytes(const Tokenizer& tokenizer, const std::vector<int32_t>& ids) {
   std::string text;
   for (int32_t id : ids) {

@@ -14,7 +14,7 @@ namespace colrow::apps {
 
 struct GenerateOptions {
   std::string model;    // checkpoint directory: config.json + model.safetensors
-  std::string prompt;   // text, tokenized byte by byte
+  std::string prompt;   // text, tokenized with the checkpoint's tokenizer (else bytes)
   std::string prompts;  // or a file: one prompt per line (empty lines skipped), decoded together
   int64_t max_new_tokens = 64;
   float temperature = 1.0f;  // 0: greedy
@@ -27,7 +27,7 @@ struct GenerateOptions {
   int dp = 1;               // every dp replica generates the same text; rank 0 prints it
   int threads = 0;          // per rank; 0: cores / ranks on the node
   bool json = false;
-  DeviceOptions device;  // --device, --comm, --tf32
+  DeviceOptions device;  // --device, --comm, --dtype and the kernel flags (apps/device_flags.h)
 };
 
 // The sampling the flags ask for.

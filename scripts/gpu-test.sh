@@ -12,7 +12,8 @@
 # a few minutes), then `--packed -R cli_` (the CLI runs: 300 training steps
 # each way in bf16). Where $OUT is set (the device tool), ctest's log of every
 # test's output is copied there too.
-#   scripts/gpu-test.sh [--no-build | --packed] [ctest arguments...]
+#   scripts/gpu-test.sh [--no-build | --packed] [ctest arguments...]   (ctest
+#   arguments only after a mode: the first argument is the mode)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}

@@ -1,5 +1,5 @@
 // The operand checks every Communicator backend runs before it communicates
-// (MPI, host-staged, NCCL), with one message each. They run at every group
+// (MPI, shared memory, local, host-staged, NCCL), with one message each. They run at every group
 // size, so a wrong operand fails at tp = 1 too, and on every rank alike,
 // before anything is sent: no rank is left waiting in a collective.
 #pragma once

@@ -1,6 +1,6 @@
 // SafetensorsReader: validates a safetensors header against the file's size and
 // reads blocks of tensors as fp32, one pread per contiguous run of bytes.
-// Issues no collective.
+// Issues no collective but verify_checksums (one all_gather).
 #include "colrow/io/safetensors.h"
 
 #include <fcntl.h>

@@ -1,7 +1,8 @@
 // SafetensorsWriter: one unsharded F32 (or BF16) safetensors file written in place by the
 // ranks of a group, each pwriting its own shards, made visible by one atomic
 // rename. Collectives over the group: constructor [broadcast] + [all_reduce_sum];
-// commit() [all_reduce_sum] + [broadcast] (include/colrow/io/safetensors.h).
+// commit() [all_reduce_sum] + [all_gather] (checksums) + [broadcast]
+// (include/colrow/io/safetensors.h).
 #include "colrow/io/safetensors.h"
 
 #include <fcntl.h>

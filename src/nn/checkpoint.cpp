@@ -214,14 +214,14 @@ void save_tensors(const std::vector<CheckpointBinding>& bindings, const std::str
   writer.commit();
 }
 
-void make_directory(const std::string& dir, Communicator& tp) {
+void make_directory(const std::string& dir, Communicator& group) {
   // Rank 0 creates the directory; every rank learns the outcome, so all
   // throw alike instead of some waiting in the writer's collectives.
   Tensor failed_errno = Tensor::zeros({1});
-  if (tp.rank() == 0 && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+  if (group.rank() == 0 && ::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
     failed_errno.data()[0] = static_cast<float>(errno);
   }
-  tp.broadcast(failed_errno, 0);
+  group.broadcast(failed_errno, 0);
   if (failed_errno.data()[0] != 0.0f) {
     throw InvalidInputError("[checkpoint] cannot create directory " + dir + ": " +
                             std::strerror(static_cast<int>(failed_errno.data()[0])) +

@@ -2,8 +2,9 @@
 // Collectives per step: 1 all-reduce in the embedding, 2 per block forward and
 // 2 backward, 1 backward for the output head's input gradient, and the loss's
 // all-gather of [tokens, 4] (one of [chunk rows, 4] per chunk when the head
-// runs in token chunks). Sequence parallel: each block's all-reduces
-// become reduce-scatter + all-gather pairs, the head's input is all-gathered
+// runs in token chunks). Sequence parallel: each block's forward all-reduces
+// become reduce-scatter + all-gather pairs (backward also gathers dy and a
+// region's input again: tp_region_input.h), the head's input is all-gathered
 // forward and its gradient reduce-scattered, the blocks' dx is all-gathered
 // for the embeddings, and one all-reduce sums the norm (and bias) gradients.
 #include "colrow/nn/gpt_model.h"

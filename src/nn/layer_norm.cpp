@@ -53,8 +53,9 @@ const Tensor& LayerNorm::forward_add(const Tensor& x, const Tensor& residual, Te
 }
 
 const Tensor& LayerNorm::backward(const Tensor& dy) {
-  // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
-  // weight and bias gradients, so none is reduced.
+  // dy: [tokens, d] -> dx: [tokens, d]. No collective here: a replicated dy
+  // gives every rank the same weight and bias gradients; under sequence
+  // parallelism they are partial, and GptModel::backward sums them over tp.
   norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::layer_norm_backward(x_, weight_.compute(), mean_, rstd_, dy, dx_, weight_.grad, bias_.grad);

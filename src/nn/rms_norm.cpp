@@ -50,8 +50,9 @@ const Tensor& RMSNorm::forward_add(const Tensor& x, const Tensor& residual, Tens
 }
 
 const Tensor& RMSNorm::backward(const Tensor& dy) {
-  // dy: [tokens, d] (replicated) -> dx: [tokens, d]; every rank gets the same
-  // weight gradient, so none is reduced.
+  // dy: [tokens, d] -> dx: [tokens, d]. No collective here: a replicated dy
+  // gives every rank the same weight gradient; under sequence parallelism it
+  // is partial, and GptModel::backward sums it over tp.
   norm_checks::require_dy_like_x(kComponent, dy, x_, d_, weight_.name);
   layer_buffer(dx_, shared_buffers_, "norm.dx", dy.shape(), weight_.value.device(), dy.dtype());
   ops::rms_norm_backward(x_, weight_.compute(), rstd_, dy, dx_, weight_.grad);

@@ -1,10 +1,10 @@
 // `colrow train --profile N`: where a training step's time goes. Steps 2 to
 // N + 1 are timed per kernel operation (kernels/op_profile.h; step 1 warms
 // caches, cuBLAS heuristics and the allocator); the report gives each phase
-// (GEMMs, attention, norms and elementwise, loss, optimizer, other) and each
-// operation per step with its share of the step and what it achieved (the
-// FLOP/s of its products, else the GB/s of its operands: kernels::OpWork), and
-// what no operation covers (communication, host work, idle device).
+// (GEMMs, attention, norms and elementwise, loss, optimizer, communication,
+// other) and each operation per step with its share of the step and what it
+// achieved (the FLOP/s of its products, else the GB/s of its operands:
+// kernels::OpWork), and what no operation covers (host work, idle device).
 #pragma once
 
 #include <cstdint>

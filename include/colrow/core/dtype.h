@@ -1,5 +1,6 @@
 // Element types. Arithmetic is fp32 unless a kernel says otherwise; bf16
-// holds mixed precision's compute copies and half-size exports of weights.
+// holds mixed precision's compute copies, activations and their gradients,
+// KV caches, gradients on the bf16 wire, and half-size exports of weights.
 #pragma once
 
 #include <cstdint>

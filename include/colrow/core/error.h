@@ -1,7 +1,8 @@
 // Error kinds shared by every component, and the one message form colrow uses:
 //   [component] name (value) must <rule> other (value). <fix>
 // Library code throws; only main() catches, prints "[rank r/N] message" and ends
-// the job without leaving any rank in a collective (see runtime/mpi_runtime.h).
+// the job without leaving any rank in a collective (apps/colrow.cpp's fail():
+// Communicator::all_ranks_failing, then abort).
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace colrow {
 enum class ErrorKind {
   kConfig,        // a configuration that cannot work (identical on every rank)
   kInvalidInput,  // data or files supplied by the user
-  kBackend,       // MPI, BLAS (later CUDA, NCCL) reported a failure
+  kBackend,       // MPI, BLAS, CUDA or NCCL reported a failure
   kInternal,      // an invariant of colrow itself broke: a bug
 };
 

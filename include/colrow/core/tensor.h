@@ -1,13 +1,13 @@
-// Tensor: an n-d array of one element type (fp32, or bf16 where mixed
-// precision keeps a compute copy) with a shape and strides over shared storage
-// on one device. Copies are shallow (like torch.Tensor): a slice or view shares
-// the storage and keeps it alive; Tensor::wrap() views host memory colrow does
-// not own (an mmap, a caller's buffer). Shards are slices along one dimension,
-// so a rank's column block of a row-major matrix is a strided view that BLAS
-// (or cuBLAS) reads through its leading dimension, never a copy.
-// Storage comes from the device's allocator (core/allocator.h). Data moves
-// between devices only through to() and copy_from(), never implicitly; data()
-// of a GPU tensor is a device pointer.
+// Tensor: an n-d array of one element type (fp32, or bf16 under mixed
+// precision) with a shape and strides over shared storage on one device. Copies
+// are shallow (like torch.Tensor): a slice or view shares the storage and keeps
+// it alive; Tensor::wrap() views host memory colrow does not own (an mmap, a
+// caller's buffer). Shards are slices along one dimension, so a rank's column
+// block of a row-major matrix is a strided view that BLAS (or cuBLAS) reads
+// through its leading dimension, never a copy. Storage comes from the device's
+// allocator (core/allocator.h). Data moves between devices only through to()
+// and copy_from(), never implicitly; data() of a GPU tensor is a device
+// pointer.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +30,9 @@ class Tensor {
  public:
   Tensor() = default;
 
-  // Owning, from the device's allocator, uninitialized. bf16 tensors are made
-  // by to(DType) or convert_from and read by the kernels that take them;
-  // data() is for fp32 tensors only (InternalError otherwise).
+  // Owning, from the device's allocator, uninitialized, of either dtype;
+  // data() is for fp32 tensors only (InternalError otherwise), bf16_data()
+  // for bf16 ones.
   static Tensor empty(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor zeros(const Shape& shape, Device device = Device::cpu(), DType dtype = DType::kF32);
   static Tensor full(const Shape& shape, float value, Device device = Device::cpu(),

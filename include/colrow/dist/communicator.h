@@ -1,5 +1,5 @@
-// Communicator: the one interface every collective in colrow goes through (MPI
-// now, NCCL later; tests wrap it in a recording one). Collectives act on whole
+// Communicator: the one interface every collective in colrow goes through (MPI,
+// shared memory, NCCL, host-staged; tests wrap it in a recording one). Collectives act on whole
 // tensors, so element counts are derived, never typed by hand. Gathers and
 // reduce-scatters concatenate along dim 0 (the flat, contiguous order MPI
 // uses); rearranging along another dim is the mappings' job (mappings.h).

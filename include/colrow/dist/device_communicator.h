@@ -27,7 +27,8 @@ void check_comm_kind(CommKind kind, Device device);
 
 // Wraps `host`, an MPI group communicator, for tensors on `device`. Collective
 // over the group: every rank calls it with a device of the same kind and the
-// same `kind`. A `host` that is not MPI (a group of one) is returned as is.
+// same `kind`. On the CPU a `host` that is not MPI (a group of one) is
+// returned as is; on a GPU every host is wrapped (staged or NCCL).
 // On the CPU:
 //   kAuto:   shared memory when the group has more than one rank, all on one
 //            node, and the segment can be made (else a note and Open MPI);

@@ -134,8 +134,9 @@ class SafetensorsReader {
 // parameter). commit() checks the number of elements written per tensor and
 // throws, naming the tensor, when it differs. Nothing touches an existing file
 // at `path` before the rename; a writer destroyed without commit() removes its
-// temporary (on group rank 0). With data parallelism, one replica's tp group
-// writes (the group passed here); the other replicas do not construct a writer.
+// temporary (on group rank 0). With data parallelism, one replica's
+// model-parallel ranks (tp, or tp x pp) write (the group passed here); the
+// other replicas do not construct a writer.
 // Errors: InvalidInputError for a path that cannot be created or opened and for
 // bad entries or calls (naming the tensor); BackendError for a failed write,
 // fsync or rename; InternalError when ranks disagree on the entries or a tensor

@@ -55,8 +55,9 @@ inline void save_tensors(const std::vector<CheckpointBinding>& bindings, const s
                          Communicator& tp) {
   save_tensors(bindings, path, tensor_of, tp, tp);
 }
-// Creates dir on tp rank 0; every rank throws alike if that fails. Collective over tp.
-void make_directory(const std::string& dir, Communicator& tp);
+// Creates dir on rank 0 of `group`; every rank throws alike if that fails.
+// Collective over that group.
+void make_directory(const std::string& dir, Communicator& group);
 
 // Reads dir/model.safetensors into `model` (its config must match the file's
 // shapes). Every rank reads its own slices; the ranks of the model's tp

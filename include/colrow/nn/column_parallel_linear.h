@@ -38,7 +38,8 @@ class ColumnParallelLinear {
   // all-reduces dx over tp, which is the whole dx when every rank's dy is its
   // own share of the gradient (replicas see different query heads). Weight
   // and bias gradients of a replicated block are then partial over its
-  // replicas; the caller sums them (ParallelAttention does).
+  // replicas; the caller sums them (ParallelAttention does it for the k and v
+  // rows of its fused projection, FusedColumnParallelLinear).
   ColumnParallelLinear(Communicator& tp, const LinearSpec& spec, OutputBlock block);
 
   // x must stay unchanged until backward (it is read for the weight gradient).

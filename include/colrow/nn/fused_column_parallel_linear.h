@@ -8,9 +8,10 @@
 //             output in its own block of columns (part(y, i), a view)
 //   backward: dy (that shape) -> partial dx (summed over tp by the caller),
 //             and every part's weight and bias gradients.
-// Attention fuses q_proj, k_proj and v_proj: per rank a [(nh + 2 nkv) hd/tp, d]
-// weight, one GEMM of N = 2304 for GPT-2 small at tp 1 where three of
-// N = 768 ran (more output tiles per GEMM on a GPU, and x read once).
+// Attention fuses q_proj, k_proj and v_proj: per rank a
+// [(nh/tp + 2 nkv_local) hd, d] weight (nkv_local: nkv/tp, or 1 when the KV
+// heads are replicated), one GEMM of N = 2304 for GPT-2 small at tp 1 where
+// three of N = 768 ran (more output tiles per GEMM on a GPU, and x read once).
 #pragma once
 
 #include <optional>

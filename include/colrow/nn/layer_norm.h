@@ -2,9 +2,10 @@
 //   x: [tokens, d] -> y = (x - mean) / sqrt(var + eps) * weight + bias: [tokens, d]
 // weight (ones) and bias (zeros) are replicated over tp. Every rank of a tp group
 // normalizes the same replicated x and receives the same replicated dy, so every
-// rank computes the same gradients: no collective, forward or backward. (Under
-// sequence parallelism each rank would hold only its tokens and these gradients
-// would become partial sums; that all-reduce belongs here when SP arrives.)
+// rank computes the same gradients: no collective, forward or backward. Under
+// sequence parallelism each rank holds only its token rows and the gradients
+// are partial sums: the block marks them Parameter::sequence_parallel, and
+// GptModel::backward sums them over tp (docs/architecture.md).
 #pragma once
 
 #include <string>

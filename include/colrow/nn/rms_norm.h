@@ -3,8 +3,9 @@
 //   x: [tokens, d] -> y = weight * x / sqrt(mean_j(x_j^2) + eps): [tokens, d]
 // weight (ones) is replicated over tp. Every rank normalizes the same
 // replicated x and receives the same replicated dy, so every rank computes the
-// same weight gradient: no collective, forward or backward. (Under sequence
-// parallelism it would become a partial sum, reduced here when SP arrives.)
+// same weight gradient: no collective, forward or backward. Under sequence
+// parallelism it is a partial sum over this rank's token rows, summed over tp
+// by GptModel::backward (Parameter::sequence_parallel).
 #pragma once
 
 #include <string>

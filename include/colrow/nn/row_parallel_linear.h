@@ -1,6 +1,7 @@
 // RowParallelLinear (Megatron's RowParallelLinear): Y = X W^T + b with W split
 // by input columns, W_local = W[:, r*in/tp : (r+1)*in/tp]; the bias is
-// replicated and added once, after the all-reduce (else it would count tp times).
+// replicated and added once, after the all-reduce (else it would count tp times;
+// at tp 1, with nothing to sum, it goes into the GEMM: ops::linear_forward).
 //   forward:  x_local: [tokens, in/tp] -> partial [tokens, out] -> all-reduce -> + b
 //             (input_is_parallel = false: x: [tokens, in], the layer keeps its slice)
 //   backward: dy: [tokens, out] (replicated) -> dx_local: [tokens, in/tp], no

@@ -4,8 +4,10 @@
 // Tensor parallel inside attention and MLP: 2 all-reduces of [tokens, d_model]
 // forward (the row-parallel outputs) and 2 backward (the column-parallel
 // input gradients); norms and residuals are replicated and communicate nothing.
-// With sequence parallelism each all-reduce becomes a reduce-scatter plus an
-// all-gather (the same bytes), and norms and residuals work on tokens / tp rows.
+// With sequence parallelism forward's all-reduces become a reduce-scatter plus
+// an all-gather each (the same bytes); backward all-gathers dy, reduce-scatters
+// dx and gathers a region's input again (tp_region_input.h), and norms and
+// residuals work on tokens / tp rows.
 // Memory: a block keeps what its backward reads (the norms' inputs and
 // outputs, q, k, v, attention's output and statistics, the MLP's hidden
 // units before and after the activation, or before only when backward

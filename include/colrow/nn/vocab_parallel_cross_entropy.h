@@ -64,8 +64,8 @@ class VocabParallelCrossEntropy {
   // ignore_index, else InvalidInputError naming the first bad target and its
   // position, thrown before any collective and alike on every rank.
   CrossEntropyOutput forward(const Tensor& logits_local, const std::vector<int32_t>& targets);
-  // The same for one chunk of a batch (nn/gpt_model.h runs its output head
-  // in token chunks): logits_local holds rows [first_row, first_row + rows)
+  // The same for one chunk of a batch (nn/output_head.h runs the head in
+  // token chunks): logits_local holds rows [first_row, first_row + rows)
   // of the batch whose targets are `targets`; the losses and backward are
   // those rows' (counted: the chunk's). Only the chunk's targets are
   // checked: stage() checks the batch's before the first chunk's collective.

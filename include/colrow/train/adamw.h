@@ -9,7 +9,8 @@
 // bucket (all_reduce_sum_bf16_wire, and reduce_scatter_sum_bf16_wire below,
 // when config.grad_reduce_dtype is bf16), one all_gather over tp (and one over
 // pp, pipelined) for the norm. zero 1: one reduce_scatter_sum over dp per
-// bucket, one all_gather over dp and one over tp for the norm, one all_gather
+// bucket, one all_gather over dp and one over tp (and one over pp, pipelined)
+// for the norm, one all_gather
 // over dp of the updated parameters per bucket.
 #pragma once
 

@@ -1,5 +1,5 @@
 // Training checkpoints: everything a run needs to continue exactly where it
-// stopped, at the same or another tp x dp.
+// stopped, at the same or another tp x pp x dp.
 //   RUN/step-00000100/  config.json, model.safetensors (Hugging Face, any tp),
 //                       optimizer.exp_avg.safetensors, optimizer.exp_avg_sq
 //                       .safetensors (AdamW moments, unsharded, same names and
@@ -42,7 +42,8 @@ std::string save_training_checkpoint(GptModel& model, AdamW& optimizer, const Tr
 // `dir`: a run directory (its `latest` is used) or a step directory. Reads the
 // model (from the fp32 masters when model.safetensors is an export), the
 // moments (resharded to this mesh) and the state. Every rank reads
-// its own slices; no communication but the dp gather-free slicing.
+// its own slices; the only collectives are one all_gather over tp per file
+// (its checksums).
 TrainState load_training_checkpoint(GptModel& model, AdamW& optimizer, const std::string& dir);
 
 // The step directory `dir` names: dir/latest when dir is a run directory.

@@ -1,6 +1,7 @@
-// The training run behind `colrow train`: tp x dp mesh, GptModel, AdamW
-// (ZeRO-1 over dp), warmup + cosine schedule, gradient accumulation, held-out
-// validation, checkpoints with exact resume, metrics, Ctrl-C.
+// The training run behind `colrow train`: tp x pp x dp mesh (1F1B over the
+// pipeline stages), GptModel, AdamW (ZeRO-1 over dp), warmup + cosine schedule,
+// gradient accumulation, held-out validation, checkpoints with exact resume,
+// metrics, Ctrl-C.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,7 @@ struct TrainOptions {
   bool skip_nonfinite = false;      // a NaN/Inf gradient skips the step (counted), not the run
   int threads = 0;
   int64_t profile = 0;   // > 0: time each kernel operation over this many steps after the first
-  DeviceOptions device;  // --device, --comm, --tf32
+  DeviceOptions device;  // --device, --comm, --dtype and the kernel flags (runtime/placement.h)
 };
 
 // Returns the process exit status.

@@ -4,7 +4,8 @@
 // barrier, all_ranks_failing and abort, so errors and stops never wait on NCCL.
 // GPU collectives are queued on the device's compute stream and return at
 // once; the next kernel or copy on that stream sees the result.
-// With `side_stream`, started collectives (start_*, fp32) run on a stream of
+// With `side_stream`, started collectives (start_*: fp32, and the bf16 wire's
+// sums) run on a stream of
 // their own, as PyTorch's NCCL process groups and llm.c's gradient reductions
 // do: the side stream waits for the compute stream's work queued before the
 // start (an event), the collective is queued there, and wait() makes the

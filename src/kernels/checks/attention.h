@@ -1,5 +1,6 @@
 // Shape checks of the causal attention kernels, shared by
-// kernels/cpu/attention.cpp and kernels/cuda/attention.cu (each adds the
+// kernels/cpu/attention.cpp and the CUDA kernels (attention.cu,
+// flash_attention.cu, tensor_core_attention.cu; each adds the
 // check of its own backward scratch, whose shape differs). Legend as there:
 // B batch, T seq, NH query heads, NKV key/value heads, HS head_dim.
 //   q, out, dout, dq: [B*T, NH*HS]   k, v, dk, dv: [B*T, NKV*HS]

@@ -1,7 +1,8 @@
 // CUDA twin of kernels/cpu/activation.h, where the formulas live: GELU (tanh
-// form), SiLU and SwiGLU, forward and backward, element-wise in fp32 over
-// contiguous tensors of one shape (typically [tokens, ffn_hidden/tp]); SwiGLU's
-// also over [rows, cols] views with strided rows, as on the CPU.
+// or erf form), SiLU and SwiGLU, forward and backward, element-wise in fp32
+// arithmetic on fp32 or bf16 elements, over contiguous tensors of one shape
+// (typically [tokens, ffn_hidden/tp]); SwiGLU's also over [rows, cols] views
+// with strided rows, as on the CPU.
 // Backward functions overwrite their outputs, as on the CPU.
 #pragma once
 

@@ -6,8 +6,9 @@
 // blocks; the key gradients take key blocks over the queries from the block's
 // first row on. The batched GEMMs read their operands through device pointer
 // tables that one small kernel fills per call (no host synchronization). The
-// probabilities [B, NH, T, T] are stored for the backward; a fused flash
-// kernel that never stores them comes later.
+// probabilities [B, NH, T, T] are stored for the backward. The fused kernels
+// (flash_attention.h) never store them; these stay as their reference
+// (--attention plain).
 // Legend: B batch, T seq (queries i, keys j), NH query heads, NKV key/value
 // heads, HS head_dim, G = NH / NKV query heads per KV head (h reads g = h / G).
 // Row-major [r, c] with row stride ld is, to column-major cuBLAS, the matrix

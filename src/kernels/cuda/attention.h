@@ -13,7 +13,7 @@
 namespace colrow::kernels::cuda {
 
 // q: [batch*seq, n_head*head_dim], k, v: [batch*seq, n_kv_head*head_dim]
-//   -> probs: [batch, n_head, seq, seq] (contiguous, zeros above the diagonal),
+//   -> probs: [batch, n_head, seq, seq] (contiguous, zeros where masked),
 //      out: [batch*seq, n_head*head_dim]
 void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, int64_t window,
                        Tensor& probs, Tensor& out);

@@ -3,8 +3,8 @@
 // tokens of [tokens, d] operands without atomics, in an order that depends on
 // the shape only, so the bits repeat from run to run.
 //   Stage 1 (a kernel in each file, which knows what it sums): a block of
-//   kColumns x V features x kRowThreads threads per chunk of chunk_rows
-//   tokens; thread (c, r) reads V consecutive features at once (16 bytes
+//   kColumns x kRowThreads threads over kColumns x V features and a chunk of
+//   chunk_rows tokens; thread (c, r) reads V consecutive features at once (16 bytes
 //   where the rows allow it, V = 1 otherwise) and adds tokens chunk_start +
 //   r, + r + kRowThreads, ... of each in that order, then sum_row_threads
 //   adds the kRowThreads sums of a feature in r order: one partial per

@@ -1,10 +1,10 @@
 // The CUDA twin of kernels/cpu/cross_entropy.h: the three pieces of the
-// vocabulary-parallel cross-entropy (the forward pass's partials, their
-// combine over ranks into the loss, backward), with the formulas, ignored rows, padded columns, label
-// smoothing and -inf / NaN behaviour documented there. Targets are host
-// vectors, uploaded here; one thread block per token row for the passes over
-// the logits, one thread per token for the combine, reductions in a fixed
-// order (the same bits every run).
+// vocabulary-parallel cross-entropy (the forward pass's partials, their combine
+// over ranks into the loss, backward), with the formulas, ignored rows, padded
+// columns, label smoothing and -inf / NaN behaviour documented there. Targets
+// are host vectors, uploaded here; one thread block per token row for the
+// passes over the logits, one thread per token for the combine, reductions in a
+// fixed order (the same bits every run).
 #pragma once
 
 #include "kernels/backend.h"

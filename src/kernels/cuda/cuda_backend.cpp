@@ -30,12 +30,15 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   void set_allow_tf32(bool allowed) override { ::colrow::cuda::set_allow_tf32(allowed); }
-  // Scatter-adds and cuBLAS's algorithm choice are not pinned down yet.
+  // --deterministic is the CPU's thread-count invariance (fixed GEMM blocks).
+  // On a GPU a run already repeats bit for bit (colrow's kernels use no float
+  // atomics); the same bits across GPUs or cuBLAS versions are not promised.
   void set_deterministic(bool on) override {
     if (on) {
       throw ConfigError(
-          "[device] deterministic is implemented on the cpu only (fixed GEMM blocks); the GPU "
-          "kernels make no bitwise promise yet. Drop --deterministic, or use --device cpu.");
+          "[device] --deterministic (the same bits at any thread count) is a cpu mode; on a GPU "
+          "runs repeat bit for bit without it, and bits across GPUs or cuBLAS versions are not "
+          "promised. Drop --deterministic, or use --device cpu.");
     }
   }
   void set_attention_kernel(AttentionKernel kernel) override { attention_kernel_ = kernel; }

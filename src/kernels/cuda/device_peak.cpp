@@ -1,4 +1,4 @@
-// Peak fp32 / TF32 GEMM rates by GPU (see device_peak.h).
+// Peak fp32, TF32 and bf16 GEMM rates by GPU (see device_peak.h).
 #include "kernels/cuda/device_peak.h"
 
 #include <cuda_runtime.h>

@@ -9,9 +9,10 @@
 // kernels of kernels/cuda/attention.h stay as the reference it is tested
 // against.
 // Deterministic: no atomics. dK and dV of a key tile are summed in registers
-// over the query heads of its KV head and the query tiles, in order; dQ gets
-// one partial per key tile in the scratch, summed in key-tile order by a
-// last kernel (fp32; bf16 on tensor cores: tensor_core_attention.h).
+// over the query heads of its KV head and the query tiles, in order; dQ is a
+// kernel of its own, one block's running sum per query tile over the key
+// tiles it meets, in order: no partial sums in memory (fp32; bf16 on tensor
+// cores: tensor_core_attention.h, whose ordered backward sums dQ otherwise).
 #pragma once
 
 #include <cstdint>

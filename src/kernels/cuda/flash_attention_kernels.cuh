@@ -5,12 +5,13 @@
 //
 // Every kernel works on tiles of 64 queries x 64 keys with a 16 x 16 thread
 // block; a thread owns a 4 x 4 patch of the tile's scores and, for products
-// with HS columns, 4 rows x TE columns e = tx + 16 t (TE = HS / 16 rounded up,
-// so HS up to 128). Operands sit in shared memory in the layout their product
-// reads: a thread's four rows as one float4 ("transposed" tiles [e][row],
-// rows padded to 68), or one element per column across the 16 threads of a
-// row ("row" tiles [row][e], padded to HS + 1 so that the 4 rows a thread
-// reads down a column fall in different banks).
+// with HS columns, 4 rows x TE columns e = tx + 16 t (TE = HS / 16 rounded up
+// to 1, 2, 4 or 8, so HS up to 128; HSP = 16 TE). Operands sit in shared
+// memory in the layout their product reads: a thread's four rows as one
+// float4 ("transposed" tiles [e][row], rows padded to 68), or one element per
+// column across the 16 threads of a row ("row" tiles [row][e], padded to
+// HSP + 1 so that the 4 rows a thread reads down a column fall in different
+// banks).
 //
 // forward, per (sequence, query head, query tile): over the key tiles it
 //   meets, S -> the online softmax (running max m and sum l per row) ->

@@ -1,8 +1,9 @@
-// cublasSgemm for row-major operands, shapes checked up front as in
-// kernels/cpu/gemm.cpp. cuBLAS is column-major, and a row-major [r, c] matrix
-// with row stride ld is the column-major [c, r] matrix with leading dim ld,
-// i.e. its transpose; so C = op(A) op(B) is computed as C^T = op(B)^T op(A)^T:
-// B first, A second, m and n swapped, the transpose flags kept as they are.
+// cuBLAS (cublasSgemm; bf16 through cuBLASLt) for row-major operands, shapes
+// checked up front as in kernels/cpu/gemm.cpp. cuBLAS is column-major, and a
+// row-major [r, c] matrix with row stride ld is the column-major [c, r] matrix
+// with leading dim ld, i.e. its transpose; so C = op(A) op(B) is computed as
+// C^T = op(B)^T op(A)^T: B first, A second, m and n swapped, the transpose
+// flags kept as they are.
 #include "kernels/cuda/gemm.h"
 
 #include <climits>

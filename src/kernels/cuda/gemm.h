@@ -2,7 +2,8 @@
 // a linear layer are documented: c = alpha op(a) op(b) + beta c through
 // cublasSgemm on the device's compute stream, row-major operands read in place
 // through their row stride. fp32, or TF32 when the handle allows it (--tf32);
-// bf16 a and b (cublasGemmEx, fp32 accumulation) into an fp32 or bf16 c.
+// bf16 a and b through cuBLASLt (fp32 accumulation, no split-K into a bf16 c:
+// lt_matmul.h), cublasGemmEx where cuBLASLt refuses, into an fp32 or bf16 c.
 #pragma once
 
 #include "colrow/core/tensor.h"

@@ -1,9 +1,10 @@
 // The KV cache kernels on the GPU (kv_cache.h; launched by kv_cache.cu).
 // Append: one thread per copied element.
 // Attention: one block per (token, query head); its threads compute the
-// scores over the cached positions [0, p], reduce the max and the sum of
-// exponentials in shared memory, then each thread owns output features and
-// sums over the positions in order, so results repeat bitwise from run to run.
+// scores over the visible cached positions [first, p] (the sliding window's
+// first; 0 without one), reduce the max and the sum of exponentials in shared
+// memory, then each thread owns output features and sums over the positions
+// in order, so results repeat bitwise from run to run.
 // A bf16 cache (with bf16 q and out) is read natively, each element widened
 // as read (core/bfloat16.h); out is rounded once from its fp32 value.
 // A host compiler takes this header too: tests/kernels/cuda/kv_cache_test

@@ -12,8 +12,10 @@
 // into dx as it writes it.
 // A lane takes V consecutive elements at a time (kernels/cuda/vectors.cuh):
 // 16 bytes where every row the kernel touches allows it, one element
-// otherwise. The sums stay in double, where fp32 values and their products lose next to nothing;
-// each path sums in a fixed order (the same bits every run), and the two may differ in a last bit.
+// otherwise. The sums stay in double, where fp32 values and their products
+// lose next to nothing; each path sums in a fixed order (the same bits every
+// run), and the row kernels' two paths may differ in a last bit (the
+// parameter gradients' give the same bits either way: column_sums.cuh).
 // A host compiler takes this header too: tests/kernels/cuda/norm_test runs
 // these kernels on the CPU through the warp emulation as well as on a GPU.
 #pragma once

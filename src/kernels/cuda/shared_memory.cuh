@@ -1,6 +1,6 @@
 // A kernel's shared memory, spelled through two macros so that a host
 // compiler can take the kernel too: tests/support/warp_emulation.h defines
-// them to give every emulated block its own (tests/kernels/cuda/*_emulated).
+// them to give every emulated block its own (tests/kernels/cuda/emulated/).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,6 @@
 // The kernels of fused causal attention on tensor cores
 // (tensor_core_attention.h; launched by tensor_core_attention.cu), laid out
-// as FlashAttention-2 is. Legend as flash_attention.cu: B batch, T seq
+// as FlashAttention-2 is. Legend as flash_attention_kernels.cuh: B batch, T seq
 // (queries i, keys j), NH query heads, NKV key/value heads, HS head_dim,
 // G = NH / NKV, S = scale Q K^T, P = softmax(S).
 //
@@ -20,7 +20,7 @@
 //   meets: S -> online softmax (running max m and sum l of fp32 P per row,
 //   in base 2) -> O = alpha O + bf16(P) V; then O / l and lse = m ln 2 + log l.
 // dK, dV, per (sequence, KV head, key tile), over its query heads and the
-//   query tiles it meets, 32 or 64 queries at a time: S^T and dP^T again,
+//   query tiles it meets, one 64-query tile a step: S^T and dP^T again,
 //   P = exp(S - lse), dS = P (dP - D), dV += bf16(P)^T dO, dK += bf16(dS)^T Q.
 // dQ, per (sequence, query head, query tile), over the key tiles it meets:
 //   S and dP again (S as forward computes it), dQ += bf16(dS) K.

@@ -132,7 +132,8 @@ __device__ void write_rows(const float (&acc)[HS / 8][4], float mul, int64_t row
 }
 
 // c [16][64] = rows [16][HS] x cols^T, cols [64][HS] in shared memory: the
-// A fragments from a warp's 16 rows of one tile, or given (forward's Q).
+// A fragments loaded from a warp's 16 rows of one tile (forward keeps Q's in
+// registers and runs the same loop itself).
 template <int HS>
 __device__ inline void scores(const uint16_t* rows, int r0, const uint16_t* cols,
                               float (&c)[kTile / 8][4]) {

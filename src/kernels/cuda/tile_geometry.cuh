@@ -1,8 +1,9 @@
-// What every fused attention kernel knows of its tiles (flash_attention.cu,
+// What every fused attention kernel knows of its tiles (flash_attention_kernels.cuh,
 // tensor_core_attention_kernels.cuh): 64 queries against 64 keys, which tiles
 // meet under the causal mask and the sliding window, and the operands a
 // kernel reads. Device arithmetic only, no launch and no Tensor, so that a
-// host compiler takes it too (the tensor-core kernels' emulated test).
+// host compiler takes it too (kernels_cuda_flash_attention_emulated_test, which
+// runs both the fp32 and the tensor-core kernels).
 #pragma once
 
 #include <cuda_runtime.h>
