@@ -53,20 +53,17 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   if (tokens * features == 0) return;  // db += 0
   const int device = cuda_device_of("accumulate_bias_grad", {&dy, &db});
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  const bool vectors = rows_in_vectors({&dy});
   with_element_type("accumulate_bias_grad", {&dy}, [&](auto e) {
     using E = decltype(e);
-    const column_sums::Layout layout =
-        column_sums::layout(tokens, features, vectors ? kPerVector<E> : 1);
-    Tensor partial = kept_scratch(device, "bias_grad.partials", {layout.chunks, features});
-    with_chunk<E>(vectors, [&](auto v) {
-      bias_kernels::bias_grad_partials<E, decltype(v)::value>
-          <<<layout.grid, layout.block, 0, stream>>>(elements<E>(dy), tokens, features,
-                                                     dy.row_stride(), layout.chunk_rows,
-                                                     partial.data());
+    with_chunk<E>(rows_in_vectors({&dy}), [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      const column_sums::Layout layout = column_sums::layout<V>(tokens, features);
+      Tensor partial = kept_scratch(device, "bias_grad.partials", {layout.chunks, features});
+      bias_kernels::bias_grad_partials<E, V><<<layout.grid, layout.block, 0, stream>>>(
+          elements<E>(dy), tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());
+      COLROW_CUDA_CHECK_LAUNCH();
+      column_sums::add_partials(stream, partial.data(), layout.chunks, features, db.data());
     });
-    COLROW_CUDA_CHECK_LAUNCH();
-    column_sums::add_partials(stream, partial.data(), layout.chunks, features, db.data());
   });
 }
 

@@ -38,14 +38,14 @@ struct Layout {
   dim3 block;          // (kColumns, kRowThreads)
 };
 
-inline Layout layout(int64_t tokens, int64_t d, int per_thread = 1) {
+template <int V>
+inline Layout layout(int64_t tokens, int64_t d) {
   const int64_t spread = (tokens + kMaxChunks - 1) / kMaxChunks;
   const int64_t chunk_rows = spread > kChunkRows ? spread : kChunkRows;
   const int64_t chunks = (tokens + chunk_rows - 1) / chunk_rows;
-  return {
-      chunk_rows, chunks,
-      dim3(colrow::cuda::blocks_for(d, kColumns * per_thread), static_cast<unsigned int>(chunks)),
-      dim3(kColumns, kRowThreads)};
+  return {chunk_rows, chunks,
+          dim3(colrow::cuda::blocks_for(d, kColumns * V), static_cast<unsigned int>(chunks)),
+          dim3(kColumns, kRowThreads)};
 }
 
 // In a stage-1 block: the first of this thread's V features (>= d when idle;

@@ -32,25 +32,25 @@ void accumulate_param_grads(int device, const Tensor& x, const float* mean, cons
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0 || d == 0) return;
   cudaStream_t stream = colrow::cuda::compute_stream(device);
-  const bool vectors = rows_in_vectors({&x, &dy});
-  const column_sums::Layout layout = column_sums::layout(tokens, d, vectors ? kPerVector<E> : 1);
-  const int64_t count = layout.chunks * d;  // doubles per gradient
-  // Double partials live in an fp32 tensor of twice the count, at the start of
-  // a 256-byte aligned buffer, so the cast is aligned.
-  Tensor scratch = kept_scratch(device, "norm_grad.partials", {(dbeta != nullptr ? 4 : 2) * count});
-  double* partial_gamma = reinterpret_cast<double*>(scratch.data());
-  double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
-  with_chunk<E>(vectors, [&](auto v) {
-    norm_kernels::norm_param_grad_partials<E, decltype(v)::value>
-        <<<layout.grid, layout.block, 0, stream>>>(
-            elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(),
-            tokens, d, layout.chunk_rows, partial_gamma, partial_beta);
+  with_chunk<E>(rows_in_vectors({&x, &dy}), [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const column_sums::Layout layout = column_sums::layout<V>(tokens, d);
+    const int64_t count = layout.chunks * d;  // doubles per gradient
+    // Double partials live in an fp32 tensor of twice the count, at the start
+    // of a 256-byte aligned buffer, so the cast is aligned.
+    Tensor scratch =
+        kept_scratch(device, "norm_grad.partials", {(dbeta != nullptr ? 4 : 2) * count});
+    double* partial_gamma = reinterpret_cast<double*>(scratch.data());
+    double* partial_beta = dbeta != nullptr ? partial_gamma + count : nullptr;
+    norm_kernels::norm_param_grad_partials<E, V><<<layout.grid, layout.block, 0, stream>>>(
+        elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(), tokens,
+        d, layout.chunk_rows, partial_gamma, partial_beta);
+    COLROW_CUDA_CHECK_LAUNCH();
+    column_sums::add_partials(stream, partial_gamma, layout.chunks, d, dgamma.data());
+    if (dbeta != nullptr) {
+      column_sums::add_partials(stream, partial_beta, layout.chunks, d, dbeta->data());
+    }
   });
-  COLROW_CUDA_CHECK_LAUNCH();
-  column_sums::add_partials(stream, partial_gamma, layout.chunks, d, dgamma.data());
-  if (dbeta != nullptr) {
-    column_sums::add_partials(stream, partial_beta, layout.chunks, d, dbeta->data());
-  }
 }
 
 }  // namespace

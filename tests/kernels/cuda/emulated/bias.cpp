@@ -47,19 +47,18 @@ void accumulate_bias_grad(const Tensor& dy, Tensor& db) {
   require_host("accumulate_bias_grad", {&dy, &db});
   const int64_t tokens = dy.size(0), features = dy.size(1);
   if (tokens * features == 0) return;
-  const bool vectors = kernels::cuda::rows_in_vectors({&dy});
   kernels::with_element_type("accumulate_bias_grad", {&dy}, [&](auto e) {
     using E = decltype(e);
-    const cs::Layout layout =
-        cs::layout(tokens, features, vectors ? kernels::cuda::kPerVector<E> : 1);
-    Tensor partial = Tensor::empty({layout.chunks, features});
-    kernels::cuda::with_chunk<E>(vectors, [&](auto v) {
+    kernels::cuda::with_chunk<E>(kernels::cuda::rows_in_vectors({&dy}), [&](auto v) {
+      constexpr int V = decltype(v)::value;
+      const cs::Layout layout = cs::layout<V>(tokens, features);
+      Tensor partial = Tensor::empty({layout.chunks, features});
       emulation::launch(layout.grid, layout.block, 0, [&] {
-        bk::bias_grad_partials<E, decltype(v)::value>(
-            elements<E>(dy), tokens, features, dy.row_stride(), layout.chunk_rows, partial.data());
+        bk::bias_grad_partials<E, V>(elements<E>(dy), tokens, features, dy.row_stride(),
+                                     layout.chunk_rows, partial.data());
       });
+      add_column_partials(partial.data(), layout.chunks, features, db.data());
     });
-    add_column_partials(partial.data(), layout.chunks, features, db.data());
   });
 }
 

@@ -34,20 +34,20 @@ void accumulate_param_grads(const Tensor& x, const float* mean, const Tensor& rs
                             const Tensor& dy, Tensor& dgamma, Tensor* dbeta) {
   const int64_t tokens = x.size(0), d = x.size(1);
   if (tokens == 0 || d == 0) return;
-  const bool vectors = rows_in_vectors({&x, &dy});
-  const cs::Layout layout = cs::layout(tokens, d, vectors ? kernels::cuda::kPerVector<E> : 1);
-  const size_t count = static_cast<size_t>(layout.chunks * d);
-  std::vector<double> partial_gamma(count), partial_beta(dbeta != nullptr ? count : 0);
-  kernels::cuda::with_chunk<E>(vectors, [&](auto v) {
+  kernels::cuda::with_chunk<E>(rows_in_vectors({&x, &dy}), [&](auto v) {
+    constexpr int V = decltype(v)::value;
+    const cs::Layout layout = cs::layout<V>(tokens, d);
+    const size_t count = static_cast<size_t>(layout.chunks * d);
+    std::vector<double> partial_gamma(count), partial_beta(dbeta != nullptr ? count : 0);
     emulation::launch(layout.grid, layout.block, 0, [&] {
-      nk::norm_param_grad_partials<E, decltype(v)::value>(
-          elements<E>(x), x.row_stride(), mean, rstd.data(), elements<E>(dy), dy.row_stride(),
-          tokens, d, layout.chunk_rows, partial_gamma.data(),
-          dbeta != nullptr ? partial_beta.data() : nullptr);
+      nk::norm_param_grad_partials<E, V>(elements<E>(x), x.row_stride(), mean, rstd.data(),
+                                         elements<E>(dy), dy.row_stride(), tokens, d,
+                                         layout.chunk_rows, partial_gamma.data(),
+                                         dbeta != nullptr ? partial_beta.data() : nullptr);
     });
+    add_column_partials(partial_gamma.data(), layout.chunks, d, dgamma.data());
+    if (dbeta != nullptr) add_column_partials(partial_beta.data(), layout.chunks, d, dbeta->data());
   });
-  add_column_partials(partial_gamma.data(), layout.chunks, d, dgamma.data());
-  if (dbeta != nullptr) add_column_partials(partial_beta.data(), layout.chunks, d, dbeta->data());
 }
 
 }  // namespace
